@@ -1,0 +1,83 @@
+// Model configuration: the architecture (HF field names) plus the quantization scheme.
+// Sources: a preset embedded in the binary (configs/*.json, e.g. "8b-int4"), a decodebench
+// config file, or an HF config.json (or the model directory holding one).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace db {
+
+enum class Arch { llama, qwen3 };
+enum class Scheme { fp16, int8, int4 };
+
+const char* to_string(Arch a);
+const char* to_string(Scheme s);
+// Throws db::Error naming the accepted values.
+Arch parse_arch(std::string_view s);
+Scheme parse_scheme(std::string_view s);
+
+// Bits a weight of this scheme occupies (16, 8, 4).
+int scheme_bits(Scheme s);
+
+struct RopeScaling {
+  bool llama3 = false;  // "rope_type": "llama3"; otherwise no scaling
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct QuantConfig {
+  Scheme scheme = Scheme::fp16;  // transformer-block linear layers
+  int group_size = 128;          // int4 only
+  bool zero_point = true;        // int4 only: asymmetric with a zero point
+  Scheme lm_head = Scheme::fp16; // the output projection has its own scheme
+};
+
+struct ModelConfig {
+  std::string name;    // preset name or the path it was read from
+  std::string source;  // "preset" | "file" | "hf"
+  Arch arch = Arch::llama;
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t intermediate_size = 0;
+  int64_t vocab_size = 0;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  double rms_norm_eps = 1e-5;
+  bool tie_word_embeddings = false;
+  int64_t max_position_embeddings = 0;
+  QuantConfig quant;
+
+  int64_t q_dim() const { return num_attention_heads * head_dim; }
+  int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+};
+
+// Resolves a preset name ("8b-int4"), a config file path, an HF config.json path or an HF
+// model directory. Every missing or inconsistent field is a db::Error naming the field and
+// the file (or preset).
+ModelConfig load_model_config(const std::string& name_or_path);
+
+// Parses a JSON text (preset, decodebench config or HF config.json); `origin` names it in
+// errors. Presets may say {"extends": "8b", ...}; `resolve_extends` looks the base up.
+ModelConfig parse_model_config(const std::string& json_text, const std::string& origin);
+
+// Checks every field for consistency (positive sizes, heads divisible by kv heads,
+// group size dividing the input dimensions of every int4 matrix, ...).
+void validate(const ModelConfig& c, const std::string& origin);
+
+// Preset names in display order (tiny, 1b, 4b, 8b, 70b; each with -fp16/-int8/-int4).
+std::vector<std::string> preset_names();
+// The embedded JSON text of a preset, or empty when there is no such preset.
+std::string preset_text(std::string_view name);
+
+// Total parameters of the model (embedding, linears, norms, lm_head when untied).
+int64_t parameter_count(const ModelConfig& c);
+
+}  // namespace db

@@ -1,0 +1,36 @@
+// The shapes and HF names of a model's tensors, derived from its config.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "decodebench/config.h"
+
+namespace db {
+
+// The seven linear layers of a transformer block (LoRA target names in comments).
+enum class Linear { q, k, v, o, gate, up, down };
+constexpr std::array<Linear, 7> kLinears = {Linear::q,    Linear::k,  Linear::v,   Linear::o,
+                                            Linear::gate, Linear::up, Linear::down};
+
+const char* short_name(Linear l);        // "q", "k", "v", "o", "gate", "up", "down"
+const char* hf_module_name(Linear l);    // "self_attn.q_proj", ..., "mlp.down_proj"
+
+struct MatShape {
+  int64_t rows = 0;  // output features
+  int64_t cols = 0;  // input features
+  int64_t elements() const { return rows * cols; }
+};
+
+MatShape linear_shape(const ModelConfig& c, Linear l);
+
+// HF tensor names.
+std::string linear_name(int64_t layer, Linear l);            // model.layers.N.self_attn.q_proj.weight
+std::string layer_norm_name(int64_t layer, bool post_attn);  // input_layernorm / post_attention_layernorm
+std::string qk_norm_name(int64_t layer, bool k);             // model.layers.N.self_attn.q_norm.weight (qwen3)
+inline const char* kEmbedName = "model.embed_tokens.weight";
+inline const char* kFinalNormName = "model.norm.weight";
+inline const char* kLmHeadName = "lm_head.weight";
+
+}  // namespace db

@@ -1,0 +1,143 @@
+// The result of one run, schema "decodebench/result/v1". One C++ type, one JSON writer and
+// reader (compare reads files back); the md and csv printers use the same field list.
+// Every field is documented in the README ("Result schema").
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "decodebench/accounting.h"
+
+namespace db {
+
+inline constexpr const char* kResultSchema = "decodebench/result/v1";
+
+struct ToolInfo {
+  std::string name = "decodebench";
+  std::string version;
+  std::string git_commit;
+  std::string build_type;    // CMAKE_BUILD_TYPE; anything but Release is warned about
+  std::string cuda_runtime;  // "13.0", or "" without CUDA
+  std::string cublas;        // "13.0.2", or ""
+};
+
+struct ClockState {  // an NVML snapshot
+  int sm_clock_mhz = 0;
+  int mem_clock_mhz = 0;
+  int temperature_c = 0;
+  double power_w = 0;
+  uint64_t throttle_reasons = 0;        // NVML bit mask
+  std::vector<std::string> throttle;    // the set bits, named
+};
+
+struct DeviceInfo {
+  std::string backend;  // "cuda" | "cpu"
+  std::string name;     // GPU name, or the CPU model
+  std::string uuid;
+  std::string compute_capability;  // "9.0"
+  int sm_count = 0;
+  uint64_t memory_bytes = 0;
+  uint64_t l2_bytes = 0;
+  std::string driver;
+  bool ecc = false;
+  double power_limit_w = 0;
+  std::optional<ClockState> start;  // absent where NVML is unavailable (CPU backend)
+  std::optional<ClockState> end;
+  double theoretical_GBps = 0;  // from memory clock x bus width
+  double peak_read_GBps = 0;    // measured in this process (streaming read)
+  int cpu_threads = 0;          // cpu backend
+};
+
+struct RunConfig {
+  std::string model;            // as given: preset name or path
+  std::string arch;             // "llama" | "qwen3"
+  std::string weights;          // "synthetic" or the weights path
+  uint64_t seed = 0;
+  std::string scheme;           // "fp16" | "int8" | "int4"
+  int group_size = 0;           // int4 only, else 0
+  bool zero_point = false;      // int4 only
+  std::string lm_head_scheme;
+  std::string kernel;           // resolved kernel name, e.g. "int4.gemv"
+  bool graph = false;
+  std::string adapter = "none";  // "none", a path or "synthetic:rank=..."
+  std::string adapter_mode;      // "merged" | "external" | "" without an adapter
+  int64_t adapter_rank = 0;
+  std::vector<std::string> adapter_targets;
+  double adapter_scale = 0;
+  int64_t context = 0;
+  int64_t tokens = 0;
+  int64_t warmup = 0;
+  int64_t repeat = 0;
+  bool sync_per_token = false;
+  int64_t params = 0;           // parameter count of the model
+};
+
+struct TpotStats {
+  double mean = 0, median = 0, p10 = 0, p90 = 0, p99 = 0, min = 0, max = 0, stdev = 0;
+  int64_t n = 0;
+};
+
+struct Timing {
+  TpotStats tpot_ms;
+  std::vector<double> samples_ms;  // every timed step, repetition by repetition
+  double tokens_per_s = 0;         // 1000 / median
+  double load_s = 0;               // weights generated or loaded, repacked, uploaded
+  double prefill_s = 0;            // untimed steps to reach --context
+  std::string clock;               // "cuda-events" | "host"
+};
+
+struct Roofline {
+  double floor_tpot_ms = 0;   // bytes.per_token.total / device.peak_read_GBps
+  double achieved_GBps = 0;   // bytes.per_token.total / median TPOT
+  double efficiency = 0;      // floor / median TPOT, 0..1
+  std::string regime;         // "bandwidth-bound" | "overhead-bound" | "kernel-bound"
+  std::string regime_reason;  // the rule that fired, with the numbers
+};
+
+struct MemoryUse {
+  uint64_t weights_bytes = 0;
+  uint64_t kv_cache_bytes = 0;
+  uint64_t scratch_bytes = 0;
+  uint64_t total_bytes = 0;
+};
+
+struct Check {
+  std::string tokens_hash;          // FNV-1a 64 of the generated token ids, hex
+  std::vector<int32_t> tokens;      // the first repetition's generated ids
+  bool logits_checked = false;      // --check
+  double logits_max_rel_err = 0;    // max |a-b| / max|b| over steps, against the reference
+  std::string reference;            // what the logits were compared with
+};
+
+struct Result {
+  std::string schema = kResultSchema;
+  ToolInfo tool;
+  std::string time;     // RFC 3339, UTC
+  std::string command;  // the command line, shell-quoted
+  DeviceInfo device;
+  RunConfig config;
+  ByteAccount bytes;
+  Timing timing;
+  Roofline roofline;
+  MemoryUse memory;
+  Check check;
+};
+
+void to_json(nlohmann::json& j, const Result& r);
+// Throws db::Error naming the missing or mistyped field ("result: missing field timing.tpot_ms.median").
+void from_json(const nlohmann::json& j, Result& r);
+
+std::string result_to_json_text(const Result& r, int indent = 2);
+Result result_from_json_text(const std::string& text, const std::string& origin);
+
+// Reads a file holding one result, a JSON array of results, or JSONL.
+std::vector<Result> read_results(const std::string& path);
+
+// Summary statistics of samples (linear-interpolated percentiles).
+TpotStats compute_stats(const std::vector<double>& samples);
+
+}  // namespace db

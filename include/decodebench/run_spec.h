@@ -1,0 +1,46 @@
+// Everything the run verb takes from the command line, parsed and validated by the CLI.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "decodebench/accounting.h"
+#include "decodebench/config.h"
+
+namespace db {
+
+enum class BackendKind { cuda, cpu };
+enum class OutputFormat { json, jsonl, md, csv };
+
+struct RunSpec {
+  std::string model = "8b-int4";
+  std::string weights;  // empty: synthetic from `seed`
+  uint64_t seed = 0;
+  std::optional<Scheme> quant;        // overrides the config's scheme
+  std::optional<int> group_size;
+  std::optional<Scheme> lm_head;      // overrides the lm_head scheme
+  std::string kernel = "auto";
+  bool graph = true;
+  std::string adapter;                // empty: none
+  AdapterMode adapter_mode = AdapterMode::merged;
+  int64_t context = 0;
+  int64_t tokens = 128;
+  int64_t warmup = 16;
+  int64_t repeat = 5;
+  bool sync_per_token = false;
+  bool check = false;
+  BackendKind backend = BackendKind::cuda;
+  int device = 0;
+  std::string output;                 // empty: summary on stdout only
+  OutputFormat format = OutputFormat::json;
+  std::string command_line;           // for the result's "command" field
+};
+
+const char* to_string(BackendKind b);
+const char* to_string(OutputFormat f);
+
+// Applies the overrides of `spec` to a loaded config and validates the result.
+ModelConfig apply_overrides(ModelConfig c, const RunSpec& spec);
+
+}  // namespace db

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what decodebench needs to build and test, from Debian/Ubuntu packages.
+# Idempotent and quiet when everything is present; runs apt-get as root (or through sudo
+# when not root). It never installs CUDA where nvcc already exists; where nvcc is missing
+# it installs the distribution's CUDA toolkit only if DECODEBENCH_INSTALL_CUDA=1, and
+# otherwise says that the build will be CPU-only.
+set -euo pipefail
+
+missing=()
+need_file() { [ -e "$1" ] || missing+=("$2"); }
+need_cmd() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+
+need_cmd cmake cmake
+need_cmd g++ g++
+need_cmd make make
+need_cmd git git
+need_cmd python3 python3
+need_file /usr/include/CLI/CLI.hpp libcli11-dev
+need_file /usr/include/nlohmann/json.hpp nlohmann-json3-dev
+need_file /usr/include/fmt/format.h libfmt-dev
+need_file /usr/include/gtest/gtest.h libgtest-dev
+
+nvcc_found() { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }
+if ! nvcc_found && [ "${DECODEBENCH_INSTALL_CUDA:-0}" = 1 ]; then
+  missing+=(nvidia-cuda-toolkit)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ]; then apt=(apt-get); else apt=(sudo apt-get); fi
+  echo "install_deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  "${apt[@]}" update -qq >/dev/null
+  "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! nvcc_found; then
+  echo "install_deps: no CUDA compiler (nvcc) here: decodebench will build without its CUDA backend" \
+       "and run with --backend cpu (set DECODEBENCH_INSTALL_CUDA=1 to install the distribution's toolkit)." >&2
+fi
