@@ -78,6 +78,8 @@ class Checkpoint {
 
 class SafetensorsWriter {
  public:
+  // Creates "<path>.tmp" at once, so an output directory that does not exist is an error
+  // before the caller spends minutes producing tensors.
   explicit SafetensorsWriter(std::string path);
   ~SafetensorsWriter();  // removes the temp file when finish() was not reached
   SafetensorsWriter(const SafetensorsWriter&) = delete;
@@ -97,10 +99,17 @@ class SafetensorsWriter {
     std::string name;
     DType dtype;
     std::vector<int64_t> shape;
+    uint64_t nbytes;
     const void* data;
     std::function<void(uint8_t*)> fill;
   };
+  void add_entry(Entry entry);
+  void discard() noexcept;  // closes and unlinks the temp file, if this writer still owns one
+
   std::string path_;
+  std::string tmp_path_;  // path_ + ".tmp", opened in the constructor so a bad path fails early
+  int fd_ = -1;
+  bool owns_tmp_ = false;
   std::map<std::string, std::string> metadata_;
   std::vector<Entry> entries_;
   bool finished_ = false;

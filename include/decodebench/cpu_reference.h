@@ -1,0 +1,57 @@
+// The float32 reference decode step (DESIGN.md "The decode step"), on the CPU. Clarity
+// first: it dequantizes the same canonical weights every backend uses, keeps activations
+// and the KV cache in float32, and is what every GPU kernel and the transformers goldens
+// are checked against.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "decodebench/weights.h"
+
+namespace db {
+
+class CpuModel {
+ public:
+  // Materializes the weights (quantized as the config says) and a KV cache of
+  // `max_positions` positions.
+  CpuModel(const WeightSource& source, int64_t max_positions, int threads = 0);
+
+  // Runs one decode step for `token` at position `pos` (positions must be fed in order
+  // from 0, or re-fed from any earlier position: the cache at >= pos is overwritten).
+  // Returns the logits [vocab].
+  const std::vector<float>& step(int32_t token, int64_t pos);
+
+  // Lowest index of the maximum (ties go to the lower id, as on the device).
+  static int32_t argmax(const std::vector<float>& logits);
+
+  const ModelConfig& config() const { return c_; }
+  int threads() const { return threads_; }
+  uint64_t weight_bytes() const;  // host bytes of the materialized weights
+  uint64_t kv_cache_bytes() const;
+
+ private:
+  struct Layer {
+    std::vector<float> attn_norm, mlp_norm;  // [hidden]
+    std::vector<float> q_norm, k_norm;       // [head_dim], qwen3
+    QuantMatrix wq, wk, wv, wo, gate, up, down;
+  };
+  void matvec(const QuantMatrix& w, const float* x, float* y) const;
+  void rmsnorm(const float* x, const float* w, int64_t n, float* out) const;
+  void rope(float* v, int64_t heads, int64_t pos) const;
+
+  ModelConfig c_;
+  const WeightSource& source_;
+  Origin embedding_;
+  std::vector<Layer> layers_;
+  std::vector<float> final_norm_;
+  QuantMatrix lm_head_;
+  int64_t max_positions_;
+  int threads_;
+  std::vector<float> rope_;               // rope_table(c_, max_positions_)
+  std::vector<float> k_cache_, v_cache_;  // [layers, max_positions, kv_dim]
+  // scratch
+  std::vector<float> x_, h_, q_, k_, v_, att_, o_, g_, u_, scores_, logits_;
+};
+
+}  // namespace db

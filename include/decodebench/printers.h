@@ -1,0 +1,48 @@
+// Printers of results: json (schema v1), jsonl, md and csv, and the human summary printed
+// after every run. One field list (result_fields) drives the tabular printers, llama-bench
+// style: md and csv pull the same dotted paths out of each result's JSON, so a field added
+// to the list appears in both.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "decodebench/result.h"
+#include "decodebench/run_spec.h"
+
+namespace db {
+
+// How md shows a column; csv always writes the raw JSON value at full precision.
+enum class CellFormat {
+  text,       // as is; "" shown as "-"
+  integer,
+  on_off,     // boolean as "on" / "off"
+  gigabytes,  // a byte count shown in GB (1e9), 2 decimals
+  ms,         // 3 decimals
+  per_s,      // tokens per second, 1 decimal
+  GBps,       // 1 decimal
+  ratio,      // 0..1, 2 decimals
+};
+
+struct ResultField {
+  const char* path;    // dotted path into the result's JSON, e.g. "timing.tpot_ms.median"
+  const char* header;  // md column header; the csv header is the path itself
+  CellFormat format;
+};
+
+// The columns of the md and csv tables, in order.
+const std::vector<ResultField>& result_fields();
+
+// json: one result as an object, several as an array (2-space indent); jsonl: one compact
+// object per line; md: GitHub table; csv: RFC 4180, header row of dotted paths. Every
+// format ends with a newline.
+std::string format_results(const std::vector<Result>& results, OutputFormat format);
+
+// Writes format_results() to path + ".tmp" and renames it onto path, so a reader never sees
+// a partial file. Throws db::Error "cannot write <path>: <reason>" (the temp file removed).
+void write_results_file(const std::string& path, const std::vector<Result>& results, OutputFormat format);
+
+// The human summary of one run (a few aligned lines, newline-terminated), printed on stdout.
+std::string summary_text(const Result& r);
+
+}  // namespace db

@@ -1,0 +1,97 @@
+// Where a model's tensors come from, and their canonical quantized form on the host.
+//
+// A WeightSource is opened once per run. It validates every tensor the model needs (name,
+// dtype, shape) before anything is computed, then describes each one as an Origin:
+//   synthetic  - generated from (seed, tensor id) by include/decodebench/synth.h
+//   dense      - an f32/f16/bf16 tensor in a checkpoint, quantized on load
+//   quantized  - decodebench's own .qweight/.scales/.zeros tensors, used as they are
+// Backends turn origins into weights where they need them: the CPU reference with the
+// host functions below, the CUDA backend with device kernels that run the same arithmetic.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "decodebench/config.h"
+#include "decodebench/model.h"
+#include "decodebench/safetensors.h"
+#include "decodebench/synth.h"
+
+namespace db {
+
+// A linear weight [rows, cols] in the canonical layout of DESIGN.md.
+struct QuantMatrix {
+  Scheme scheme = Scheme::fp16;
+  int64_t rows = 0, cols = 0;
+  int group_size = 0;                // int4 only
+  bool zero_point = false;           // int4 only
+  std::vector<uint8_t> qweight;      // fp16: [rows, cols] uint16 bits (LE); int8: [rows, cols]; int4: [rows, cols/2]
+  std::vector<uint16_t> scales;      // fp16 bits; int8: [rows]; int4: [rows, cols/group]
+  std::vector<uint8_t> zeros;        // int4 with zero point: [rows, cols/group]
+
+  float at(int64_t r, int64_t c) const;       // dequantized element
+  void row(int64_t r, float* out) const;      // dequantized row of `cols` floats
+};
+
+// Quantizes a float matrix with the canonical arithmetic (include/decodebench/quant.h).
+// A group size that does not divide `cols` is a db::Error.
+QuantMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, Scheme scheme, int group_size,
+                            bool zero_point);
+
+// Reads one row of a dense tensor (f32/f16/bf16) as floats.
+void dense_row(const TensorInfo& t, int64_t row, int64_t cols, float* out);
+
+enum class OriginKind { synthetic, dense, quantized };
+
+struct Origin {
+  OriginKind kind = OriginKind::synthetic;
+  std::string name;        // HF tensor name
+  uint64_t tensor_id = 0;  // synth::tensor_id(name)
+  synth::Dist dist = synth::Dist::matrix;
+  std::vector<int64_t> shape;
+  const TensorInfo* dense = nullptr;  // kind == dense
+  const TensorInfo* qweight = nullptr, *scales = nullptr, *zeros = nullptr;  // kind == quantized
+};
+
+class WeightSource {
+ public:
+  // `path` empty: synthetic weights from `seed`. Otherwise a safetensors file, an HF
+  // directory or index, or a decodebench file. Throws db::Error naming the first tensor
+  // that is missing or has the wrong dtype or shape.
+  WeightSource(const ModelConfig& config, const std::string& path, uint64_t seed);
+  ~WeightSource();
+  WeightSource(const WeightSource&) = delete;
+  WeightSource& operator=(const WeightSource&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  bool synthetic() const { return !checkpoint_; }
+  uint64_t seed() const { return seed_; }
+  const std::string& path() const { return path_; }
+  std::string describe() const;  // "synthetic (seed 0)" or the path with its format
+
+  Origin linear(int64_t layer, Linear l) const;  // in config.quant.scheme
+  Origin lm_head() const;                        // in config.quant.lm_head (tied: the embedding)
+  Origin embedding() const;                      // fp16 [vocab, hidden]
+  Origin vector(const std::string& name, int64_t size) const;  // norm weights
+
+  // Host materialization (the CPU reference, tests, file writers).
+  QuantMatrix host_matrix(const Origin& o, Scheme scheme) const;
+  std::vector<float> host_vector(const Origin& o) const;                 // 1-D, as float
+  void host_embedding_row(const Origin& o, int64_t token, float* out) const;  // fp16-rounded values
+
+ private:
+  Origin matrix_origin(const std::string& name, int64_t rows, int64_t cols, Scheme scheme) const;
+  ModelConfig config_;
+  std::string path_;
+  uint64_t seed_ = 0;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  bool decodebench_format_ = false;
+};
+
+// Synthetic values of a tensor element, rounded as stored: matrices and the embedding are
+// fp16-rounded before quantization, norms too.
+float synthetic_value(uint64_t seed, const Origin& o, int64_t index);
+
+}  // namespace db

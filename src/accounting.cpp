@@ -1,0 +1,113 @@
+// Byte accounting (see include/decodebench/accounting.h). Everything here is integer
+// arithmetic on the config, so the unit tests can check it against hand-computed values.
+#include "decodebench/accounting.h"
+
+#include <algorithm>
+
+#include "decodebench/error.h"
+
+namespace db {
+namespace {
+
+constexpr uint64_t kF16 = 2;  // fp16 bytes: embedding, norms, scales, KV cache, adapters
+
+uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
+
+uint64_t norm_bytes(const ModelConfig& c) {
+  uint64_t n = u(2 * c.num_hidden_layers + 1) * u(c.hidden_size);  // two per layer + final
+  if (c.arch == Arch::qwen3) n += u(2 * c.num_hidden_layers) * u(c.head_dim);  // q_norm, k_norm
+  return n * kF16;
+}
+
+uint64_t adapter_bytes_per_layer(const ModelConfig& c, const AdapterShape& a) {
+  uint64_t b = 0;
+  for (Linear l : a.targets) {
+    const MatShape s = linear_shape(c, l);
+    b += u(a.rank) * u(s.rows + s.cols) * kF16;  // A [r, in] + B [out, r]
+  }
+  return b;
+}
+
+}  // namespace
+
+MatrixBytes matrix_bytes(int64_t rows, int64_t cols, Scheme scheme, int group_size, bool zero_point) {
+  MatrixBytes m;
+  const uint64_t elements = u(rows) * u(cols);
+  switch (scheme) {
+    case Scheme::fp16:
+      m.weights = elements * kF16;
+      break;
+    case Scheme::int8:
+      m.weights = elements;
+      m.scales = u(rows) * kF16;  // per output row
+      break;
+    case Scheme::int4: {
+      if (group_size <= 0 || cols % group_size != 0)
+        fail("int4 group size {} does not divide the input dimension {}", group_size, cols);
+      const uint64_t groups = u(rows) * u(cols / group_size);
+      m.weights = elements / 2;
+      m.scales = groups * kF16;
+      m.zeros = zero_point ? groups : 0;  // u8 per group
+      break;
+    }
+  }
+  return m;
+}
+
+ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, const KernelTraffic& kernel,
+                          int64_t position_first, int64_t position_last) {
+  if (position_first < 0 || position_last < position_first)
+    fail("byte accounting: bad position range {}..{}", position_first, position_last);
+  ByteAccount a;
+  a.position_first = position_first;
+  a.position_last = position_last;
+  PerTokenBytes& t = a.per_token;
+  const QuantConfig& q = c.quant;
+
+  uint64_t block_elements = 0;
+  for (Linear l : kLinears) {
+    const MatShape s = linear_shape(c, l);
+    const MatrixBytes m = matrix_bytes(s.rows, s.cols, q.scheme, q.group_size, q.zero_point);
+    t.linear_weights += m.weights;
+    t.scales += m.scales;
+    t.zeros += m.zeros;
+    block_elements += u(s.elements());
+  }
+  const uint64_t layers = u(c.num_hidden_layers);
+  t.linear_weights *= layers;
+  t.scales *= layers;
+  t.zeros *= layers;
+  block_elements *= layers;
+
+  const MatrixBytes head = matrix_bytes(c.vocab_size, c.hidden_size, q.lm_head, q.group_size, q.zero_point);
+  t.lm_head = head.total();
+  t.embedding_row = u(c.hidden_size) * kF16;
+  t.norms = norm_bytes(c);
+  const bool external = adapter.rank > 0 && adapter.mode == AdapterMode::external;
+  t.adapter = external ? adapter_bytes_per_layer(c, adapter) * layers : 0;
+
+  // K and V, fp16, for every layer and kv head: positions 0..pos are read, pos is written.
+  // The mean of (pos + 1) over first..last is (first + last) / 2 + 1; keep it exact by
+  // working with the sum first + last + 2 and halving at the end.
+  const uint64_t kv_per_position = 2 * layers * u(c.kv_dim()) * kF16;
+  t.kv_read = kv_per_position * u(position_first + position_last + 2) / 2;
+  t.kv_write = kv_per_position;
+
+  t.total = t.linear_weights + t.scales + t.zeros + t.lm_head + t.embedding_row + t.norms + t.adapter +
+            t.kv_read + t.kv_write;
+  // --kernel selects the block linears' kernel; the lm_head runs its scheme's default.
+  t.kernel_extra = static_cast<uint64_t>(kernel.extra_bytes_per_weight * static_cast<double>(block_elements));
+
+  StoredBytes& s = a.stored;
+  s.linear = t.linear_weights + t.scales + t.zeros;
+  s.embedding = u(c.vocab_size) * u(c.hidden_size) * kF16;
+  // A tied fp16 lm_head multiplies by the embedding table itself; any other combination
+  // keeps its own (quantized) copy.
+  s.lm_head = (c.tie_word_embeddings && q.lm_head == Scheme::fp16) ? 0 : head.total();
+  s.norms = t.norms;
+  s.adapter = t.adapter;
+  s.total = s.linear + s.embedding + s.lm_head + s.norms + s.adapter;
+  return a;
+}
+
+}  // namespace db

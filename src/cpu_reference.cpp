@@ -1,0 +1,189 @@
+#include "decodebench/cpu_reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "decodebench/error.h"
+#include "decodebench/rope.h"
+
+namespace db {
+namespace {
+
+// Splits [0, n) into `threads` contiguous chunks (a reference: the simplest parallelism).
+template <class F>
+void parallel_rows(int64_t n, int threads, F&& f) {
+  if (threads <= 1 || n < 64) {
+    f(int64_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const int64_t chunk = (n + threads - 1) / threads;
+  for (int t = 1; t < threads; ++t) {
+    const int64_t b = t * chunk, e = std::min(n, b + chunk);
+    if (b < e) pool.emplace_back([&f, b, e] { f(b, e); });
+  }
+  f(int64_t{0}, std::min(n, chunk));
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int threads)
+    : c_(source.config()), source_(source), max_positions_(max_positions) {
+  if (max_positions <= 0) fail("cpu reference: need at least one position");
+  threads_ = threads > 0 ? threads : std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
+  const Scheme s = c_.quant.scheme;
+  embedding_ = source.embedding();
+  layers_.resize(static_cast<size_t>(c_.num_hidden_layers));
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    Layer& L = layers_[l];
+    L.attn_norm = source.host_vector(source.vector(layer_norm_name(l, false), c_.hidden_size));
+    L.mlp_norm = source.host_vector(source.vector(layer_norm_name(l, true), c_.hidden_size));
+    if (c_.arch == Arch::qwen3) {
+      L.q_norm = source.host_vector(source.vector(qk_norm_name(l, false), c_.head_dim));
+      L.k_norm = source.host_vector(source.vector(qk_norm_name(l, true), c_.head_dim));
+    }
+    L.wq = source.host_matrix(source.linear(l, Linear::q), s);
+    L.wk = source.host_matrix(source.linear(l, Linear::k), s);
+    L.wv = source.host_matrix(source.linear(l, Linear::v), s);
+    L.wo = source.host_matrix(source.linear(l, Linear::o), s);
+    L.gate = source.host_matrix(source.linear(l, Linear::gate), s);
+    L.up = source.host_matrix(source.linear(l, Linear::up), s);
+    L.down = source.host_matrix(source.linear(l, Linear::down), s);
+  }
+  final_norm_ = source.host_vector(source.vector(kFinalNormName, c_.hidden_size));
+  lm_head_ = source.host_matrix(source.lm_head(), c_.quant.lm_head);
+  rope_ = rope_table(c_, max_positions_);
+  const size_t kv = static_cast<size_t>(c_.num_hidden_layers * max_positions_ * c_.kv_dim());
+  k_cache_.assign(kv, 0.f);
+  v_cache_.assign(kv, 0.f);
+  const auto H = static_cast<size_t>(c_.hidden_size);
+  x_.resize(H);
+  h_.resize(H);
+  q_.resize(static_cast<size_t>(c_.q_dim()));
+  k_.resize(static_cast<size_t>(c_.kv_dim()));
+  v_.resize(static_cast<size_t>(c_.kv_dim()));
+  att_.resize(static_cast<size_t>(c_.q_dim()));
+  o_.resize(H);
+  g_.resize(static_cast<size_t>(c_.intermediate_size));
+  u_.resize(static_cast<size_t>(c_.intermediate_size));
+  scores_.resize(static_cast<size_t>(max_positions_));
+  logits_.resize(static_cast<size_t>(c_.vocab_size));
+}
+
+uint64_t CpuModel::weight_bytes() const {
+  auto m = [](const QuantMatrix& q) { return q.qweight.size() + 2 * q.scales.size() + q.zeros.size(); };
+  uint64_t b = m(lm_head_);
+  for (const Layer& L : layers_) b += m(L.wq) + m(L.wk) + m(L.wv) + m(L.wo) + m(L.gate) + m(L.up) + m(L.down);
+  return b;
+}
+
+uint64_t CpuModel::kv_cache_bytes() const { return 4 * (k_cache_.size() + v_cache_.size()); }
+
+void CpuModel::matvec(const QuantMatrix& w, const float* x, float* y) const {
+  parallel_rows(w.rows, threads_, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    for (int64_t r = begin; r < end; ++r) {
+      w.row(r, row.data());
+      float acc = 0.f;
+      for (int64_t c = 0; c < w.cols; ++c) acc += row[c] * x[c];
+      y[r] = acc;
+    }
+  });
+}
+
+void CpuModel::rmsnorm(const float* x, const float* w, int64_t n, float* out) const {
+  float ss = 0.f;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float inv = 1.f / std::sqrt(ss / static_cast<float>(n) + static_cast<float>(c_.rms_norm_eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+}
+
+void CpuModel::rope(float* v, int64_t heads, int64_t pos) const {
+  const int64_t half = c_.head_dim / 2;
+  const float* cosp = rope_.data() + pos * half;
+  const float* sinp = rope_.data() + (max_positions_ + pos) * half;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* p = v + h * c_.head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = p[i], b = p[i + half];
+      p[i] = a * cosp[i] - b * sinp[i];
+      p[i + half] = b * cosp[i] + a * sinp[i];
+    }
+  }
+}
+
+const std::vector<float>& CpuModel::step(int32_t token, int64_t pos) {
+  if (token < 0 || token >= c_.vocab_size) fail("cpu reference: token {} outside the vocabulary", token);
+  if (pos < 0 || pos >= max_positions_) fail("cpu reference: position {} outside the cache", pos);
+  const int64_t H = c_.hidden_size, hd = c_.head_dim, kvd = c_.kv_dim();
+  const int64_t heads = c_.num_attention_heads, group = heads / c_.num_key_value_heads;
+  source_.host_embedding_row(embedding_, token, x_.data());
+
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    const Layer& L = layers_[l];
+    rmsnorm(x_.data(), L.attn_norm.data(), H, h_.data());
+    matvec(L.wq, h_.data(), q_.data());
+    matvec(L.wk, h_.data(), k_.data());
+    matvec(L.wv, h_.data(), v_.data());
+    if (c_.arch == Arch::qwen3) {
+      for (int64_t h = 0; h < heads; ++h) rmsnorm(&q_[h * hd], L.q_norm.data(), hd, &q_[h * hd]);
+      for (int64_t h = 0; h < c_.num_key_value_heads; ++h) rmsnorm(&k_[h * hd], L.k_norm.data(), hd, &k_[h * hd]);
+    }
+    rope(q_.data(), heads, pos);
+    rope(k_.data(), c_.num_key_value_heads, pos);
+    float* kc = k_cache_.data() + l * max_positions_ * kvd;
+    float* vc = v_cache_.data() + l * max_positions_ * kvd;
+    std::copy(k_.begin(), k_.end(), kc + pos * kvd);
+    std::copy(v_.begin(), v_.end(), vc + pos * kvd);
+
+    // Attention of one query over positions 0..pos; query head h reads kv head h / group.
+    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* qh = &q_[h * hd];
+      const int64_t kvh = h / group;
+      float mx = -INFINITY;
+      for (int64_t t = 0; t <= pos; ++t) {
+        const float* kt = kc + t * kvd + kvh * hd;
+        float s = 0.f;
+        for (int64_t i = 0; i < hd; ++i) s += qh[i] * kt[i];
+        scores_[t] = s * scale;
+        mx = std::max(mx, scores_[t]);
+      }
+      float sum = 0.f;
+      for (int64_t t = 0; t <= pos; ++t) {
+        scores_[t] = std::exp(scores_[t] - mx);
+        sum += scores_[t];
+      }
+      float* out = &att_[h * hd];
+      std::fill(out, out + hd, 0.f);
+      for (int64_t t = 0; t <= pos; ++t) {
+        const float p = scores_[t] / sum;
+        const float* vt = vc + t * kvd + kvh * hd;
+        for (int64_t i = 0; i < hd; ++i) out[i] += p * vt[i];
+      }
+    }
+    matvec(L.wo, att_.data(), o_.data());
+    for (int64_t i = 0; i < H; ++i) x_[i] += o_[i];
+
+    rmsnorm(x_.data(), L.mlp_norm.data(), H, h_.data());
+    matvec(L.gate, h_.data(), g_.data());
+    matvec(L.up, h_.data(), u_.data());
+    for (int64_t i = 0; i < c_.intermediate_size; ++i) g_[i] = g_[i] / (1.f + std::exp(-g_[i])) * u_[i];
+    matvec(L.down, g_.data(), o_.data());
+    for (int64_t i = 0; i < H; ++i) x_[i] += o_[i];
+  }
+  rmsnorm(x_.data(), final_norm_.data(), H, h_.data());
+  matvec(lm_head_, h_.data(), logits_.data());
+  return logits_;
+}
+
+int32_t CpuModel::argmax(const std::vector<float>& logits) {
+  int32_t best = 0;
+  for (size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  return best;
+}
+
+}  // namespace db

@@ -1,0 +1,40 @@
+// The kernel table (see include/decodebench/kernel_registry.h).
+#include "decodebench/kernel_registry.h"
+
+#include <fmt/format.h>
+
+#include "decodebench/error.h"
+
+namespace db {
+
+const std::vector<KernelInfo>& kernel_registry() {
+  // dequant-cublas writes an fp16 copy of each weight (2 bytes) and cuBLAS reads it back (2).
+  static const std::vector<KernelInfo> table = {
+      {"fp16.gemv", Scheme::fp16, true, "warp-per-rows GEMV, 16-byte loads, fp32 accumulation", {}},
+      {"fp16.cublas", Scheme::fp16, false, "cublasGemmEx with n=1 (cuBLAS picks its own GEMV)", {}},
+      {"int8.gemv", Scheme::int8, true,
+       "16-byte loads, int8->fp16 by byte permute + one subtract, per-row scale after the dot", {}},
+      {"int8.naive", Scheme::int8, false, "one weight at a time: load byte, convert, multiply (slow path)", {}},
+      {"int8.dequant-cublas", Scheme::int8, false,
+       "dequantize to an fp16 scratch matrix, then cuBLAS (the 'fast kernel not used' case)", {4.0}},
+      {"int4.gemv", Scheme::int4, true,
+       "repacked nibble order, lop3-style unpack to half2, 16-byte loads, group scale after the dot", {}},
+      {"int4.naive", Scheme::int4, false, "shift/mask/convert per element from the canonical layout (slow path)",
+       {}},
+      {"int4.dequant-cublas", Scheme::int4, false,
+       "dequantize to an fp16 scratch matrix, then cuBLAS (the 'fast kernel not used' case)", {4.0}},
+  };
+  return table;
+}
+
+const KernelInfo& resolve_kernel(std::string_view name, Scheme scheme) {
+  std::string names;
+  for (const KernelInfo& k : kernel_registry()) {
+    if (k.scheme != scheme) continue;
+    if ((name == "auto" && k.is_default) || name == k.name) return k;
+    names += names.empty() ? k.name : ", " + k.name;
+  }
+  usage_fail("--kernel {}: not a kernel for {} weights (choose auto, {})", name, to_string(scheme), names);
+}
+
+}  // namespace db

@@ -1,0 +1,322 @@
+// json, jsonl, md and csv printers, and the run summary. The tabular printers work on the
+// JSON of each result (to_json) and pull the columns of result_fields() by dotted path:
+// adding a field to that list is all it takes to show it in md and csv.
+#include "decodebench/printers.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "decodebench/error.h"
+
+namespace db {
+
+using nlohmann::json;
+
+const std::vector<ResultField>& result_fields() {
+  static const std::vector<ResultField> fields = {
+      {"config.model", "model", CellFormat::text},
+      {"config.scheme", "scheme", CellFormat::text},
+      {"config.kernel", "kernel", CellFormat::text},
+      {"config.graph", "graph", CellFormat::on_off},
+      {"config.adapter", "adapter", CellFormat::text},
+      {"config.adapter_mode", "adapter mode", CellFormat::text},
+      {"config.context", "context", CellFormat::integer},
+      {"config.tokens", "tokens", CellFormat::integer},
+      {"device.name", "device", CellFormat::text},
+      {"bytes.per_token.total", "GB/token", CellFormat::gigabytes},
+      {"timing.tpot_ms.median", "TPOT ms", CellFormat::ms},
+      {"timing.tpot_ms.p10", "p10 ms", CellFormat::ms},
+      {"timing.tpot_ms.p90", "p90 ms", CellFormat::ms},
+      {"timing.tokens_per_s", "tok/s", CellFormat::per_s},
+      {"roofline.floor_tpot_ms", "floor ms", CellFormat::ms},
+      {"roofline.achieved_GBps", "GB/s", CellFormat::GBps},
+      {"roofline.efficiency", "efficiency", CellFormat::ratio},
+      {"roofline.regime", "regime", CellFormat::text},
+  };
+  return fields;
+}
+
+namespace {
+
+// The value at a dotted path, or nullptr where the path does not exist (a row that is not a
+// complete result, such as a failed sweep entry, shows an empty cell).
+const json* at_path(const json& j, const char* path) {
+  const json* cur = &j;
+  const char* p = path;
+  while (true) {
+    const char* dot = std::strchr(p, '.');
+    const std::string key = dot ? std::string(p, dot) : std::string(p);
+    if (!cur->is_object()) return nullptr;
+    auto it = cur->find(key);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+    if (!dot) return cur;
+    p = dot + 1;
+  }
+}
+
+std::string json_text(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+bool is_numeric(CellFormat f) {
+  return f != CellFormat::text && f != CellFormat::on_off;
+}
+
+std::string md_cell(const json* v, CellFormat f) {
+  if (!v || v->is_null()) return "-";
+  if (v->is_number() && f != CellFormat::text) {
+    const double x = v->get<double>();
+    switch (f) {
+      case CellFormat::integer: return json_text(*v);
+      case CellFormat::gigabytes: {
+        const double gb = x / 1e9;
+        // Tiny test models read kilobytes per token: keep two significant digits there.
+        return (gb == 0 || std::fabs(gb) >= 0.1) ? fmt::format("{:.2f}", gb) : fmt::format("{:.2g}", gb);
+      }
+      case CellFormat::ms: return fmt::format("{:.3f}", x);
+      case CellFormat::per_s: return fmt::format("{:.1f}", x);
+      case CellFormat::GBps: return fmt::format("{:.1f}", x);
+      case CellFormat::ratio: return fmt::format("{:.2f}", x);
+      default: break;
+    }
+  }
+  if (v->is_boolean()) {
+    const bool b = v->get<bool>();
+    return f == CellFormat::on_off ? (b ? "on" : "off") : (b ? "true" : "false");
+  }
+  std::string s = v->is_string() ? v->get<std::string>() : json_text(*v);
+  if (s.empty()) return "-";
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n' || c == '\r') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+std::string csv_quote(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+std::string csv_cell(const json* v) {
+  if (!v || v->is_null()) return "";
+  if (v->is_string()) return csv_quote(v->get<std::string>());
+  return csv_quote(json_text(*v));  // numbers: shortest text that reads back to the same double
+}
+
+std::string format_md(const std::vector<json>& rows) {
+  const auto& fields = result_fields();
+  std::vector<std::vector<std::string>> cells;
+  std::vector<size_t> width(fields.size());
+  for (size_t c = 0; c < fields.size(); ++c) width[c] = std::max<size_t>(3, std::strlen(fields[c].header));
+  for (const json& row : rows) {
+    std::vector<std::string> line;
+    for (size_t c = 0; c < fields.size(); ++c) {
+      line.push_back(md_cell(at_path(row, fields[c].path), fields[c].format));
+      width[c] = std::max(width[c], line.back().size());
+    }
+    cells.push_back(std::move(line));
+  }
+  std::string out;
+  const auto emit = [&](const std::vector<std::string>& line) {
+    out += "|";
+    for (size_t c = 0; c < fields.size(); ++c) {
+      const std::string& s = line[c];
+      const std::string pad(width[c] - std::min(width[c], s.size()), ' ');
+      out += " ";
+      out += is_numeric(fields[c].format) ? pad + s : s + pad;
+      out += " |";
+    }
+    out += "\n";
+  };
+  std::vector<std::string> header;
+  for (const auto& f : fields) header.push_back(f.header);
+  emit(header);
+  out += "|";
+  for (size_t c = 0; c < fields.size(); ++c)
+    out += is_numeric(fields[c].format) ? " " + std::string(width[c] - 1, '-') + ": |"
+                                        : " " + std::string(width[c], '-') + " |";
+  out += "\n";
+  for (const auto& line : cells) emit(line);
+  return out;
+}
+
+std::string format_csv(const std::vector<json>& rows) {
+  const auto& fields = result_fields();
+  std::string out;
+  for (size_t c = 0; c < fields.size(); ++c) out += (c ? "," : "") + csv_quote(fields[c].path);
+  out += "\n";
+  for (const json& row : rows) {
+    for (size_t c = 0; c < fields.size(); ++c) out += (c ? "," : "") + csv_cell(at_path(row, fields[c].path));
+    out += "\n";
+  }
+  return out;
+}
+
+std::string indent_lines(const std::string& text, const std::string& pad) {
+  std::string out = pad;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += pad;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- summary
+
+// A byte count in the unit that suits `scale` (so a breakdown shares one unit).
+struct ByteUnit {
+  double div;
+  const char* name;
+};
+ByteUnit unit_for(double scale) {
+  if (scale >= 1e8) return {1e9, "GB"};
+  if (scale >= 1e5) return {1e6, "MB"};
+  return {1e3, "KB"};
+}
+std::string in_unit(double bytes, ByteUnit u) { return fmt::format("{:.2f}", bytes / u.div); }
+
+std::string params_text(int64_t params) {
+  if (params <= 0) return "";
+  if (params >= 1'000'000'000) return fmt::format("{:.2f}B params", params / 1e9);
+  if (params >= 1'000'000) return fmt::format("{:.1f}M params", params / 1e6);
+  return fmt::format("{} params", params);
+}
+
+void line(std::string& out, const char* label, const std::string& text) {
+  out += fmt::format("{:<10}{}\n", label, text);
+}
+
+}  // namespace
+
+std::string format_results(const std::vector<Result>& results, OutputFormat format) {
+  switch (format) {
+    case OutputFormat::json: {
+      if (results.size() == 1) return result_to_json_text(results[0], 2) + "\n";
+      if (results.empty()) return "[]\n";
+      std::string out = "[\n";
+      for (size_t i = 0; i < results.size(); ++i) {
+        out += indent_lines(result_to_json_text(results[i], 2), "  ");
+        out += i + 1 < results.size() ? ",\n" : "\n";
+      }
+      return out + "]\n";
+    }
+    case OutputFormat::jsonl: {
+      std::string out;
+      for (const Result& r : results) out += result_to_json_text(r, -1) + "\n";
+      return out;
+    }
+    case OutputFormat::md:
+    case OutputFormat::csv: {
+      std::vector<json> rows;
+      rows.reserve(results.size());
+      for (const Result& r : results) rows.push_back(json(r));
+      return format == OutputFormat::md ? format_md(rows) : format_csv(rows);
+    }
+  }
+  db::fail("unknown output format {}", static_cast<int>(format));
+}
+
+void write_results_file(const std::string& path, const std::vector<Result>& results, OutputFormat format) {
+  const std::string text = format_results(results, format);
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) db::fail("cannot write {}: {}", path, std::strerror(errno));
+  int err = 0;
+  if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) err = errno ? errno : EIO;
+  if (std::fflush(f) != 0 && !err) err = errno;
+  if (std::fclose(f) != 0 && !err) err = errno;
+  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err) {
+    std::remove(tmp.c_str());
+    db::fail("cannot write {}: {}", path, std::strerror(err));
+  }
+}
+
+std::string summary_text(const Result& r) {
+  const RunConfig& c = r.config;
+  const DeviceInfo& d = r.device;
+  const TpotStats& t = r.timing.tpot_ms;
+  const PerTokenBytes& b = r.bytes.per_token;
+  std::string out;
+
+  std::string scheme = c.scheme;
+  if (c.scheme == "int4") scheme += fmt::format(" g{} {}", c.group_size, c.zero_point ? "asym" : "sym");
+  if (!c.lm_head_scheme.empty() && c.lm_head_scheme != c.scheme) scheme += ", lm_head " + c.lm_head_scheme;
+  std::string model = c.model + " (" + c.arch;
+  if (c.params > 0) model += ", " + params_text(c.params);
+  model += ")  " + scheme;
+  line(out, "model", model);
+
+  std::string run = fmt::format("kernel {}, graph {}", c.kernel, c.graph ? "on" : "off");
+  if (c.adapter != "none" && !c.adapter.empty())
+    run += fmt::format(", adapter {} ({})", c.adapter, c.adapter_mode.empty() ? "?" : c.adapter_mode);
+  run += fmt::format(", context {}, {} tokens x {}", c.context, c.tokens, c.repeat);
+  if (c.sync_per_token) run += ", sync per token";
+  line(out, "run", run);
+
+  std::string dev = d.name.empty() ? d.backend : d.name;
+  if (d.backend == "cuda")
+    dev += fmt::format(" (cc {}, {} SMs, {:.1f} GB)", d.compute_capability, d.sm_count, d.memory_bytes / 1e9);
+  else if (d.cpu_threads > 0)
+    dev += fmt::format(" ({}, {} threads)", d.backend, d.cpu_threads);
+  line(out, "device", dev);
+
+  line(out, "TPOT",
+       fmt::format("{:.3f} ms median (p10 {:.3f}, p90 {:.3f}, n {})  {:.1f} tok/s", t.median, t.p10, t.p90, t.n,
+                   r.timing.tokens_per_s));
+
+  const ByteUnit u = unit_for(static_cast<double>(b.total));
+  std::string bytes = fmt::format(
+      "{} {}/token = linear {} (weights {} + scales {} + zeros {}) + lm_head {} + KV {}", in_unit(b.total, u),
+      u.name, in_unit(b.linear_weights + b.scales + b.zeros, u), in_unit(b.linear_weights, u), in_unit(b.scales, u),
+      in_unit(b.zeros, u), in_unit(b.lm_head, u), in_unit(b.kv_read + b.kv_write, u));
+  if (b.adapter > 0) bytes += " + adapter " + in_unit(b.adapter, u);
+  bytes += " + other " + in_unit(b.embedding_row + b.norms, u);
+  line(out, "bytes", bytes);
+  if (b.kernel_extra > 0)
+    line(out, "", fmt::format("the {} kernel moves {} {} more per token (not in the floor)", c.kernel,
+                              in_unit(b.kernel_extra, u), u.name));
+
+  if (d.peak_read_GBps > 0) {
+    line(out, "floor", fmt::format("{:.3f} ms at {:.1f} GB/s measured read bandwidth", r.roofline.floor_tpot_ms,
+                                   d.peak_read_GBps));
+  } else {
+    line(out, "floor", "unknown: read bandwidth not measured");
+  }
+  line(out, "achieved",
+       fmt::format("{:.1f} GB/s, efficiency {:.1f}% of the floor", r.roofline.achieved_GBps,
+                   100.0 * r.roofline.efficiency));
+  std::string regime = r.roofline.regime.empty() ? "-" : r.roofline.regime;
+  if (!r.roofline.regime_reason.empty()) regime += ": " + r.roofline.regime_reason;
+  line(out, "regime", regime);
+
+  const MemoryUse& m = r.memory;
+  const ByteUnit mu = unit_for(static_cast<double>(m.total_bytes));
+  line(out, "memory",
+       fmt::format("{} {} = weights {} + KV cache {} + scratch {}", in_unit(m.total_bytes, mu), mu.name,
+                   in_unit(m.weights_bytes, mu), in_unit(m.kv_cache_bytes, mu), in_unit(m.scratch_bytes, mu)));
+
+  if (r.check.logits_checked)
+    line(out, "check", fmt::format("logits max rel err {:.2e} vs {}", r.check.logits_max_rel_err,
+                                   r.check.reference.empty() ? "the reference" : r.check.reference));
+  if (!r.tool.build_type.empty() && r.tool.build_type != "Release")
+    line(out, "WARNING", fmt::format("{} build: timings are not representative (configure with "
+                                     "-DCMAKE_BUILD_TYPE=Release)", r.tool.build_type));
+  return out;
+}
+
+}  // namespace db

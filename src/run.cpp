@@ -1,0 +1,149 @@
+// The run verb: config -> weights -> backend -> Result (accounting, statistics, roofline,
+// regime) -> summary on stdout and, with -o, the result file.
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <iostream>
+
+#include "decodebench/backend.h"
+#include "decodebench/commands.h"
+#include "decodebench/error.h"
+#include "decodebench/printers.h"
+
+namespace db {
+namespace {
+
+std::string now_rfc3339() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string tokens_hash(const std::vector<int32_t>& tokens) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a over the little-endian int32 ids
+  for (int32_t t : tokens) {
+    for (int b = 0; b < 4; ++b) {
+      h ^= (static_cast<uint32_t>(t) >> (8 * b)) & 0xffu;
+      h *= 0x100000001b3ull;
+    }
+  }
+  return fmt::format("{:016x}", h);
+}
+
+// The regime rule (README "Regimes"): bandwidth-bound when the median step is within
+// 1/0.6 of the byte floor; otherwise overhead-bound when the measured fixed cost of the
+// step's launches explains at least half of the time above the floor; else kernel-bound.
+void classify(Roofline& r, const BackendRun& run, const TpotStats& t, const PerTokenBytes& b) {
+  const double gap = t.median - r.floor_tpot_ms;
+  const double fixed_ms = run.launches_per_step * run.launch_overhead_us / 1e3;
+  if (r.efficiency >= 0.6) {
+    r.regime = "bandwidth-bound";
+    r.regime_reason = fmt::format("efficiency {:.2f} >= 0.60: the step runs within 1/0.6 of its byte floor", r.efficiency);
+  } else if (fixed_ms >= 0.5 * gap) {
+    r.regime = "overhead-bound";
+    r.regime_reason = fmt::format(
+        "efficiency {:.2f} < 0.60 and {} launches x {:.2f} us = {:.3f} ms of fixed cost explain >= half of the "
+        "{:.3f} ms above the floor",
+        r.efficiency, run.launches_per_step, run.launch_overhead_us, fixed_ms, gap);
+  } else {
+    r.regime = "kernel-bound";
+    r.regime_reason = fmt::format(
+        "efficiency {:.2f} < 0.60 and fixed cost ({:.3f} ms) explains less than half of the {:.3f} ms above the "
+        "floor: the kernels themselves run below bandwidth{}",
+        r.efficiency, fixed_ms, gap,
+        b.kernel_extra ? fmt::format(" (the kernel moves {:.2f} GB beyond the minimum)", b.kernel_extra / 1e9) : "");
+  }
+}
+
+}  // namespace
+
+int cmd_run(const RunSpec& spec) {
+  const ModelConfig cfg = apply_overrides(load_model_config(spec.model), spec);
+  const int64_t positions = spec.context + std::max(spec.tokens, spec.warmup);
+  if (positions > cfg.max_position_embeddings)
+    fail("--context {} + max(--tokens, --warmup) {} = {} positions exceed max_position_embeddings {} of {}",
+         spec.context, std::max(spec.tokens, spec.warmup), positions, cfg.max_position_embeddings, cfg.name);
+  if (!spec.adapter.empty())
+    fail("--adapter {}: LoRA adapters are not implemented in this version of decodebench", spec.adapter);
+  const KernelInfo& kernel = resolve_kernel(spec.kernel, cfg.quant.scheme);
+
+  // The backend first: "no GPU" must be said before minutes of weight loading.
+  std::unique_ptr<Backend> backend =
+      spec.backend == BackendKind::cpu ? make_cpu_backend() : make_cuda_backend(spec.device);
+  const WeightSource weights(cfg, spec.weights, spec.seed);
+  const BackendRun run = backend->run(spec, weights, kernel);
+
+  Result r;
+  r.tool.version = version_string();
+  r.tool.git_commit = git_commit();
+  r.tool.build_type = build_type();
+  r.tool.cuda_runtime = run.cuda_runtime;
+  r.tool.cublas = run.cublas;
+  r.time = now_rfc3339();
+  r.command = spec.command_line;
+  r.device = run.device;
+
+  RunConfig& rc = r.config;
+  rc.model = spec.model;
+  rc.arch = to_string(cfg.arch);
+  rc.weights = spec.weights.empty() ? "synthetic" : spec.weights;
+  rc.seed = spec.seed;
+  rc.scheme = to_string(cfg.quant.scheme);
+  rc.group_size = cfg.quant.scheme == Scheme::int4 ? cfg.quant.group_size : 0;
+  rc.zero_point = cfg.quant.scheme == Scheme::int4 && cfg.quant.zero_point;
+  rc.lm_head_scheme = to_string(cfg.quant.lm_head);
+  rc.kernel = kernel.name;
+  rc.graph = spec.backend == BackendKind::cuda && spec.graph;
+  rc.context = spec.context;
+  rc.tokens = spec.tokens;
+  rc.warmup = spec.warmup;
+  rc.repeat = spec.repeat;
+  rc.sync_per_token = spec.sync_per_token;
+  rc.params = parameter_count(cfg);
+
+  r.bytes = account_bytes(cfg, AdapterShape{}, kernel.traffic, spec.context, spec.context + spec.tokens - 1);
+  r.timing.samples_ms = run.samples_ms;
+  r.timing.tpot_ms = compute_stats(run.samples_ms);
+  r.timing.tokens_per_s = r.timing.tpot_ms.median > 0 ? 1e3 / r.timing.tpot_ms.median : 0;
+  r.timing.load_s = run.load_s;
+  r.timing.prefill_s = run.prefill_s;
+  r.timing.clock = run.clock;
+
+  const double total = static_cast<double>(r.bytes.per_token.total);
+  if (r.device.peak_read_GBps > 0) r.roofline.floor_tpot_ms = total / (r.device.peak_read_GBps * 1e9) * 1e3;
+  if (r.timing.tpot_ms.median > 0) {
+    r.roofline.achieved_GBps = total / (r.timing.tpot_ms.median * 1e-3) / 1e9;
+    r.roofline.efficiency = r.roofline.floor_tpot_ms / r.timing.tpot_ms.median;
+  }
+  classify(r.roofline, run, r.timing.tpot_ms, r.bytes.per_token);
+  r.memory = run.memory;
+
+  r.check.tokens = run.tokens;
+  r.check.tokens_hash = tokens_hash(run.tokens);
+  r.check.logits_checked = run.logits_max_rel_err.has_value();
+  r.check.logits_max_rel_err = run.logits_max_rel_err.value_or(0.0);
+  r.check.reference = run.reference;
+
+  std::cout << summary_text(r) << std::flush;
+  if (!spec.output.empty()) write_results_file(spec.output, {r}, spec.format);
+  return 0;
+}
+
+int cmd_info(int device) {
+  const DeviceInfo d = cuda_device_info(device, true);
+  fmt::print("device        {} (cc {}, {} SMs)\n", d.name, d.compute_capability, d.sm_count);
+  fmt::print("uuid          {}\n", d.uuid);
+  fmt::print("memory        {:.1f} GiB, L2 {:.1f} MiB\n", d.memory_bytes / 1073741824.0, d.l2_bytes / 1048576.0);
+  fmt::print("driver        {}, ECC {}\n", d.driver, d.ecc ? "on" : "off");
+  fmt::print("bandwidth     {:.0f} GB/s theoretical, {:.0f} GB/s measured streaming read\n", d.theoretical_GBps,
+             d.peak_read_GBps);
+  if (d.start)
+    fmt::print("clocks        SM {} MHz, memory {} MHz, {} C, power limit {:.0f} W\n", d.start->sm_clock_mhz,
+               d.start->mem_clock_mhz, d.start->temperature_c, d.power_limit_w);
+  return 0;
+}
+
+}  // namespace db

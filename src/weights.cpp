@@ -1,0 +1,319 @@
+// Weight origins and their host materialization (see include/decodebench/weights.h).
+#include "decodebench/weights.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "decodebench/error.h"
+#include "decodebench/half.h"
+#include "decodebench/quant.h"
+
+namespace db {
+
+// ---------------------------------------------------------------------------- QuantMatrix
+
+float QuantMatrix::at(int64_t r, int64_t c) const {
+  switch (scheme) {
+    case Scheme::fp16: {
+      uint16_t h;
+      std::memcpy(&h, qweight.data() + 2 * (r * cols + c), 2);
+      return f16_to_f32(h);
+    }
+    case Scheme::int8:
+      return quant::dequantize_int8(static_cast<int8_t>(qweight[r * cols + c]), f16_to_f32(scales[r]));
+    case Scheme::int4: {
+      const int64_t g = r * (cols / group_size) + c / group_size;
+      const int zero = zero_point ? zeros[g] : quant::kInt4SymmetricZero;
+      const uint8_t q = quant::unpack_int4(qweight[(r * cols + c) / 2], static_cast<int>(c));
+      return quant::dequantize_int4(q, f16_to_f32(scales[g]), zero);
+    }
+  }
+  return 0.f;
+}
+
+void QuantMatrix::row(int64_t r, float* out) const {
+  for (int64_t c = 0; c < cols; ++c) out[c] = at(r, c);
+}
+
+QuantMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, Scheme scheme, int group_size,
+                            bool zero_point) {
+  QuantMatrix m;
+  m.scheme = scheme;
+  m.rows = rows;
+  m.cols = cols;
+  switch (scheme) {
+    case Scheme::fp16: {
+      m.qweight.resize(static_cast<size_t>(rows * cols) * 2);
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        const uint16_t h = f32_to_f16(w[i]);
+        std::memcpy(m.qweight.data() + 2 * i, &h, 2);
+      }
+      break;
+    }
+    case Scheme::int8: {
+      m.qweight.resize(static_cast<size_t>(rows * cols));
+      m.scales.resize(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = w + r * cols;
+        float amax = 0.f;
+        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(row[c]));
+        m.scales[r] = quant::int8_scale(amax);
+        const float s = f16_to_f32(m.scales[r]);
+        for (int64_t c = 0; c < cols; ++c) m.qweight[r * cols + c] = static_cast<uint8_t>(quant::quantize_int8(row[c], s));
+      }
+      break;
+    }
+    case Scheme::int4: {
+      if (group_size <= 0 || cols % group_size != 0 || group_size % 2 != 0)
+        fail("int4 group size {} does not divide the input dimension {}", group_size, cols);
+      m.group_size = group_size;
+      m.zero_point = zero_point;
+      const int64_t groups = cols / group_size;
+      m.qweight.assign(static_cast<size_t>(rows * cols / 2), 0);
+      m.scales.resize(static_cast<size_t>(rows * groups));
+      if (zero_point) m.zeros.resize(static_cast<size_t>(rows * groups));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t g = 0; g < groups; ++g) {
+          const float* x = w + r * cols + g * group_size;
+          float lo = x[0], hi = x[0];
+          for (int i = 1; i < group_size; ++i) {
+            lo = std::min(lo, x[i]);
+            hi = std::max(hi, x[i]);
+          }
+          const quant::Int4Params p = quant::int4_params(lo, hi, zero_point);
+          m.scales[r * groups + g] = p.scale;
+          if (zero_point) m.zeros[r * groups + g] = p.zero;
+          const float s = f16_to_f32(p.scale);
+          for (int i = 0; i < group_size; i += 2) {
+            const uint8_t a = quant::quantize_int4(x[i], s, p.zero);
+            const uint8_t b = quant::quantize_int4(x[i + 1], s, p.zero);
+            m.qweight[(r * cols + g * group_size + i) / 2] = quant::pack_int4(a, b);
+          }
+        }
+      }
+      break;
+    }
+  }
+  return m;
+}
+
+void dense_row(const TensorInfo& t, int64_t row, int64_t cols, float* out) {
+  const uint8_t* p = t.data + static_cast<size_t>(row * cols) * dtype_size(t.dtype);
+  for (int64_t c = 0; c < cols; ++c) {
+    switch (t.dtype) {
+      case DType::f32:
+        std::memcpy(&out[c], p + 4 * c, 4);
+        break;
+      case DType::f16: {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * c, 2);
+        out[c] = f16_to_f32(h);
+        break;
+      }
+      case DType::bf16: {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * c, 2);
+        out[c] = bf16_to_f32(h);
+        break;
+      }
+      default:
+        fail("tensor {}: dtype {} is not a float type", t.name, to_string(t.dtype));
+    }
+  }
+}
+
+float synthetic_value(uint64_t seed, const Origin& o, int64_t index) {
+  return f16_to_f32(f32_to_f16(synth::value(seed, o.tensor_id, static_cast<uint64_t>(index), o.dist)));
+}
+
+// ---------------------------------------------------------------------------- WeightSource
+
+namespace {
+
+// "model.layers.0.self_attn.q_proj.weight" -> "model.layers.0.self_attn.q_proj"
+std::string module_of(const std::string& weight_name) {
+  const std::string suffix = ".weight";
+  return weight_name.substr(0, weight_name.size() - suffix.size());
+}
+
+bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
+}  // namespace
+
+WeightSource::WeightSource(const ModelConfig& config, const std::string& path, uint64_t seed)
+    : config_(config), path_(path), seed_(seed) {
+  if (path.empty()) return;
+  checkpoint_ = std::make_unique<Checkpoint>(path);
+  const auto& meta = checkpoint_->metadata();
+  const auto fmt_it = meta.find("format");
+  decodebench_format_ = fmt_it != meta.end() && fmt_it->second == "decodebench";
+  if (decodebench_format_) {
+    // A decodebench file holds one scheme; re-quantizing quantized weights would compound error.
+    const auto q = meta.find("quant");
+    if (q == meta.end()) fail("weights file {}: __metadata__ has format=decodebench but no quant", path);
+    const Scheme file_scheme = parse_scheme(q->second);
+    if (file_scheme != config_.quant.scheme)
+      fail("weights file {} holds {} weights but the run asks for {} (pass --quant {} or an fp16/bf16 checkpoint)",
+           path, q->second, to_string(config_.quant.scheme), q->second);
+    if (file_scheme == Scheme::int4) {
+      const auto g = meta.find("group_size");
+      const auto z = meta.find("zero_point");
+      if (g == meta.end() || std::to_string(config_.quant.group_size) != g->second)
+        fail("weights file {} has int4 group size {} but the run asks for {}", path,
+             g == meta.end() ? "(none)" : g->second, config_.quant.group_size);
+      if (z == meta.end() || (z->second == "true") != config_.quant.zero_point)
+        fail("weights file {}: zero_point {} does not match the config's {}", path,
+             z == meta.end() ? "(none)" : z->second, config_.quant.zero_point);
+    }
+    const auto h = meta.find("lm_head");
+    if (h != meta.end() && parse_scheme(h->second) != config_.quant.lm_head)
+      fail("weights file {} holds a {} lm_head but the run asks for {} (pass --lm-head {})", path, h->second,
+           to_string(config_.quant.lm_head), h->second);
+  }
+  // Fail at load time: resolve every tensor once now.
+  embedding();
+  lm_head();
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    for (Linear lin : kLinears) linear(l, lin);
+    vector(layer_norm_name(l, false), config_.hidden_size);
+    vector(layer_norm_name(l, true), config_.hidden_size);
+    if (config_.arch == Arch::qwen3) {
+      vector(qk_norm_name(l, false), config_.head_dim);
+      vector(qk_norm_name(l, true), config_.head_dim);
+    }
+  }
+  vector(kFinalNormName, config_.hidden_size);
+}
+
+WeightSource::~WeightSource() = default;
+
+std::string WeightSource::describe() const {
+  if (synthetic()) return fmt::format("synthetic (seed {})", seed_);
+  return fmt::format("{} ({})", path_, decodebench_format_ ? "decodebench" : "checkpoint");
+}
+
+Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_t cols, Scheme scheme) const {
+  Origin o;
+  o.name = name;
+  o.tensor_id = synth::tensor_id(name);
+  o.dist = synth::Dist::matrix;
+  o.shape = {rows, cols};
+  if (synthetic()) return o;
+  if (decodebench_format_ && scheme != Scheme::fp16) {
+    const std::string m = module_of(name);
+    o.kind = OriginKind::quantized;
+    if (scheme == Scheme::int8) {
+      o.qweight = &checkpoint_->get(m + ".qweight", DType::i8, {rows, cols});
+      o.scales = &checkpoint_->get(m + ".scales", DType::f16, {rows});
+    } else {
+      const int g = config_.quant.group_size;
+      if (cols % g != 0) fail("weights file {}: group size {} does not divide {} of {}", path_, g, cols, name);
+      o.qweight = &checkpoint_->get(m + ".qweight", DType::u8, {rows, cols / 2});
+      o.scales = &checkpoint_->get(m + ".scales", DType::f16, {rows, cols / g});
+      if (config_.quant.zero_point) o.zeros = &checkpoint_->get(m + ".zeros", DType::u8, {rows, cols / g});
+    }
+    return o;
+  }
+  const TensorInfo& t = checkpoint_->get(name);
+  if (!is_float(t.dtype))
+    fail("weights file {}: tensor {} has dtype {}, expected F32, F16 or BF16", path_, name, to_string(t.dtype));
+  if (t.shape != std::vector<int64_t>{rows, cols})
+    fail("weights file {}: tensor {} has shape {}, expected {}", path_, name, shape_string(t.shape),
+         shape_string({rows, cols}));
+  o.kind = OriginKind::dense;
+  o.dense = &t;
+  return o;
+}
+
+Origin WeightSource::linear(int64_t layer, Linear l) const {
+  const MatShape s = linear_shape(config_, l);
+  return matrix_origin(linear_name(layer, l), s.rows, s.cols, config_.quant.scheme);
+}
+
+Origin WeightSource::embedding() const {
+  return matrix_origin(kEmbedName, config_.vocab_size, config_.hidden_size, Scheme::fp16);
+}
+
+Origin WeightSource::lm_head() const {
+  if (config_.tie_word_embeddings) {
+    Origin o = matrix_origin(kEmbedName, config_.vocab_size, config_.hidden_size, Scheme::fp16);
+    if (config_.quant.lm_head != Scheme::fp16 && decodebench_format_)
+      return matrix_origin(kLmHeadName, config_.vocab_size, config_.hidden_size, config_.quant.lm_head);
+    return o;
+  }
+  return matrix_origin(kLmHeadName, config_.vocab_size, config_.hidden_size, config_.quant.lm_head);
+}
+
+Origin WeightSource::vector(const std::string& name, int64_t size) const {
+  Origin o;
+  o.name = name;
+  o.tensor_id = synth::tensor_id(name);
+  o.dist = synth::Dist::norm;
+  o.shape = {size};
+  if (synthetic()) return o;
+  const TensorInfo& t = checkpoint_->get(name);
+  if (!is_float(t.dtype))
+    fail("weights file {}: tensor {} has dtype {}, expected F32, F16 or BF16", path_, name, to_string(t.dtype));
+  if (t.shape != std::vector<int64_t>{size})
+    fail("weights file {}: tensor {} has shape {}, expected {}", path_, name, shape_string(t.shape),
+         shape_string({size}));
+  o.kind = OriginKind::dense;
+  o.dense = &t;
+  return o;
+}
+
+QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
+  const int64_t rows = o.shape.at(0), cols = o.shape.at(1);
+  if (o.kind == OriginKind::quantized) {
+    QuantMatrix m;
+    m.scheme = scheme;
+    m.rows = rows;
+    m.cols = cols;
+    m.qweight.assign(o.qweight->data, o.qweight->data + o.qweight->nbytes);
+    m.scales.resize(o.scales->nbytes / 2);
+    std::memcpy(m.scales.data(), o.scales->data, o.scales->nbytes);
+    if (scheme == Scheme::int4) {
+      m.group_size = config_.quant.group_size;
+      m.zero_point = config_.quant.zero_point;
+      if (o.zeros) m.zeros.assign(o.zeros->data, o.zeros->data + o.zeros->nbytes);
+    }
+    return m;
+  }
+  // Every weight is rounded to fp16 before it is quantized: the synthetic model and a
+  // checkpoint written by gen-weights in fp16 quantize to the same bits.
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out = w.data() + r * cols;
+    if (o.kind == OriginKind::synthetic) {
+      for (int64_t c = 0; c < cols; ++c) out[c] = synthetic_value(seed_, o, r * cols + c);
+    } else {
+      dense_row(*o.dense, r, cols, out);
+      for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(f32_to_f16(out[c]));
+    }
+  }
+  return quantize_matrix(w.data(), rows, cols, scheme, config_.quant.group_size, config_.quant.zero_point);
+}
+
+std::vector<float> WeightSource::host_vector(const Origin& o) const {
+  const int64_t n = o.shape.at(0);
+  std::vector<float> v(static_cast<size_t>(n));
+  if (o.kind == OriginKind::synthetic) {
+    for (int64_t i = 0; i < n; ++i) v[i] = synthetic_value(seed_, o, i);
+  } else {
+    dense_row(*o.dense, 0, n, v.data());
+    for (float& x : v) x = f16_to_f32(f32_to_f16(x));  // stored as fp16 on every backend
+  }
+  return v;
+}
+
+void WeightSource::host_embedding_row(const Origin& o, int64_t token, float* out) const {
+  const int64_t cols = o.shape.at(1);
+  if (o.kind == OriginKind::synthetic) {
+    for (int64_t c = 0; c < cols; ++c) out[c] = synthetic_value(seed_, o, token * cols + c);
+    return;
+  }
+  dense_row(*o.dense, token, cols, out);
+  for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(f32_to_f16(out[c]));
+}
+
+}  // namespace db

@@ -1,0 +1,143 @@
+// Byte accounting against hand-computed values for the real Llama-3.1-8B and Qwen3-4B shapes.
+#include <gtest/gtest.h>
+
+#include "decodebench/accounting.h"
+
+using namespace db;
+
+namespace {
+
+ModelConfig llama8b(Scheme s) {
+  ModelConfig c;
+  c.arch = Arch::llama;
+  c.hidden_size = 4096;
+  c.num_hidden_layers = 32;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.intermediate_size = 14336;
+  c.vocab_size = 128256;
+  c.tie_word_embeddings = false;
+  c.max_position_embeddings = 131072;
+  c.quant.scheme = s;
+  c.quant.group_size = 128;
+  c.quant.zero_point = true;
+  return c;
+}
+
+ModelConfig qwen4b(Scheme s) {
+  ModelConfig c;
+  c.arch = Arch::qwen3;
+  c.hidden_size = 2560;
+  c.num_hidden_layers = 36;
+  c.num_attention_heads = 32;
+  c.num_key_value_heads = 8;
+  c.head_dim = 128;
+  c.intermediate_size = 9728;
+  c.vocab_size = 151936;
+  c.tie_word_embeddings = true;
+  c.max_position_embeddings = 40960;
+  c.quant.scheme = s;
+  c.quant.group_size = 128;
+  c.quant.zero_point = true;
+  return c;
+}
+
+// 8b, one layer's linear elements:
+//   q 4096*4096 + k 1024*4096 + v 1024*4096 + o 4096*4096 + (gate, up, down) 3*14336*4096
+constexpr uint64_t k8bLayerElems = 4096ull * 4096 * 2 + 1024ull * 4096 * 2 + 3ull * 14336 * 4096;  // 218,103,808
+constexpr uint64_t k8bElems = 32 * k8bLayerElems;                                                  // 6,979,321,856
+// rows (output features) per layer: 4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096
+constexpr uint64_t k8bLayerRows = 43008;
+constexpr uint64_t k8bLmHead = 128256ull * 4096 * 2;        // fp16
+constexpr uint64_t k8bNorms = (2 * 32 + 1) * 4096ull * 2;   // two per layer + final, fp16
+constexpr uint64_t k8bKvPerPos = 2ull * 32 * 8 * 128 * 2;   // K and V, 32 layers, 8 heads x 128, fp16
+
+// 4b (Qwen3, q_dim 4096 != hidden 2560):
+//   q 4096*2560 + k 1024*2560 + v 1024*2560 + o 2560*4096 + 3*9728*2560
+constexpr uint64_t k4bLayerElems = 4096ull * 2560 * 2 + 1024ull * 2560 * 2 + 3ull * 9728 * 2560;  // 100,925,440
+constexpr uint64_t k4bElems = 36 * k4bLayerElems;
+constexpr uint64_t k4bLayerRows = 4096 + 1024 + 1024 + 2560 + 9728 + 9728 + 2560;
+constexpr uint64_t k4bLmHead = 151936ull * 2560 * 2;  // tied: the fp16 embedding table
+constexpr uint64_t k4bNorms = (2 * 36 + 1) * 2560ull * 2 + 2 * 36 * 128ull * 2;  // + q_norm, k_norm
+constexpr uint64_t k4bKvPerPos = 2ull * 36 * 8 * 128 * 2;
+
+}  // namespace
+
+TEST(Accounting, Llama8bAtEachScheme) {
+  const ByteAccount f = account_bytes(llama8b(Scheme::fp16), {}, {}, 0, 0);
+  EXPECT_EQ(k8bLayerElems, 218103808u);
+  EXPECT_EQ(f.per_token.linear_weights, k8bElems * 2);
+  EXPECT_EQ(f.per_token.scales, 0u);
+  EXPECT_EQ(f.per_token.lm_head, k8bLmHead);
+  EXPECT_EQ(f.per_token.embedding_row, 4096u * 2);
+  EXPECT_EQ(f.per_token.norms, k8bNorms);
+  EXPECT_EQ(f.per_token.kv_read, k8bKvPerPos * 1);  // position 0 reads itself
+  EXPECT_EQ(f.per_token.kv_write, k8bKvPerPos);
+  EXPECT_EQ(f.per_token.total, k8bElems * 2 + k8bLmHead + 8192 + k8bNorms + 2 * k8bKvPerPos);
+
+  const ByteAccount i8 = account_bytes(llama8b(Scheme::int8), {}, {}, 0, 0);
+  EXPECT_EQ(i8.per_token.linear_weights, k8bElems);
+  EXPECT_EQ(i8.per_token.scales, 32 * k8bLayerRows * 2);  // one fp16 scale per row
+  EXPECT_EQ(i8.per_token.zeros, 0u);
+
+  const ByteAccount i4 = account_bytes(llama8b(Scheme::int4), {}, {}, 0, 0);
+  EXPECT_EQ(i4.per_token.linear_weights, k8bElems / 2);      // 3,489,660,928
+  EXPECT_EQ(i4.per_token.scales, k8bElems / 128 * 2);        // one fp16 per group of 128
+  EXPECT_EQ(i4.per_token.zeros, k8bElems / 128);             // one u8 per group
+  const uint64_t total = k8bElems / 2 + k8bElems / 128 * 3 + k8bLmHead + 8192 + k8bNorms + 2 * k8bKvPerPos;
+  EXPECT_EQ(i4.per_token.total, total);
+  EXPECT_NEAR(i4.per_token.total / 1e9, 4.70, 0.01);  // the "8B-INT4 ~4.7 GB per token with an fp16 lm_head"
+  // Stored: linears + the fp16 embedding table + untied fp16 lm_head + norms.
+  EXPECT_EQ(i4.stored.total, k8bElems / 2 + k8bElems / 128 * 3 + 128256ull * 4096 * 2 + k8bLmHead + k8bNorms);
+}
+
+TEST(Accounting, Qwen4bAtEachSchemeTiedEmbedding) {
+  const ByteAccount f = account_bytes(qwen4b(Scheme::fp16), {}, {}, 0, 0);
+  EXPECT_EQ(k4bLayerElems, 100925440u);
+  EXPECT_EQ(f.per_token.linear_weights, k4bElems * 2);
+  EXPECT_EQ(f.per_token.lm_head, k4bLmHead);
+  EXPECT_EQ(f.per_token.norms, k4bNorms);
+  EXPECT_EQ(f.stored.lm_head, 0u);  // tied to the fp16 embedding: stored once
+  const ByteAccount i8 = account_bytes(qwen4b(Scheme::int8), {}, {}, 0, 0);
+  EXPECT_EQ(i8.per_token.linear_weights + i8.per_token.scales, k4bElems + 36 * k4bLayerRows * 2);
+  EXPECT_EQ(i8.per_token.total, k4bElems + 36 * k4bLayerRows * 2 + k4bLmHead + 2560 * 2 + k4bNorms + 2 * k4bKvPerPos);
+  const ByteAccount i4 = account_bytes(qwen4b(Scheme::int4), {}, {}, 0, 0);
+  EXPECT_EQ(i4.per_token.linear_weights + i4.per_token.scales + i4.per_token.zeros,
+            k4bElems / 2 + k4bElems / 128 * 3);
+}
+
+TEST(Accounting, KvReadGrowsLinearlyWithPosition) {
+  const ModelConfig c = llama8b(Scheme::int4);
+  for (int64_t pos : {0, 1, 127, 4095, 32767}) {
+    const ByteAccount a = account_bytes(c, {}, {}, pos, pos);
+    EXPECT_EQ(a.per_token.kv_read, k8bKvPerPos * static_cast<uint64_t>(pos + 1)) << pos;
+    EXPECT_EQ(a.per_token.kv_write, k8bKvPerPos);
+  }
+  // Over a range, the mean: positions 100..227 read (101 + 228) / 2 = 164.5 positions.
+  const ByteAccount r = account_bytes(c, {}, {}, 100, 227);
+  EXPECT_EQ(r.per_token.kv_read, k8bKvPerPos * 329 / 2);
+}
+
+TEST(Accounting, ExternalAdapterAddsItsBytesMergedDoesNot) {
+  AdapterShape a;
+  a.rank = 16;
+  a.targets = {Linear::q, Linear::down};
+  a.mode = AdapterMode::external;
+  const ModelConfig c = llama8b(Scheme::int4);
+  const ByteAccount base = account_bytes(c, {}, {}, 0, 0);
+  const ByteAccount ext = account_bytes(c, a, {}, 0, 0);
+  // q: A [16, 4096] + B [4096, 16]; down: A [16, 14336] + B [4096, 16]; fp16; 32 layers.
+  const uint64_t adapter = 32ull * 16 * ((4096 + 4096) + (14336 + 4096)) * 2;
+  EXPECT_EQ(ext.per_token.adapter, adapter);
+  EXPECT_EQ(ext.per_token.total, base.per_token.total + adapter);
+  a.mode = AdapterMode::merged;
+  EXPECT_EQ(account_bytes(c, a, {}, 0, 0).per_token.total, base.per_token.total);
+}
+
+TEST(Accounting, DequantKernelTrafficIsReportedOutsideTheTotal) {
+  const ModelConfig c = llama8b(Scheme::int4);
+  const ByteAccount a = account_bytes(c, {}, KernelTraffic{4.0}, 0, 0);
+  EXPECT_EQ(a.per_token.kernel_extra, k8bElems * 4);
+  EXPECT_EQ(a.per_token.total, account_bytes(c, {}, {}, 0, 0).per_token.total);
+}

@@ -1,0 +1,140 @@
+// The shared host/device arithmetic: fp16 conversion, quantizers, packing, synthetic weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "decodebench/error.h"
+#include "decodebench/half.h"
+#include "decodebench/quant.h"
+#include "decodebench/synth.h"
+#include "decodebench/weights.h"
+
+using namespace db;
+
+TEST(Half, KnownValues) {
+  EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
+  EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
+  EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // halfway to 65536 rounds to even: inf
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);          // tie to even: 0
+  EXPECT_EQ(f32_to_f16(std::ldexp(3.0f, -25)), 0x0002);          // 1.5 units: tie to even: 2
+  EXPECT_EQ(f32_to_f16(-0.0f), 0x8000);
+  EXPECT_EQ(f32_to_f16(INFINITY), 0x7c00);
+  EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(NAN))));
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
+}
+
+TEST(Half, EveryHalfRoundTrips) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const auto bits = static_cast<uint16_t>(h);
+    if ((bits & 0x7c00) == 0x7c00 && (bits & 0x3ff)) continue;  // NaN payloads
+    ASSERT_EQ(f32_to_f16(f16_to_f32(bits)), bits) << std::hex << h;
+  }
+}
+
+TEST(Half, MatchesTheCompilersRoundToNearestEven) {
+  // An independent implementation: GCC's _Float16 conversion (IEEE round-to-nearest-even).
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 2000000; ++i) {
+    const float f = bits_float(bits(rng));
+    if (std::isnan(f)) continue;
+    const _Float16 ref = static_cast<_Float16>(f);
+    uint16_t rb;
+    std::memcpy(&rb, &ref, 2);
+    ASSERT_EQ(f32_to_f16(f), rb) << f;
+  }
+}
+
+TEST(Quant, Int8ErrorIsAtMostHalfAScale) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> n(0.f, 0.02f);
+  std::vector<float> w(64 * 96);
+  for (float& x : w) x = n(rng);
+  const QuantMatrix m = quantize_matrix(w.data(), 64, 96, Scheme::int8, 0, false);
+  for (int r = 0; r < 64; ++r) {
+    const float s = f16_to_f32(m.scales[r]);
+    for (int c = 0; c < 96; ++c) {
+      const int q = static_cast<int8_t>(m.qweight[r * 96 + c]);
+      ASSERT_LE(std::abs(q), 127);
+      ASSERT_LE(std::fabs(m.at(r, c) - w[r * 96 + c]), s / 2 * (1 + 1e-6f));
+    }
+  }
+}
+
+TEST(Quant, Int4ErrorIsAtMostHalfAScaleWithAndWithoutZeroPoint) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> n(0.f, 0.02f);
+  for (bool zp : {true, false}) {
+    for (int g : {32, 64, 128}) {
+      const int rows = 16, cols = 256;
+      std::vector<float> w(rows * cols);
+      for (float& x : w) x = n(rng);
+      for (int c = 0; c < cols; ++c) w[c] = std::fabs(w[c]);              // an all-positive row
+      for (int c = 0; c < cols; ++c) w[cols + c] = -std::fabs(w[cols + c]);  // an all-negative row
+      for (int c = 0; c < cols; ++c) w[2 * cols + c] = 0.f;                 // an all-zero row
+      const QuantMatrix m = quantize_matrix(w.data(), rows, cols, Scheme::int4, g, zp);
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) {
+          const float s = f16_to_f32(m.scales[r * (cols / g) + c / g]);
+          ASSERT_LE(std::fabs(m.at(r, c) - w[r * cols + c]), s / 2 * (1 + 1e-6f)) << "g" << g << " zp" << zp;
+        }
+    }
+  }
+}
+
+TEST(Quant, Int4PackUnpackIsExact) {
+  for (int a = 0; a < 16; ++a)
+    for (int b = 0; b < 16; ++b) {
+      const uint8_t byte = quant::pack_int4(static_cast<uint8_t>(a), static_cast<uint8_t>(b));
+      ASSERT_EQ(quant::unpack_int4(byte, 0), a);
+      ASSERT_EQ(quant::unpack_int4(byte, 1), b);
+      ASSERT_EQ(byte & 0xf, a);  // even column in the low nibble (DESIGN.md)
+    }
+}
+
+TEST(Quant, GroupSizeThatDoesNotDivideIsAnError) {
+  std::vector<float> w(4 * 96, 0.01f);
+  try {
+    quantize_matrix(w.data(), 4, 96, Scheme::int4, 64, true);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("group size 64 does not divide the input dimension 96"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Synth, NeverZeroAndSpreadLikeTrainedWeights) {
+  const uint64_t id = synth::tensor_id("model.layers.0.mlp.up_proj.weight");
+  double sum = 0, sq = 0;
+  const int n = 1 << 20;
+  for (int i = 0; i < n; ++i) {
+    const float v = synth::value(42, id, i, synth::Dist::matrix);
+    ASSERT_NE(f32_to_f16(v) & 0x7fff, 0) << i;  // not zero even after fp16 rounding
+    sum += v;
+    sq += double(v) * v;
+  }
+  const double mean = sum / n, stdev = std::sqrt(sq / n - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 1e-3);
+  EXPECT_NEAR(stdev, 0.0206, 0.001);
+  for (int i = 0; i < 10000; ++i) {
+    const float v = synth::value(42, id, i, synth::Dist::norm);
+    ASSERT_GE(v, 0.9f);
+    ASSERT_LT(v, 1.1f);
+  }
+}
+
+TEST(Synth, DependsOnSeedTensorAndIndexOnly) {
+  const uint64_t a = synth::tensor_id("a"), b = synth::tensor_id("b");
+  EXPECT_EQ(synth::value(1, a, 5, synth::Dist::matrix), synth::value(1, a, 5, synth::Dist::matrix));
+  int same_seed = 0, same_tensor = 0;
+  for (int i = 0; i < 1000; ++i) {
+    same_seed += synth::value(1, a, i, synth::Dist::matrix) == synth::value(2, a, i, synth::Dist::matrix);
+    same_tensor += synth::value(1, a, i, synth::Dist::matrix) == synth::value(1, b, i, synth::Dist::matrix);
+  }
+  EXPECT_LT(same_seed, 5);
+  EXPECT_LT(same_tensor, 5);
+}
