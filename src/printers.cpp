@@ -61,7 +61,9 @@ const json* at_path(const json& j, const char* path) {
   }
 }
 
-std::string json_text(const json& v) { return v.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string json_text(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 bool is_numeric(CellFormat f) {
   return f != CellFormat::text && f != CellFormat::on_off;
@@ -72,17 +74,23 @@ std::string md_cell(const json* v, CellFormat f) {
   if (v->is_number() && f != CellFormat::text) {
     const double x = v->get<double>();
     switch (f) {
-      case CellFormat::integer: return json_text(*v);
+      case CellFormat::integer:
+        return json_text(*v);
       case CellFormat::gigabytes: {
         const double gb = x / 1e9;
         // Tiny test models read kilobytes per token: keep two significant digits there.
         return (gb == 0 || std::fabs(gb) >= 0.1) ? fmt::format("{:.2f}", gb) : fmt::format("{:.2g}", gb);
       }
-      case CellFormat::ms: return fmt::format("{:.3f}", x);
-      case CellFormat::per_s: return fmt::format("{:.1f}", x);
-      case CellFormat::GBps: return fmt::format("{:.1f}", x);
-      case CellFormat::ratio: return fmt::format("{:.2f}", x);
-      default: break;
+      case CellFormat::ms:
+        return fmt::format("{:.3f}", x);
+      case CellFormat::per_s:
+        return fmt::format("{:.1f}", x);
+      case CellFormat::GBps:
+        return fmt::format("{:.1f}", x);
+      case CellFormat::ratio:
+        return fmt::format("{:.2f}", x);
+      default:
+        break;
     }
   }
   if (v->is_boolean()) {
@@ -93,9 +101,12 @@ std::string md_cell(const json* v, CellFormat f) {
   if (s.empty()) return "-";
   std::string out;
   for (char c : s) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n' || c == '\r') out += ' ';
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n' || c == '\r')
+      out += ' ';
+    else
+      out += c;
   }
   return out;
 }
@@ -187,7 +198,11 @@ ByteUnit unit_for(double scale) {
   if (scale >= 1e5) return {1e6, "MB"};
   return {1e3, "KB"};
 }
-std::string in_unit(double bytes, ByteUnit u) { return fmt::format("{:.2f}", bytes / u.div); }
+std::string in_unit(double bytes, ByteUnit u) {
+  const double x = bytes / u.div;
+  // Small parts of a large total (scratch next to weights) keep two significant digits.
+  return (x == 0 || std::fabs(x) >= 0.01) ? fmt::format("{:.2f}", x) : fmt::format("{:.2g}", x);
+}
 
 std::string params_text(int64_t params) {
   if (params <= 0) return "";
@@ -231,6 +246,7 @@ std::string format_results(const std::vector<Result>& results, OutputFormat form
 }
 
 void write_results_file(const std::string& path, const std::vector<Result>& results, OutputFormat format) {
+  if (path.empty()) db::fail("cannot write results: the output path is empty");
   const std::string text = format_results(results, format);
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -276,24 +292,26 @@ std::string summary_text(const Result& r) {
   line(out, "device", dev);
 
   line(out, "TPOT",
-       fmt::format("{:.3f} ms median (p10 {:.3f}, p90 {:.3f}, n {})  {:.1f} tok/s", t.median, t.p10, t.p90, t.n,
-                   r.timing.tokens_per_s));
+       fmt::format("{:.3f} ms median (p10 {:.3f}, p90 {:.3f}, n {})  {:.1f} tok/s", t.median, t.p10, t.p90,
+                   t.n, r.timing.tokens_per_s));
 
   const ByteUnit u = unit_for(static_cast<double>(b.total));
   std::string bytes = fmt::format(
       "{} {}/token = linear {} (weights {} + scales {} + zeros {}) + lm_head {} + KV {}", in_unit(b.total, u),
-      u.name, in_unit(b.linear_weights + b.scales + b.zeros, u), in_unit(b.linear_weights, u), in_unit(b.scales, u),
-      in_unit(b.zeros, u), in_unit(b.lm_head, u), in_unit(b.kv_read + b.kv_write, u));
+      u.name, in_unit(b.linear_weights + b.scales + b.zeros, u), in_unit(b.linear_weights, u),
+      in_unit(b.scales, u), in_unit(b.zeros, u), in_unit(b.lm_head, u), in_unit(b.kv_read + b.kv_write, u));
   if (b.adapter > 0) bytes += " + adapter " + in_unit(b.adapter, u);
   bytes += " + other " + in_unit(b.embedding_row + b.norms, u);
   line(out, "bytes", bytes);
   if (b.kernel_extra > 0)
-    line(out, "", fmt::format("the {} kernel moves {} {} more per token (not in the floor)", c.kernel,
-                              in_unit(b.kernel_extra, u), u.name));
+    line(out, "",
+         fmt::format("the {} kernel moves {} {} more per token (not in the floor)", c.kernel,
+                     in_unit(b.kernel_extra, u), u.name));
 
   if (d.peak_read_GBps > 0) {
-    line(out, "floor", fmt::format("{:.3f} ms at {:.1f} GB/s measured read bandwidth", r.roofline.floor_tpot_ms,
-                                   d.peak_read_GBps));
+    line(out, "floor",
+         fmt::format("{:.3f} ms at {:.1f} GB/s measured read bandwidth", r.roofline.floor_tpot_ms,
+                     d.peak_read_GBps));
   } else {
     line(out, "floor", "unknown: read bandwidth not measured");
   }
@@ -306,16 +324,20 @@ std::string summary_text(const Result& r) {
 
   const MemoryUse& m = r.memory;
   const ByteUnit mu = unit_for(static_cast<double>(m.total_bytes));
-  line(out, "memory",
-       fmt::format("{} {} = weights {} + KV cache {} + scratch {}", in_unit(m.total_bytes, mu), mu.name,
-                   in_unit(m.weights_bytes, mu), in_unit(m.kv_cache_bytes, mu), in_unit(m.scratch_bytes, mu)));
+  line(
+      out, "memory",
+      fmt::format("{} {} = weights {} + KV cache {} + scratch {}", in_unit(m.total_bytes, mu), mu.name,
+                  in_unit(m.weights_bytes, mu), in_unit(m.kv_cache_bytes, mu), in_unit(m.scratch_bytes, mu)));
 
   if (r.check.logits_checked)
-    line(out, "check", fmt::format("logits max rel err {:.2e} vs {}", r.check.logits_max_rel_err,
-                                   r.check.reference.empty() ? "the reference" : r.check.reference));
+    line(out, "check",
+         fmt::format("logits max rel err {:.2e} vs {}", r.check.logits_max_rel_err,
+                     r.check.reference.empty() ? "the reference" : r.check.reference));
   if (!r.tool.build_type.empty() && r.tool.build_type != "Release")
-    line(out, "WARNING", fmt::format("{} build: timings are not representative (configure with "
-                                     "-DCMAKE_BUILD_TYPE=Release)", r.tool.build_type));
+    line(out, "WARNING",
+         fmt::format("{} build: timings are not representative (configure with "
+                     "-DCMAKE_BUILD_TYPE=Release)",
+                     r.tool.build_type));
   return out;
 }
 

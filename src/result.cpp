@@ -18,9 +18,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "decodebench/error.h"
 
@@ -31,194 +33,209 @@ using nlohmann::ordered_json;
 
 namespace {
 
+// ---------------------------------------------------------------- one field list per struct
+// Walked by the writer and by the reader alike, so the two cannot disagree; the order here
+// is the order of the keys in result files. The README's field table is checked against the
+// written JSON by a test.
+
+template <class V>
+void fields(V& v, ToolInfo& t) {
+  v("name", t.name);
+  v("version", t.version);
+  v("git_commit", t.git_commit);
+  v("build_type", t.build_type);
+  v("cuda_runtime", t.cuda_runtime);
+  v("cublas", t.cublas);
+}
+
+template <class V>
+void fields(V& v, ClockState& c) {
+  v("sm_clock_mhz", c.sm_clock_mhz);
+  v("mem_clock_mhz", c.mem_clock_mhz);
+  v("temperature_c", c.temperature_c);
+  v("power_w", c.power_w);
+  v("throttle_reasons", c.throttle_reasons);
+  v("throttle", c.throttle);
+}
+
+template <class V>
+void fields(V& v, DeviceInfo& d) {
+  v("backend", d.backend);
+  v("name", d.name);
+  v("uuid", d.uuid);
+  v("compute_capability", d.compute_capability);
+  v("sm_count", d.sm_count);
+  v("memory_bytes", d.memory_bytes);
+  v("l2_bytes", d.l2_bytes);
+  v("driver", d.driver);
+  v("ecc", d.ecc);
+  v("power_limit_w", d.power_limit_w);
+  v("start", d.start);  // null where NVML is unavailable
+  v("end", d.end);
+  v("theoretical_GBps", d.theoretical_GBps);
+  v("peak_read_GBps", d.peak_read_GBps);
+  v("cpu_threads", d.cpu_threads);
+}
+
+template <class V>
+void fields(V& v, RunConfig& c) {
+  v("model", c.model);
+  v("arch", c.arch);
+  v("weights", c.weights);
+  v("seed", c.seed);
+  v("scheme", c.scheme);
+  v("group_size", c.group_size);
+  v("zero_point", c.zero_point);
+  v("lm_head_scheme", c.lm_head_scheme);
+  v("kernel", c.kernel);
+  v("graph", c.graph);
+  v("adapter", c.adapter);
+  v("adapter_mode", c.adapter_mode);
+  v("adapter_rank", c.adapter_rank);
+  v("adapter_targets", c.adapter_targets);
+  v("adapter_scale", c.adapter_scale);
+  v("context", c.context);
+  v("tokens", c.tokens);
+  v("warmup", c.warmup);
+  v("repeat", c.repeat);
+  v("sync_per_token", c.sync_per_token);
+  v("params", c.params);
+}
+
+template <class V>
+void fields(V& v, PerTokenBytes& p) {
+  v("linear_weights", p.linear_weights);
+  v("scales", p.scales);
+  v("zeros", p.zeros);
+  v("lm_head", p.lm_head);
+  v("embedding_row", p.embedding_row);
+  v("norms", p.norms);
+  v("adapter", p.adapter);
+  v("kv_read", p.kv_read);
+  v("kv_write", p.kv_write);
+  v("total", p.total);
+  v("kernel_extra", p.kernel_extra);
+}
+
+template <class V>
+void fields(V& v, StoredBytes& s) {
+  v("linear", s.linear);
+  v("lm_head", s.lm_head);
+  v("embedding", s.embedding);
+  v("norms", s.norms);
+  v("adapter", s.adapter);
+  v("total", s.total);
+}
+
+template <class V>
+void fields(V& v, ByteAccount& b) {
+  v("position_first", b.position_first);
+  v("position_last", b.position_last);
+  v("per_token", b.per_token);
+  v("stored", b.stored);
+}
+
+template <class V>
+void fields(V& v, TpotStats& s) {
+  v("mean", s.mean);
+  v("median", s.median);
+  v("p10", s.p10);
+  v("p90", s.p90);
+  v("p99", s.p99);
+  v("min", s.min);
+  v("max", s.max);
+  v("stdev", s.stdev);
+  v("n", s.n);
+}
+
+template <class V>
+void fields(V& v, Timing& t) {
+  v("tpot_ms", t.tpot_ms);
+  v("samples_ms", t.samples_ms);
+  v("tokens_per_s", t.tokens_per_s);
+  v("load_s", t.load_s);
+  v("prefill_s", t.prefill_s);
+  v("clock", t.clock);
+}
+
+template <class V>
+void fields(V& v, Roofline& r) {
+  v("floor_tpot_ms", r.floor_tpot_ms);
+  v("achieved_GBps", r.achieved_GBps);
+  v("efficiency", r.efficiency);
+  v("regime", r.regime);
+  v("regime_reason", r.regime_reason);
+}
+
+template <class V>
+void fields(V& v, MemoryUse& m) {
+  v("weights_bytes", m.weights_bytes);
+  v("kv_cache_bytes", m.kv_cache_bytes);
+  v("scratch_bytes", m.scratch_bytes);
+  v("total_bytes", m.total_bytes);
+}
+
+template <class V>
+void fields(V& v, Check& c) {
+  v("tokens_hash", c.tokens_hash);
+  v("tokens", c.tokens);
+  v("logits_checked", c.logits_checked);
+  v("logits_max_rel_err", c.logits_max_rel_err);
+  v("reference", c.reference);
+}
+
+template <class V>
+void fields(V& v, Result& r) {
+  v("schema", r.schema);
+  v("tool", r.tool);
+  v("time", r.time);
+  v("command", r.command);
+  v("device", r.device);
+  v("config", r.config);
+  v("bytes", r.bytes);
+  v("timing", r.timing);
+  v("roofline", r.roofline);
+  v("memory", r.memory);
+  v("check", r.check);
+}
+
+// The structs above: written as JSON objects, read with their path.
+template <class T>
+constexpr bool kIsRecord =
+    std::is_same_v<T, ToolInfo> || std::is_same_v<T, ClockState> || std::is_same_v<T, DeviceInfo> ||
+    std::is_same_v<T, RunConfig> || std::is_same_v<T, PerTokenBytes> || std::is_same_v<T, StoredBytes> ||
+    std::is_same_v<T, ByteAccount> || std::is_same_v<T, TpotStats> || std::is_same_v<T, Timing> ||
+    std::is_same_v<T, Roofline> || std::is_same_v<T, MemoryUse> || std::is_same_v<T, Check> ||
+    std::is_same_v<T, Result>;
+
 // ---------------------------------------------------------------- writer
 
+// J: nlohmann::json (to_json) or ordered_json (files, in the order of the field lists).
 template <class J>
-J write(const ToolInfo& t) {
+struct Writer {
   J j = J::object();
-  j["name"] = t.name;
-  j["version"] = t.version;
-  j["git_commit"] = t.git_commit;
-  j["build_type"] = t.build_type;
-  j["cuda_runtime"] = t.cuda_runtime;
-  j["cublas"] = t.cublas;
-  return j;
-}
 
-template <class J>
-J write(const std::optional<ClockState>& c) {
-  if (!c) return J(nullptr);
-  J j = J::object();
-  j["sm_clock_mhz"] = c->sm_clock_mhz;
-  j["mem_clock_mhz"] = c->mem_clock_mhz;
-  j["temperature_c"] = c->temperature_c;
-  j["power_w"] = c->power_w;
-  j["throttle_reasons"] = c->throttle_reasons;
-  j["throttle"] = c->throttle;
-  return j;
-}
+  template <class T>
+  void operator()(const char* key, const T& value) {
+    j[key] = to_value(value);
+  }
 
-template <class J>
-J write(const DeviceInfo& d) {
-  J j = J::object();
-  j["backend"] = d.backend;
-  j["name"] = d.name;
-  j["uuid"] = d.uuid;
-  j["compute_capability"] = d.compute_capability;
-  j["sm_count"] = d.sm_count;
-  j["memory_bytes"] = d.memory_bytes;
-  j["l2_bytes"] = d.l2_bytes;
-  j["driver"] = d.driver;
-  j["ecc"] = d.ecc;
-  j["power_limit_w"] = d.power_limit_w;
-  j["start"] = write<J>(d.start);
-  j["end"] = write<J>(d.end);
-  j["theoretical_GBps"] = d.theoretical_GBps;
-  j["peak_read_GBps"] = d.peak_read_GBps;
-  j["cpu_threads"] = d.cpu_threads;
-  return j;
-}
-
-template <class J>
-J write(const RunConfig& c) {
-  J j = J::object();
-  j["model"] = c.model;
-  j["arch"] = c.arch;
-  j["weights"] = c.weights;
-  j["seed"] = c.seed;
-  j["scheme"] = c.scheme;
-  j["group_size"] = c.group_size;
-  j["zero_point"] = c.zero_point;
-  j["lm_head_scheme"] = c.lm_head_scheme;
-  j["kernel"] = c.kernel;
-  j["graph"] = c.graph;
-  j["adapter"] = c.adapter;
-  j["adapter_mode"] = c.adapter_mode;
-  j["adapter_rank"] = c.adapter_rank;
-  j["adapter_targets"] = c.adapter_targets;
-  j["adapter_scale"] = c.adapter_scale;
-  j["context"] = c.context;
-  j["tokens"] = c.tokens;
-  j["warmup"] = c.warmup;
-  j["repeat"] = c.repeat;
-  j["sync_per_token"] = c.sync_per_token;
-  j["params"] = c.params;
-  return j;
-}
-
-template <class J>
-J write(const PerTokenBytes& p) {
-  J j = J::object();
-  j["linear_weights"] = p.linear_weights;
-  j["scales"] = p.scales;
-  j["zeros"] = p.zeros;
-  j["lm_head"] = p.lm_head;
-  j["embedding_row"] = p.embedding_row;
-  j["norms"] = p.norms;
-  j["adapter"] = p.adapter;
-  j["kv_read"] = p.kv_read;
-  j["kv_write"] = p.kv_write;
-  j["total"] = p.total;
-  j["kernel_extra"] = p.kernel_extra;
-  return j;
-}
-
-template <class J>
-J write(const StoredBytes& s) {
-  J j = J::object();
-  j["linear"] = s.linear;
-  j["lm_head"] = s.lm_head;
-  j["embedding"] = s.embedding;
-  j["norms"] = s.norms;
-  j["adapter"] = s.adapter;
-  j["total"] = s.total;
-  return j;
-}
-
-template <class J>
-J write(const ByteAccount& b) {
-  J j = J::object();
-  j["position_first"] = b.position_first;
-  j["position_last"] = b.position_last;
-  j["per_token"] = write<J>(b.per_token);
-  j["stored"] = write<J>(b.stored);
-  return j;
-}
-
-template <class J>
-J write(const TpotStats& s) {
-  J j = J::object();
-  j["mean"] = s.mean;
-  j["median"] = s.median;
-  j["p10"] = s.p10;
-  j["p90"] = s.p90;
-  j["p99"] = s.p99;
-  j["min"] = s.min;
-  j["max"] = s.max;
-  j["stdev"] = s.stdev;
-  j["n"] = s.n;
-  return j;
-}
-
-template <class J>
-J write(const Timing& t) {
-  J j = J::object();
-  j["tpot_ms"] = write<J>(t.tpot_ms);
-  j["samples_ms"] = t.samples_ms;
-  j["tokens_per_s"] = t.tokens_per_s;
-  j["load_s"] = t.load_s;
-  j["prefill_s"] = t.prefill_s;
-  j["clock"] = t.clock;
-  return j;
-}
-
-template <class J>
-J write(const Roofline& r) {
-  J j = J::object();
-  j["floor_tpot_ms"] = r.floor_tpot_ms;
-  j["achieved_GBps"] = r.achieved_GBps;
-  j["efficiency"] = r.efficiency;
-  j["regime"] = r.regime;
-  j["regime_reason"] = r.regime_reason;
-  return j;
-}
-
-template <class J>
-J write(const MemoryUse& m) {
-  J j = J::object();
-  j["weights_bytes"] = m.weights_bytes;
-  j["kv_cache_bytes"] = m.kv_cache_bytes;
-  j["scratch_bytes"] = m.scratch_bytes;
-  j["total_bytes"] = m.total_bytes;
-  return j;
-}
-
-template <class J>
-J write(const Check& c) {
-  J j = J::object();
-  j["tokens_hash"] = c.tokens_hash;
-  j["tokens"] = c.tokens;
-  j["logits_checked"] = c.logits_checked;
-  j["logits_max_rel_err"] = c.logits_max_rel_err;
-  j["reference"] = c.reference;
-  return j;
-}
+  template <class T>
+  static J to_value(const T& value) {
+    if constexpr (kIsRecord<T>) {
+      Writer w;
+      fields(w, const_cast<T&>(value));  // the writer only reads the fields
+      return std::move(w.j);
+    } else {
+      return J(value);
+    }
+  }
+  static J to_value(const std::optional<ClockState>& c) { return c ? to_value(*c) : J(nullptr); }
+};
 
 template <class J>
 J write(const Result& r) {
-  J j = J::object();
-  j["schema"] = r.schema;
-  j["tool"] = write<J>(r.tool);
-  j["time"] = r.time;
-  j["command"] = r.command;
-  j["device"] = write<J>(r.device);
-  j["config"] = write<J>(r.config);
-  j["bytes"] = write<J>(r.bytes);
-  j["timing"] = write<J>(r.timing);
-  j["roofline"] = write<J>(r.roofline);
-  j["memory"] = write<J>(r.memory);
-  j["check"] = write<J>(r.check);
-  return j;
+  return Writer<J>::to_value(r);
 }
 
 // Invalid UTF-8 (a CPU model name, an odd byte in the command line) must not make the
@@ -281,57 +298,68 @@ const char* json_type_name(const json& j) {
   if (j.is_number_integer()) return "an integer";
   if (j.is_number_float()) return "a number";
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    default: return "a value";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    default:
+      return "a value";
   }
 }
 
-// One JSON object at a dotted path inside a result; every getter names path.key on error.
+// One JSON object at a dotted path inside a result, read by the field lists above; every
+// error names the full path of the field at fault.
 class Reader {
  public:
   Reader(const json& obj, std::string path, const std::string& origin)
       : obj_(obj), path_(std::move(path)), origin_(origin) {}
 
-  Reader object(const char* key) const {
+  // A nested struct: a JSON object read field by field with its path.
+  template <class T, std::enable_if_t<kIsRecord<T>, int> = 0>
+  void operator()(const char* key, T& out) const {
     const json& v = at(key);
     if (!v.is_object()) type_error(key, "an object", v);
-    return Reader(v, full(key), origin_);
+    const Reader sub(v, full(key), origin_);
+    fields(sub, out);
   }
-  // An object or null (optional sub-structure).
-  const json* object_or_null(const char* key) const {
+  // An optional struct: an object, or null when absent.
+  void operator()(const char* key, std::optional<ClockState>& out) const {
     const json& v = at(key);
-    if (v.is_null()) return nullptr;
+    out.reset();
+    if (v.is_null()) return;
     if (!v.is_object()) type_error(key, "an object or null", v);
-    return &v;
+    const Reader sub(v, full(key), origin_);
+    fields(sub, out.emplace());
   }
-  Reader sub(const json& v, const char* key) const { return Reader(v, full(key), origin_); }
 
-  void get(const char* key, std::string& out) const {
+  void operator()(const char* key, std::string& out) const {
     const json& v = at(key);
     if (!v.is_string()) type_error(key, "a string", v);
     out = v.get<std::string>();
   }
-  void get(const char* key, bool& out) const {
+  void operator()(const char* key, bool& out) const {
     const json& v = at(key);
     if (!v.is_boolean()) type_error(key, "true or false", v);
     out = v.get<bool>();
   }
-  void get(const char* key, double& out) const { out = number(at(key), full(key)); }
-  void get(const char* key, int& out) const {
-    out = static_cast<int>(integer(at(key), full(key), std::numeric_limits<int>::min(),
-                                   std::numeric_limits<int>::max()));
+  void operator()(const char* key, double& out) const { out = number(at(key), full(key)); }
+  void operator()(const char* key, int& out) const {
+    out = static_cast<int>(
+        integer(at(key), full(key), std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
   }
-  void get(const char* key, int64_t& out) const {
-    out = integer(at(key), full(key), std::numeric_limits<int64_t>::min(),
-                  std::numeric_limits<int64_t>::max());
+  void operator()(const char* key, int64_t& out) const {
+    out =
+        integer(at(key), full(key), std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
   }
-  void get(const char* key, uint64_t& out) const { out = unsigned_integer(at(key), full(key)); }
+  void operator()(const char* key, uint64_t& out) const { out = unsigned_integer(at(key), full(key)); }
 
-  void get(const char* key, std::vector<std::string>& out) const {
+  void operator()(const char* key, std::vector<std::string>& out) const {
     const json& v = array(key, "an array of strings");
     out.clear();
     for (size_t i = 0; i < v.size(); ++i) {
@@ -339,12 +367,12 @@ class Reader {
       out.push_back(v[i].get<std::string>());
     }
   }
-  void get(const char* key, std::vector<double>& out) const {
+  void operator()(const char* key, std::vector<double>& out) const {
     const json& v = array(key, "an array of numbers");
     out.clear();
     for (size_t i = 0; i < v.size(); ++i) out.push_back(number(v[i], element(key, i)));
   }
-  void get(const char* key, std::vector<int32_t>& out) const {
+  void operator()(const char* key, std::vector<int32_t>& out) const {
     const json& v = array(key, "an array of integers");
     out.clear();
     for (size_t i = 0; i < v.size(); ++i)
@@ -352,12 +380,11 @@ class Reader {
                                                  std::numeric_limits<int32_t>::max())));
   }
 
+ private:
   [[noreturn]] void fail_at(const std::string& path, const std::string& what) const {
     db::fail("{}: field {} {}", prefix(), path, what);
   }
   std::string full(const char* key) const { return path_.empty() ? key : path_ + "." + key; }
-
- private:
   std::string prefix() const { return origin_.empty() ? std::string("result") : "result " + origin_; }
   std::string element(const char* key, size_t i) const { return full(key) + "[" + std::to_string(i) + "]"; }
 
@@ -384,8 +411,7 @@ class Reader {
     return v.get<double>();
   }
   int64_t integer(const json& v, const std::string& path, int64_t lo, int64_t hi) const {
-    if (!v.is_number_integer())
-      fail_at(path, fmt::format("must be an integer (got {})", json_type_name(v)));
+    if (!v.is_number_integer()) fail_at(path, fmt::format("must be an integer (got {})", json_type_name(v)));
     bool in_range;
     int64_t x = 0;
     if (v.is_number_unsigned()) {
@@ -411,171 +437,16 @@ class Reader {
   const std::string& origin_;
 };
 
-ToolInfo read_tool(const Reader& in) {
-  ToolInfo t;
-  in.get("name", t.name);
-  in.get("version", t.version);
-  in.get("git_commit", t.git_commit);
-  in.get("build_type", t.build_type);
-  in.get("cuda_runtime", t.cuda_runtime);
-  in.get("cublas", t.cublas);
-  return t;
-}
-
-std::optional<ClockState> read_clock(const Reader& parent, const char* key) {
-  const json* v = parent.object_or_null(key);
-  if (!v) return std::nullopt;
-  const Reader in = parent.sub(*v, key);
-  ClockState c;
-  in.get("sm_clock_mhz", c.sm_clock_mhz);
-  in.get("mem_clock_mhz", c.mem_clock_mhz);
-  in.get("temperature_c", c.temperature_c);
-  in.get("power_w", c.power_w);
-  in.get("throttle_reasons", c.throttle_reasons);
-  in.get("throttle", c.throttle);
-  return c;
-}
-
-DeviceInfo read_device(const Reader& in) {
-  DeviceInfo d;
-  in.get("backend", d.backend);
-  in.get("name", d.name);
-  in.get("uuid", d.uuid);
-  in.get("compute_capability", d.compute_capability);
-  in.get("sm_count", d.sm_count);
-  in.get("memory_bytes", d.memory_bytes);
-  in.get("l2_bytes", d.l2_bytes);
-  in.get("driver", d.driver);
-  in.get("ecc", d.ecc);
-  in.get("power_limit_w", d.power_limit_w);
-  d.start = read_clock(in, "start");
-  d.end = read_clock(in, "end");
-  in.get("theoretical_GBps", d.theoretical_GBps);
-  in.get("peak_read_GBps", d.peak_read_GBps);
-  in.get("cpu_threads", d.cpu_threads);
-  return d;
-}
-
-RunConfig read_config(const Reader& in) {
-  RunConfig c;
-  in.get("model", c.model);
-  in.get("arch", c.arch);
-  in.get("weights", c.weights);
-  in.get("seed", c.seed);
-  in.get("scheme", c.scheme);
-  in.get("group_size", c.group_size);
-  in.get("zero_point", c.zero_point);
-  in.get("lm_head_scheme", c.lm_head_scheme);
-  in.get("kernel", c.kernel);
-  in.get("graph", c.graph);
-  in.get("adapter", c.adapter);
-  in.get("adapter_mode", c.adapter_mode);
-  in.get("adapter_rank", c.adapter_rank);
-  in.get("adapter_targets", c.adapter_targets);
-  in.get("adapter_scale", c.adapter_scale);
-  in.get("context", c.context);
-  in.get("tokens", c.tokens);
-  in.get("warmup", c.warmup);
-  in.get("repeat", c.repeat);
-  in.get("sync_per_token", c.sync_per_token);
-  in.get("params", c.params);
-  return c;
-}
-
-ByteAccount read_bytes(const Reader& in) {
-  ByteAccount b;
-  in.get("position_first", b.position_first);
-  in.get("position_last", b.position_last);
-  const Reader p = in.object("per_token");
-  p.get("linear_weights", b.per_token.linear_weights);
-  p.get("scales", b.per_token.scales);
-  p.get("zeros", b.per_token.zeros);
-  p.get("lm_head", b.per_token.lm_head);
-  p.get("embedding_row", b.per_token.embedding_row);
-  p.get("norms", b.per_token.norms);
-  p.get("adapter", b.per_token.adapter);
-  p.get("kv_read", b.per_token.kv_read);
-  p.get("kv_write", b.per_token.kv_write);
-  p.get("total", b.per_token.total);
-  p.get("kernel_extra", b.per_token.kernel_extra);
-  const Reader s = in.object("stored");
-  s.get("linear", b.stored.linear);
-  s.get("lm_head", b.stored.lm_head);
-  s.get("embedding", b.stored.embedding);
-  s.get("norms", b.stored.norms);
-  s.get("adapter", b.stored.adapter);
-  s.get("total", b.stored.total);
-  return b;
-}
-
-Timing read_timing(const Reader& in) {
-  Timing t;
-  const Reader s = in.object("tpot_ms");
-  s.get("mean", t.tpot_ms.mean);
-  s.get("median", t.tpot_ms.median);
-  s.get("p10", t.tpot_ms.p10);
-  s.get("p90", t.tpot_ms.p90);
-  s.get("p99", t.tpot_ms.p99);
-  s.get("min", t.tpot_ms.min);
-  s.get("max", t.tpot_ms.max);
-  s.get("stdev", t.tpot_ms.stdev);
-  s.get("n", t.tpot_ms.n);
-  in.get("samples_ms", t.samples_ms);
-  in.get("tokens_per_s", t.tokens_per_s);
-  in.get("load_s", t.load_s);
-  in.get("prefill_s", t.prefill_s);
-  in.get("clock", t.clock);
-  return t;
-}
-
-Roofline read_roofline(const Reader& in) {
-  Roofline r;
-  in.get("floor_tpot_ms", r.floor_tpot_ms);
-  in.get("achieved_GBps", r.achieved_GBps);
-  in.get("efficiency", r.efficiency);
-  in.get("regime", r.regime);
-  in.get("regime_reason", r.regime_reason);
-  return r;
-}
-
-MemoryUse read_memory(const Reader& in) {
-  MemoryUse m;
-  in.get("weights_bytes", m.weights_bytes);
-  in.get("kv_cache_bytes", m.kv_cache_bytes);
-  in.get("scratch_bytes", m.scratch_bytes);
-  in.get("total_bytes", m.total_bytes);
-  return m;
-}
-
-Check read_check(const Reader& in) {
-  Check c;
-  in.get("tokens_hash", c.tokens_hash);
-  in.get("tokens", c.tokens);
-  in.get("logits_checked", c.logits_checked);
-  in.get("logits_max_rel_err", c.logits_max_rel_err);
-  in.get("reference", c.reference);
-  return c;
-}
-
 Result read_result(const json& j, const std::string& origin) {
   const std::string where = origin.empty() ? std::string("result") : "result " + origin;
   if (!j.is_object()) db::fail("{}: expected a JSON object, got {}", where, json_type_name(j));
   const Reader in(j, "", origin);
   Result r;
   // The schema first: a file of another kind or version fails on that, not on a field.
-  in.get("schema", r.schema);
+  in("schema", r.schema);
   if (r.schema != kResultSchema)
     db::fail("{}: schema is \"{}\", this decodebench reads \"{}\"", where, r.schema, kResultSchema);
-  r.tool = read_tool(in.object("tool"));
-  in.get("time", r.time);
-  in.get("command", r.command);
-  r.device = read_device(in.object("device"));
-  r.config = read_config(in.object("config"));
-  r.bytes = read_bytes(in.object("bytes"));
-  r.timing = read_timing(in.object("timing"));
-  r.roofline = read_roofline(in.object("roofline"));
-  r.memory = read_memory(in.object("memory"));
-  r.check = read_check(in.object("check"));
+  fields(in, r);
   return r;
 }
 
@@ -611,9 +482,13 @@ double percentile(const std::vector<double>& sorted, double p) {
 
 }  // namespace
 
-void to_json(json& j, const Result& r) { j = write<json>(r); }
+void to_json(json& j, const Result& r) {
+  j = write<json>(r);
+}
 
-void from_json(const json& j, Result& r) { r = read_result(j, ""); }
+void from_json(const json& j, Result& r) {
+  r = read_result(j, "");
+}
 
 // indent < 0: one compact line (jsonl).
 std::string result_to_json_text(const Result& r, int indent) {
@@ -629,6 +504,8 @@ Result result_from_json_text(const std::string& text, const std::string& origin)
 }
 
 std::vector<Result> read_results(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) db::fail("cannot read results {}: it is a directory", path);
   std::ifstream f(path, std::ios::binary);
   if (!f) db::fail("cannot read results {}: {}", path, std::strerror(errno));
   std::ostringstream ss;
@@ -643,7 +520,8 @@ std::vector<Result> read_results(const std::string& path) {
     if (doc.is_array()) {
       std::vector<Result> out;
       out.reserve(doc.size());
-      for (size_t i = 0; i < doc.size(); ++i) out.push_back(read_result(doc[i], fmt::format("{}[{}]", path, i)));
+      for (size_t i = 0; i < doc.size(); ++i)
+        out.push_back(read_result(doc[i], fmt::format("{}[{}]", path, i)));
       return out;
     }
     return {read_result(doc, path)};

@@ -72,6 +72,9 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 // group size dividing the input dimensions of every int4 matrix, ...).
 void validate(const ModelConfig& c, const std::string& origin);
 
+// The HF `architectures` names accepted for `a` ("LlamaForCausalLM", ...).
+std::vector<std::string> hf_architectures(Arch a);
+
 // Preset names in display order (tiny, 1b, 4b, 8b, 70b; each with -fp16/-int8/-int4).
 std::vector<std::string> preset_names();
 // The embedded JSON text of a preset, or empty when there is no such preset.

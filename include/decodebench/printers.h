@@ -14,7 +14,7 @@ namespace db {
 
 // How md shows a column; csv always writes the raw JSON value at full precision.
 enum class CellFormat {
-  text,       // as is; "" shown as "-"
+  text,  // as is; "" shown as "-"
   integer,
   on_off,     // boolean as "on" / "off"
   gigabytes,  // a byte count shown in GB (1e9), 2 decimals

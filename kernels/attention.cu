@@ -1,0 +1,200 @@
+// Decode attention (see attention.cuh). One block per (kv head, split of 64 positions);
+// the block's query heads share every K and V row it loads.
+#include "attention.cuh"
+#include "common.cuh"
+
+namespace db::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kMaxGroup = 8;  // query heads per kv head (70B: 64 / 8)
+
+// RMSNorm over one head (qwen3), then RoPE in HF's rotate_half pairing, for `v` in shared
+// memory [hd]. Called by the whole block.
+template <int HD>
+__device__ void norm_rope(float* v, const __half* norm_w, float eps, const float* cosp, const float* sinp,
+                          float* red) {
+  const int i = threadIdx.x;
+  if (norm_w) {
+    const float x = i < HD ? v[i] : 0.f;
+    const float ss = block_sum(x * x, red);
+    const float inv = rsqrtf(ss / HD + eps);
+    __syncthreads();
+    if (i < HD) v[i] = x * inv * __half2float(norm_w[i]);
+  }
+  __syncthreads();
+  float a = 0.f, b = 0.f;
+  if (i < HD / 2) {
+    a = v[i];
+    b = v[i + HD / 2];
+  }
+  __syncthreads();
+  if (i < HD / 2) {
+    v[i] = a * cosp[i] - b * sinp[i];
+    v[i + HD / 2] = b * cosp[i] + a * sinp[i];
+  }
+  __syncthreads();
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
+  constexpr int E = HD / kWarp;  // K elements per lane
+  const int pos = *a.pos;
+  const int split = blockIdx.y;
+  const int start = split * kAttentionChunk;
+  if (start > pos) return;
+  const int n = min(pos + 1 - start, kAttentionChunk);
+  const int splits = pos / kAttentionChunk + 1;
+  const int G = a.heads / a.kv_heads;
+  const int kvh = blockIdx.x;
+  const int kv_dim = a.kv_heads * HD, q_dim = a.heads * HD;
+  const int half = HD / 2;
+  const float* cosp = a.rope + static_cast<int64_t>(pos) * half;
+  const float* sinp = a.rope + (a.rope_positions + pos) * half;
+
+  __shared__ float q_s[kMaxGroup][HD];
+  __shared__ float kv_s[2][HD];
+  __shared__ float scores[kMaxGroup][kAttentionChunk];
+  __shared__ float red[kWarp];
+  __shared__ bool last;
+
+  // Queries of this kv head's group: norm, rotate, pre-scale by 1/sqrt(hd).
+  const float scale = rsqrtf(static_cast<float>(HD));
+  for (int g = 0; g < G; ++g) {
+    if (threadIdx.x < HD) q_s[g][threadIdx.x] = a.qkv[(kvh * G + g) * HD + threadIdx.x];
+    __syncthreads();
+    norm_rope<HD>(q_s[g], a.q_norm, a.eps, cosp, sinp, red);
+    if (threadIdx.x < HD) q_s[g][threadIdx.x] *= scale;
+  }
+  // The block holding position `pos` writes the new K (normed, rotated) and V.
+  if (pos < start + n) {
+    if (threadIdx.x < HD) {
+      kv_s[0][threadIdx.x] = a.qkv[q_dim + kvh * HD + threadIdx.x];
+      kv_s[1][threadIdx.x] = a.qkv[q_dim + kv_dim + kvh * HD + threadIdx.x];
+    }
+    __syncthreads();
+    norm_rope<HD>(kv_s[0], a.k_norm, a.eps, cosp, sinp, red);
+    if (threadIdx.x < HD) {
+      const int64_t at = static_cast<int64_t>(pos) * kv_dim + kvh * HD + threadIdx.x;
+      a.k_cache[at] = __float2half_rn(kv_s[0][threadIdx.x]);
+      a.v_cache[at] = __float2half_rn(kv_s[1][threadIdx.x]);
+    }
+  }
+  __syncthreads();  // the cache row at `pos` is visible to the whole block from here
+
+  // Scores: warp w takes positions w, w + 4, ...; each lane holds E elements of a K row.
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const __half* kbase = a.k_cache + static_cast<int64_t>(start) * kv_dim + kvh * HD + lane * E;
+  constexpr int kPerWarp = kAttentionChunk / kWarps;
+  float kreg[kPerWarp][E];
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {  // every load of the warp in flight before any math
+    const int t = warp + j * kWarps;
+#pragma unroll
+    for (int e = 0; e < E; ++e) kreg[j][e] = t < n ? __half2float(kbase[static_cast<int64_t>(t) * kv_dim + e]) : 0.f;
+  }
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int t = warp + j * kWarps;
+    for (int g = 0; g < G; ++g) {
+      float s = 0.f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) s += q_s[g][lane * E + e] * kreg[j][e];
+      s = warp_sum(s);
+      if (lane == 0 && t < n) scores[g][t] = s;
+    }
+  }
+  __syncthreads();
+
+  // Softmax within the split: warp w handles query heads w, w + 4, ...
+  __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
+  for (int g = warp; g < G; g += kWarps) {
+    float m = -INFINITY;
+    for (int t = lane; t < n; t += kWarp) m = fmaxf(m, scores[g][t]);
+    m = warp_max(m);
+    float l = 0.f;
+    for (int t = lane; t < n; t += kWarp) {
+      const float p = expf(scores[g][t] - m);
+      scores[g][t] = p;
+      l += p;
+    }
+    l = warp_sum(l);
+    if (lane == 0) {
+      m_s[g] = m;
+      l_s[g] = l;
+    }
+  }
+  __syncthreads();
+
+  // P V: thread i owns output element i for every query head of the group.
+  const int i = threadIdx.x;
+  float o[kMaxGroup];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) o[g] = 0.f;
+  if (i < HD) {
+    const __half* vbase = a.v_cache + static_cast<int64_t>(start) * kv_dim + kvh * HD + i;
+#pragma unroll 8
+    for (int t = 0; t < n; ++t) {
+      const float v = __half2float(vbase[static_cast<int64_t>(t) * kv_dim]);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < G) o[g] += scores[g][t] * v;
+    }
+  }
+
+  if (a.max_splits == 1) {
+    if (i < HD)
+      for (int g = 0; g < G; ++g) a.out[(kvh * G + g) * HD + i] = __float2half_rn(o[g] / l_s[g]);
+    return;
+  }
+  // Partials, then the last split block of this kv head merges them (log-sum-exp).
+  for (int g = 0; g < G; ++g) {
+    const int64_t h = kvh * G + g;
+    if (i < HD) a.part_o[(h * a.max_splits + split) * HD + i] = o[g];
+    if (i == 0) {
+      a.part_ml[(h * a.max_splits + split) * 2] = m_s[g];
+      a.part_ml[(h * a.max_splits + split) * 2 + 1] = l_s[g];
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&a.counters[kvh], 1u) == static_cast<unsigned>(splits - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int g = 0; g < G; ++g) {
+    const int64_t h = kvh * G + g;
+    float m = -INFINITY;
+    for (int s = 0; s < splits; ++s) m = fmaxf(m, __ldcg(&a.part_ml[(h * a.max_splits + s) * 2]));
+    float l = 0.f, acc = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      const float w = expf(__ldcg(&a.part_ml[(h * a.max_splits + s) * 2]) - m);
+      l += w * __ldcg(&a.part_ml[(h * a.max_splits + s) * 2 + 1]);
+      if (i < HD) acc += w * __ldcg(&a.part_o[(h * a.max_splits + s) * HD + i]);
+    }
+    if (i < HD) a.out[h * HD + i] = __float2half_rn(acc / l);
+  }
+  if (threadIdx.x == 0) a.counters[kvh] = 0;  // ready for the next layer
+}
+
+}  // namespace
+
+int attention_splits(int64_t positions) {
+  return static_cast<int>((positions + kAttentionChunk - 1) / kAttentionChunk);
+}
+
+void attention(const AttentionArgs& a, cudaStream_t s) {
+  if (a.heads % a.kv_heads != 0 || a.heads / a.kv_heads > kMaxGroup)
+    fail("attention: {} query heads per kv head is not supported (at most {})", a.heads / a.kv_heads, kMaxGroup);
+  const dim3 grid(a.kv_heads, a.max_splits);
+  switch (a.head_dim) {
+    case 32: attention_kernel<32><<<grid, kThreads, 0, s>>>(a); break;
+    case 64: attention_kernel<64><<<grid, kThreads, 0, s>>>(a); break;
+    case 128: attention_kernel<128><<<grid, kThreads, 0, s>>>(a); break;
+    default: fail("attention: head_dim {} is not supported (32, 64, 128)", a.head_dim);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace db::cuda

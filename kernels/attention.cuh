@@ -1,0 +1,37 @@
+// Decode attention for one query token over the KV cache (GQA), with RoPE, the qwen3 q/k
+// norms and the KV write of the new token fused in, split over the KV length
+// (flash-decoding) with the splits merged by the last block to finish.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace db::cuda {
+
+struct AttentionArgs {
+  const float* qkv = nullptr;        // [q_dim + 2 kv_dim]: the QKV GEMV output, before norm and RoPE
+  const __half* q_norm = nullptr;    // [head_dim] (qwen3), or null
+  const __half* k_norm = nullptr;
+  float eps = 0.f;
+  const float* rope = nullptr;       // rope_table(): [positions, hd/2] cos, then [positions, hd/2] sin
+  int64_t rope_positions = 0;
+  __half* k_cache = nullptr;         // this layer's [positions, kv_dim]
+  __half* v_cache = nullptr;
+  const int32_t* pos = nullptr;      // device: the position of this token
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  int max_splits = 0;                // splits of kAttentionChunk positions the grid holds
+  float* part_o = nullptr;           // [heads, max_splits, head_dim]
+  float* part_ml = nullptr;          // [heads, max_splits, 2]: running max and sum
+  unsigned int* counters = nullptr;  // [kv_heads], zero between launches
+  __half* out = nullptr;             // [heads * head_dim]
+};
+
+constexpr int kAttentionChunk = 64;  // positions per block: short enough that a block's
+                                     // loads are all in flight at once at short context
+
+int attention_splits(int64_t positions);
+void attention(const AttentionArgs& a, cudaStream_t s);
+
+}  // namespace db::cuda

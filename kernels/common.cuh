@@ -1,0 +1,71 @@
+// Shared device helpers: the error-check family, warp reductions, streaming loads and the
+// shared-memory swizzle every GEMV uses for its input vector.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "decodebench/error.h"
+
+namespace db::cuda {
+
+// Every CUDA call is checked; the message names the call, file and line and the error.
+#define CUDA_CHECK(expr)                                                                        \
+  do {                                                                                          \
+    const cudaError_t db_err_ = (expr);                                                         \
+    if (db_err_ != cudaSuccess)                                                                 \
+      ::db::fail("CUDA error {} ({}) in {} at {}:{}", cudaGetErrorName(db_err_),                \
+                 cudaGetErrorString(db_err_), #expr, __FILE__, __LINE__);                       \
+  } while (0)
+
+// After every launch: a bad configuration surfaces here, not three kernels later.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+constexpr int kWarp = 32;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide sum for blockDim.x a multiple of 32 (<= 1024); every thread gets the result.
+__device__ __forceinline__ float block_sum(float v, float* scratch /* [32] */) {
+  v = warp_sum(v);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / kWarp;
+  v = lane < warps ? scratch[lane] : 0.f;
+  return warp_sum(v);
+}
+
+// Weights are read once per token: stream them past L1 so the activations, scales and KV
+// cache keep the cache.
+__device__ __forceinline__ uint4 ld_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// The GEMV input vector lives in shared memory as 16-byte pieces. A lane of the int4
+// kernel reads 4 consecutive pieces (64 bytes), so without a swizzle 8 lanes of a phase
+// hit only 2 of the 8 16-byte bank groups (4-way conflicts). Rotating each piece within its
+// 128-byte line by (piece / 8) spreads them over all 8 for the fp16, int8 and int4 reads.
+__device__ __forceinline__ int swizzle_piece(int p) { return (p & ~7) | ((p + (p >> 3)) & 7); }
+
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
+__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
+
+}  // namespace db::cuda

@@ -1,0 +1,369 @@
+// GEMV kernels for batch=1 decode. Kernels first, the launcher last.
+//
+// Shape of the work: a block of 8 warps stages x (the input vector, RMSNorm applied on the
+// fly when it comes from the residual stream) into shared memory once, then each warp
+// takes two rows at a time (a "task") and walks them with 16-byte weight loads, several in
+// flight per lane, reducing with shuffles. The grid is sized to the number of blocks that
+// fit on the GPU at once and strides over the tasks, so x is staged once per resident
+// block rather than once per row; the first weight loads are issued before the staging so
+// its latency hides behind them.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "common.cuh"
+#include "gemv.cuh"
+
+namespace db::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarpsPerBlock = kThreads / kWarp;
+constexpr int kUnroll = 4;  // 16-byte loads in flight per lane per row
+
+// ------------------------------------------------------------------ staging and epilogues
+
+__device__ void stage_x(const GemvInput& in, int64_t cols, uint4* xs, float* red) {
+  const int pieces = static_cast<int>((cols + 7) / 8);
+  const bool vec = cols % 8 == 0;
+  float inv = 1.f;
+  if (in.resid) {
+    float ss = 0.f;
+    if (vec) {
+      const float4* r4 = reinterpret_cast<const float4*>(in.resid);
+      for (int i = threadIdx.x; i < cols / 4; i += blockDim.x) {
+        const float4 v = r4[i];
+        ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      }
+    } else {
+      for (int i = threadIdx.x; i < cols; i += blockDim.x) ss += in.resid[i] * in.resid[i];
+    }
+    ss = block_sum(ss, red);
+    inv = rsqrtf(ss / static_cast<float>(cols) + in.eps);
+  }
+  for (int p = threadIdx.x; p < pieces; p += blockDim.x) {
+    if (!in.resid && vec) {
+      xs[swizzle_piece(p)] = reinterpret_cast<const uint4*>(in.x)[p];
+      continue;
+    }
+    __align__(16) __half h[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int64_t c = static_cast<int64_t>(p) * 8 + k;
+      float v = 0.f;
+      if (c < cols) v = in.resid ? in.resid[c] * inv * __half2float(in.norm_w[c]) : __half2float(in.x[c]);
+      h[k] = __float2half_rn(v);
+    }
+    xs[swizzle_piece(p)] = *reinterpret_cast<const uint4*>(h);
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ float x_at(const uint4* xs, int64_t c) {
+  const __half* piece = reinterpret_cast<const __half*>(&xs[swizzle_piece(static_cast<int>(c / 8))]);
+  return __half2float(piece[c % 8]);
+}
+
+// Lane 0 of a warp finishes a task of rows r0 and r0 + 1 (r1_valid false on an odd tail).
+__device__ __forceinline__ void finish_task(const GemvOutput& out, int64_t r0, bool r1_valid, float v0, float v1,
+                                            unsigned long long& best) {
+  switch (out.epilogue) {
+    case Epilogue::store:
+      out.y[r0] = v0;
+      if (r1_valid) out.y[r0 + 1] = v1;
+      break;
+    case Epilogue::residual:
+      out.resid[r0] += v0;
+      if (r1_valid) out.resid[r0 + 1] += v1;
+      break;
+    case Epilogue::silu_mul:  // rows come in (gate, up) pairs; the launcher checks rows is even
+      out.act[r0 / 2] = __float2half_rn(v0 / (1.f + expf(-v0)) * v1);
+      break;
+    case Epilogue::logits:
+      out.y[r0] = v0;
+      best = max(best, argmax_key(v0, static_cast<uint32_t>(r0)));
+      if (r1_valid) {
+        out.y[r0 + 1] = v1;
+        best = max(best, argmax_key(v1, static_cast<uint32_t>(r0 + 1)));
+      }
+      break;
+  }
+}
+
+// One atomic per block for the argmax: per-row atomics on one address would serialize.
+__device__ void finish_block(const GemvOutput& out, unsigned long long best) {
+  if (out.epilogue != Epilogue::logits) return;
+  __shared__ unsigned long long block_best[kWarpsPerBlock];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (lane == 0) block_best[warp] = best;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long b = 0;
+    for (int i = 0; i < kWarpsPerBlock; ++i) b = max(b, block_best[i]);
+    atomicMax(out.argmax_key, b);
+  }
+}
+
+// ------------------------------------------------------------------ fast dot products
+// Each returns the contribution of one 16-byte weight chunk against the matching x.
+
+template <Scheme S>
+struct Fast;
+
+template <>
+struct Fast<Scheme::fp16> {
+  static constexpr int kCols = 8;
+  __device__ static float dot(uint4 w, const uint4* xs, int64_t chunk, const DeviceMatrix&, int64_t) {
+    const uint4 x = xs[swizzle_piece(static_cast<int>(chunk))];
+    __half2 acc = __hmul2(bits_h2(w.x), bits_h2(x.x));
+    acc = __hfma2(bits_h2(w.y), bits_h2(x.y), acc);
+    acc = __hfma2(bits_h2(w.z), bits_h2(x.z), acc);
+    acc = __hfma2(bits_h2(w.w), bits_h2(x.w), acc);
+    return __low2float(acc) + __high2float(acc);
+  }
+  __device__ static float finish(float acc, const DeviceMatrix&, int64_t) { return acc; }
+};
+
+template <>
+struct Fast<Scheme::int8> {
+  static constexpr int kCols = 16;
+  // int8 -> fp16 without a conversion instruction: flip the sign bit (q + 128 as a byte),
+  // permute the byte under 0x64 to get the fp16 1024 + q + 128, subtract 1152: exact.
+  __device__ static __half2 pair(uint32_t u, uint32_t selector) {
+    const __half2 magic = bits_h2(0x64806480u);  // 1152, 1152
+    return __hsub2(bits_h2(__byte_perm(u, 0x64646464u, selector)), magic);
+  }
+  __device__ static float dot(uint4 w, const uint4* xs, int64_t chunk, const DeviceMatrix&, int64_t) {
+    const uint4 xa = xs[swizzle_piece(static_cast<int>(2 * chunk))];
+    const uint4 xb = xs[swizzle_piece(static_cast<int>(2 * chunk + 1))];
+    const uint32_t u[4] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u};
+    const uint32_t x[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      acc0 = __hfma2(pair(u[j], 0x4140u), bits_h2(x[2 * j]), acc0);
+      acc1 = __hfma2(pair(u[j], 0x4342u), bits_h2(x[2 * j + 1]), acc1);
+    }
+    const __half2 acc = __hadd2(acc0, acc1);
+    return __low2float(acc) + __high2float(acc);
+  }
+  // One scale per row: applied once to the whole dot product.
+  __device__ static float finish(float acc, const DeviceMatrix& m, int64_t row) {
+    return acc * __half2float(m.scales[row]);
+  }
+};
+
+template <>
+struct Fast<Scheme::int4> {
+  static constexpr int kCols = 32;
+  // A repacked word holds columns 0..7 as nibbles 0,2,4,6,1,3,5,7. OR-ing a masked nibble
+  // into the mantissa of fp16 1024 (0x6400) gives 1024 + v exactly; the high nibble of a
+  // byte gives 1024 + 16v, fixed by one fma with 1/16. With the zero point folded into the
+  // subtrahend, (q - zero) comes out exact in fp16; the group scale multiplies the chunk
+  // sum once, in fp32 (a 32-column chunk never spans two groups: groups are multiples of 32).
+  __device__ static float dot(uint4 w, const uint4* xs, int64_t chunk, const DeviceMatrix& m, int64_t row) {
+    const int64_t groups = m.cols / m.group_size;
+    const int64_t g = row * groups + chunk * kCols / m.group_size;
+    const uint32_t zero = m.zero_point ? m.zeros[g] : 8u;
+    const __half2 lo_sub = bits_h2((0x6400u + zero) * 0x00010001u);        // 1024 + zero
+    const __half2 hi_add = bits_h2((0xd400u + (zero << 4)) * 0x00010001u);  // -(64 + zero)
+    const __half2 sixteenth = bits_h2(0x2c002c00u);                        // 1/16
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+    __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint4 x = xs[swizzle_piece(static_cast<int>(4 * chunk + j))];
+      uint32_t q = words[j];
+      const __half2 v01 = __hsub2(bits_h2((q & 0x000f000fu) | 0x64006400u), lo_sub);
+      const __half2 v23 = __hfma2(bits_h2((q & 0x00f000f0u) | 0x64006400u), sixteenth, hi_add);
+      q >>= 8;
+      const __half2 v45 = __hsub2(bits_h2((q & 0x000f000fu) | 0x64006400u), lo_sub);
+      const __half2 v67 = __hfma2(bits_h2((q & 0x00f000f0u) | 0x64006400u), sixteenth, hi_add);
+      acc0 = __hfma2(v01, bits_h2(x.x), acc0);
+      acc1 = __hfma2(v23, bits_h2(x.y), acc1);
+      acc0 = __hfma2(v45, bits_h2(x.z), acc0);
+      acc1 = __hfma2(v67, bits_h2(x.w), acc1);
+    }
+    const float2 a = __half22float2(acc0), b = __half22float2(acc1);
+    return (a.x + a.y + b.x + b.y) * __half2float(m.scales[g]);
+  }
+  __device__ static float finish(float acc, const DeviceMatrix&, int64_t) { return acc; }
+};
+
+template <Scheme S>
+__global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, GemvInput in, GemvOutput out) {
+  using F = Fast<S>;
+  extern __shared__ uint4 xs[];
+  __shared__ float red[kWarp];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t tasks = (m.rows + 1) / 2;
+  const int64_t chunks = m.cols / F::kCols;
+  const int64_t bytes_per_row = m.cols * (S == Scheme::fp16 ? 2 : 1) / (S == Scheme::int4 ? 2 : 1);
+  const uint4* base = static_cast<const uint4*>(m.qweight);
+  const int64_t row_chunks = bytes_per_row / 16;
+
+  uint4 w0[kUnroll], w1[kUnroll];
+  auto load = [&](int64_t task, int64_t c0) {
+    const int64_t r0 = 2 * task, r1 = min(r0 + 1, m.rows - 1);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * kWarp;
+      if (c < chunks) {
+        w0[u] = ld_stream(base + r0 * row_chunks + c);
+        w1[u] = ld_stream(base + r1 * row_chunks + c);
+      }
+    }
+  };
+
+  int64_t task = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  if (task < tasks) load(task, lane);  // in flight while x is staged
+  stage_x(in, m.cols, xs, red);
+
+  unsigned long long best = 0;
+  bool loaded = true;
+  for (; task < tasks; task += stride) {
+    const int64_t r0 = 2 * task;
+    const bool r1_valid = r0 + 1 < m.rows;
+    const int64_t r1 = r1_valid ? r0 + 1 : r0;
+    float a0 = 0.f, a1 = 0.f;
+    for (int64_t c0 = lane; c0 < chunks; c0 += kUnroll * kWarp) {
+      if (!loaded) load(task, c0);
+      loaded = false;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + u * kWarp;
+        if (c < chunks) {
+          a0 += F::dot(w0[u], xs, c, m, r0);
+          a1 += F::dot(w1[u], xs, c, m, r1);
+        }
+      }
+    }
+    a0 = warp_sum(a0);
+    a1 = warp_sum(a1);
+    if (lane == 0) finish_task(out, r0, r1_valid, F::finish(a0, m, r0), F::finish(a1, m, r1), best);
+    loaded = false;
+  }
+  finish_block(out, best);
+}
+
+// ------------------------------------------------------------------ naive (the slow path)
+
+// One weight at a time from the canonical layout: a byte load, a shift and mask, an
+// int->float conversion, a scale load, an fp32 multiply-add. What a kernel that "unpacks
+// less efficiently" does.
+__device__ __forceinline__ float naive_weight(const DeviceMatrix& m, int64_t r, int64_t c) {
+  if (m.scheme == Scheme::int8) {
+    const int8_t q = static_cast<const int8_t*>(m.qweight)[r * m.cols + c];
+    return static_cast<float>(q) * __half2float(m.scales[r]);
+  }
+  const uint8_t byte = static_cast<const uint8_t*>(m.qweight)[(r * m.cols + c) / 2];
+  const int q = (c & 1) ? (byte >> 4) : (byte & 0xf);
+  const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
+  const int zero = m.zero_point ? m.zeros[g] : 8;
+  return static_cast<float>(q - zero) * __half2float(m.scales[g]);
+}
+
+__global__ void __launch_bounds__(kThreads) gemv_naive_kernel(DeviceMatrix m, GemvInput in, GemvOutput out) {
+  extern __shared__ uint4 xs[];
+  __shared__ float red[kWarp];
+  stage_x(in, m.cols, xs, red);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t tasks = (m.rows + 1) / 2;
+  unsigned long long best = 0;
+  for (int64_t task = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp; task < tasks;
+       task += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock) {
+    const int64_t r0 = 2 * task;
+    const bool r1_valid = r0 + 1 < m.rows;
+    float a0 = 0.f, a1 = 0.f;
+    for (int64_t c = lane; c < m.cols; c += kWarp) {
+      const float x = x_at(xs, c);
+      a0 += naive_weight(m, r0, c) * x;
+      if (r1_valid) a1 += naive_weight(m, r0 + 1, c) * x;
+    }
+    a0 = warp_sum(a0);
+    a1 = warp_sum(a1);
+    if (lane == 0) finish_task(out, r0, r1_valid, a0, a1, best);
+  }
+  finish_block(out, best);
+}
+
+// ------------------------------------------------------------------ launcher
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
+// Resident blocks per SM for a kernel at a shared-memory size, raising the kernel's dynamic
+// shared-memory limit when x needs more than the default 48 KB (70B's down_proj: 56 KB).
+int blocks_per_sm(const void* kernel, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, size_t>, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(kernel, smem);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (smem > 48 * 1024)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  int n = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem));
+  if (n < 1) fail("gemv: a block with {} bytes of shared memory does not fit on this GPU", smem);
+  cache[key] = n;
+  return n;
+}
+
+int cols_per_chunk(Scheme s) { return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32); }
+
+}  // namespace
+
+bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why) {
+  if (v == GemvVariant::naive) {
+    if (w.scheme == Scheme::fp16) {
+      *why = "there is no naive fp16 kernel (use fp16.gemv or fp16.cublas)";
+      return false;
+    }
+    return true;
+  }
+  if (w.cols % cols_per_chunk(w.scheme) != 0) {
+    *why = "the fast kernels need the input dimension to be a multiple of 16 bytes of weights";
+    return false;
+  }
+  if (w.scheme == Scheme::int4 && (w.group_size % 32 != 0 || !w.int4_repacked)) {
+    *why = "int4.gemv needs a group size that is a multiple of 32 and the repacked layout";
+    return false;
+  }
+  return true;
+}
+
+void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v, cudaStream_t stream) {
+  const char* why = nullptr;
+  if (!gemv_supports(w, v, &why)) fail("gemv [{}x{}]: {}", w.rows, w.cols, why);
+  if (out.epilogue == Epilogue::silu_mul && w.rows % 2 != 0) fail("gemv: silu_mul needs interleaved row pairs");
+  const void* kernel = nullptr;
+  if (v == GemvVariant::naive) {
+    kernel = reinterpret_cast<const void*>(&gemv_naive_kernel);
+  } else {
+    switch (w.scheme) {
+      case Scheme::fp16: kernel = reinterpret_cast<const void*>(&gemv_fast_kernel<Scheme::fp16>); break;
+      case Scheme::int8: kernel = reinterpret_cast<const void*>(&gemv_fast_kernel<Scheme::int8>); break;
+      case Scheme::int4: kernel = reinterpret_cast<const void*>(&gemv_fast_kernel<Scheme::int4>); break;
+    }
+  }
+  const size_t smem = static_cast<size_t>((w.cols + 7) / 8) * 16;
+  const int64_t tasks = (w.rows + 1) / 2;
+  const int64_t needed = (tasks + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int grid = static_cast<int>(std::min<int64_t>(needed, int64_t{sm_count()} * blocks_per_sm(kernel, smem)));
+  DeviceMatrix m = w;
+  GemvInput i = in;
+  GemvOutput o = out;
+  void* args[] = {&m, &i, &o};
+  CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(kThreads), args, smem, stream));
+}
+
+}  // namespace db::cuda

@@ -1,0 +1,77 @@
+// Batch=1 GEMV: y = W x for one weight matrix, in every scheme and variant decodebench
+// offers, with the epilogues the decode step fuses into it.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "decodebench/config.h"
+
+namespace db::cuda {
+
+// A weight matrix on the device. `qweight` holds the canonical layout of DESIGN.md, except
+// that int4 matrices for the fast kernel are repacked (int4_repacked): inside every 32-bit
+// word the nibbles of columns 0..7 are stored in the order 0,2,4,6,1,3,5,7 so that two
+// masks and one shift unpack a word into four half2 pairs that line up with x.
+struct DeviceMatrix {
+  Scheme scheme = Scheme::fp16;
+  int64_t rows = 0, cols = 0;
+  int group_size = 0;
+  bool zero_point = false;
+  bool int4_repacked = false;
+  void* qweight = nullptr;     // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]
+  __half* scales = nullptr;    // int8: [rows]; int4: [rows, cols/group]
+  uint8_t* zeros = nullptr;    // int4 with zero point: [rows, cols/group]
+};
+
+enum class GemvVariant { fast, naive };
+
+enum class Epilogue {
+  store,     // y[r] = W x (float)
+  residual,  // resid[r] += W x
+  silu_mul,  // rows interleaved (gate_i, up_i): act[i] = silu(gate_i) * up_i (half)
+  logits,    // y[r] = W x, and the argmax key keeps the largest (lowest index on ties)
+};
+
+// The input vector: either `x` (half) or the float residual stream `resid` normalized by
+// RMSNorm with `norm_w` while it is staged into shared memory.
+struct GemvInput {
+  const __half* x = nullptr;
+  const float* resid = nullptr;
+  const __half* norm_w = nullptr;
+  float eps = 0.f;
+};
+
+struct GemvOutput {
+  Epilogue epilogue = Epilogue::store;
+  float* y = nullptr;
+  float* resid = nullptr;
+  __half* act = nullptr;
+  unsigned long long* argmax_key = nullptr;
+};
+
+// Whether the variant supports this matrix (vector widths), with the reason when not.
+bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why);
+
+void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v, cudaStream_t stream);
+
+// The argmax key: an order-preserving encoding of the float in the high 32 bits and the
+// complement of the index in the low 32, so one atomicMax keeps the largest logit and,
+// among equal logits, the lowest index.
+__host__ __device__ inline unsigned long long argmax_key(float v, uint32_t index) {
+#if defined(__CUDA_ARCH__)
+  uint32_t u = __float_as_uint(v);
+#else
+  uint32_t u;
+  __builtin_memcpy(&u, &v, 4);
+#endif
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<unsigned long long>(u) << 32) | (0xffffffffu - index);
+}
+__host__ __device__ inline uint32_t argmax_index(unsigned long long key) {
+  return 0xffffffffu - static_cast<uint32_t>(key & 0xffffffffu);
+}
+
+}  // namespace db::cuda

@@ -1,0 +1,74 @@
+#include "common.cuh"
+#include "gemv.cuh"
+#include "step.cuh"
+
+namespace db::cuda {
+namespace {
+
+__global__ void embed_kernel(const __half* table, int64_t hidden, StepState st, float* resid) {
+  const int64_t row = *st.token;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < hidden; i += int64_t{gridDim.x} * blockDim.x)
+    resid[i] = __half2float(table[row * hidden + i]);
+}
+
+__global__ void finish_step_kernel(StepState st) {
+  const int32_t t = static_cast<int32_t>(argmax_index(*st.argmax_key));
+  const int32_t p = *st.pos;
+  st.tokens_out[p - *st.first_pos] = t;
+  *st.token = t;
+  *st.pos = p + 1;
+  *st.argmax_key = 0;
+}
+
+__global__ void rmsnorm_kernel(const float* resid, const __half* w, float eps, int64_t n, __half* out) {
+  __shared__ float red[kWarp];
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += resid[i] * resid[i];
+  ss = block_sum(ss, red);
+  const float inv = rsqrtf(ss / static_cast<float>(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = __float2half_rn(resid[i] * inv * __half2float(w[i]));
+}
+
+__global__ void silu_mul_kernel(const float* gu, int64_t inter, __half* act) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < inter; i += int64_t{gridDim.x} * blockDim.x) {
+    const float g = gu[2 * i], u = gu[2 * i + 1];
+    act[i] = __float2half_rn(g / (1.f + expf(-g)) * u);
+  }
+}
+
+__global__ void argmax_kernel(const float* logits, int64_t n, unsigned long long* key) {
+  unsigned long long best = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    best = max(best, argmax_key(logits[i], static_cast<uint32_t>(i)));
+  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+  if (threadIdx.x % kWarp == 0) atomicMax(key, best);
+}
+
+}  // namespace
+
+void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, cudaStream_t s) {
+  embed_kernel<<<static_cast<int>((hidden + 255) / 256), 256, 0, s>>>(table, hidden, st, resid);
+  CUDA_CHECK_LAUNCH();
+}
+
+void finish_step(const StepState& st, cudaStream_t s) {
+  finish_step_kernel<<<1, 1, 0, s>>>(st);
+  CUDA_CHECK_LAUNCH();
+}
+
+void rmsnorm(const float* resid, const __half* w, float eps, int64_t n, __half* out, cudaStream_t s) {
+  rmsnorm_kernel<<<1, 1024, 0, s>>>(resid, w, eps, n, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void silu_mul_interleaved(const float* gate_up, int64_t inter, __half* act, cudaStream_t s) {
+  silu_mul_kernel<<<static_cast<int>((inter + 255) / 256), 256, 0, s>>>(gate_up, inter, act);
+  CUDA_CHECK_LAUNCH();
+}
+
+void argmax(const float* logits, int64_t n, unsigned long long* key, cudaStream_t s) {
+  argmax_kernel<<<264, 256, 0, s>>>(logits, n, key);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace db::cuda

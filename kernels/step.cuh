@@ -1,0 +1,32 @@
+// The small kernels of a decode step: the embedding row, the token hand-off between steps,
+// and the separate norm / activation / argmax kernels the cuBLAS paths need (the fast
+// GEMVs fuse those).
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace db::cuda {
+
+// The step's state in device memory, so one captured graph replays for every token.
+struct StepState {
+  int32_t* token = nullptr;               // input token of this step
+  int32_t* pos = nullptr;                 // position of this step
+  int32_t* first_pos = nullptr;           // position of the first generated token (--context)
+  int32_t* tokens_out = nullptr;          // [positions]: generated token written at pos - first_pos
+  unsigned long long* argmax_key = nullptr;
+};
+
+// resid[i] = embedding[token, i]
+void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, cudaStream_t s);
+// The argmax key becomes the next input token and is recorded; pos advances; key resets.
+void finish_step(const StepState& st, cudaStream_t s);
+
+// For the cuBLAS paths.
+void rmsnorm(const float* resid, const __half* w, float eps, int64_t n, __half* out, cudaStream_t s);
+void silu_mul_interleaved(const float* gate_up, int64_t inter, __half* act, cudaStream_t s);
+void argmax(const float* logits, int64_t n, unsigned long long* key, cudaStream_t s);
+
+}  // namespace db::cuda

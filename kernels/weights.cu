@@ -1,0 +1,200 @@
+// Device-side weight production (see weights.cuh).
+#include "common.cuh"
+#include "decodebench/half.h"
+#include "decodebench/quant.h"
+#include "weights.cuh"
+
+namespace db::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ float rounded(float v) { return f16_to_f32(f32_to_f16(v)); }
+
+struct SynthValue {
+  SyntheticSource s;
+  int64_t row0, cols;
+  __device__ float operator()(int64_t r, int64_t c) const {
+    return rounded(synth::value(s.seed, s.tensor_id, static_cast<uint64_t>((row0 + r) * cols + c), s.dist));
+  }
+};
+
+struct DenseValue {
+  DenseSource s;
+  int64_t cols;
+  __device__ float operator()(int64_t r, int64_t c) const {
+    const int64_t i = r * cols + c;
+    switch (s.dtype) {
+      case DType::f32: return rounded(static_cast<const float*>(s.data)[i]);
+      case DType::bf16: return rounded(bf16_to_f32(static_cast<const uint16_t*>(s.data)[i]));
+      default: return f16_to_f32(static_cast<const uint16_t*>(s.data)[i]);
+    }
+  }
+};
+
+// fp16: one thread per element.
+template <class V>
+__global__ void produce_fp16_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
+  const int64_t n = rows * d.cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / d.cols, c = i % d.cols;
+    static_cast<uint16_t*>(d.qweight)[(map.offset + (r + value.row_base()) * map.stride) * d.cols + c] =
+        f32_to_f16(value(r, c));
+  }
+}
+
+// int8: one warp per row (max |w| over the row, then quantize).
+template <class V>
+__global__ void produce_int8_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
+  const int lane = threadIdx.x % kWarp;
+  for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < rows;
+       r += int64_t{gridDim.x} * blockDim.x / kWarp) {
+    float amax = 0.f;
+    for (int64_t c = lane; c < d.cols; c += kWarp) amax = fmaxf(amax, fabsf(value(r, c)));
+    amax = warp_max(amax);
+    const uint16_t sbits = quant::int8_scale(amax);
+    const float s = f16_to_f32(sbits);
+    const int64_t dr = map.offset + (r + value.row_base()) * map.stride;
+    for (int64_t c = lane; c < d.cols; c += kWarp)
+      static_cast<int8_t*>(d.qweight)[dr * d.cols + c] = quant::quantize_int8(value(r, c), s);
+    if (lane == 0) reinterpret_cast<uint16_t*>(d.scales)[dr] = sbits;
+  }
+}
+
+// int4: one thread per group.
+template <class V>
+__global__ void produce_int4_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
+  const int64_t groups = d.cols / d.group_size;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * groups;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / groups, g = i % groups, c0 = g * d.group_size;
+    float lo = value(r, c0), hi = lo;
+    for (int k = 1; k < d.group_size; ++k) {
+      const float v = value(r, c0 + k);
+      lo = fminf(lo, v);
+      hi = fmaxf(hi, v);
+    }
+    const quant::Int4Params p = quant::int4_params(lo, hi, d.zero_point);
+    const float s = f16_to_f32(p.scale);
+    const int64_t dr = map.offset + (r + value.row_base()) * map.stride;
+    uint8_t* q = static_cast<uint8_t*>(d.qweight) + dr * d.cols / 2 + c0 / 2;
+    for (int k = 0; k < d.group_size; k += 2)
+      q[k / 2] = quant::pack_int4(quant::quantize_int4(value(r, c0 + k), s, p.zero),
+                                  quant::quantize_int4(value(r, c0 + k + 1), s, p.zero));
+    reinterpret_cast<uint16_t*>(d.scales)[dr * groups + g] = p.scale;
+    if (d.zero_point) d.zeros[dr * groups + g] = p.zero;
+  }
+}
+
+struct SynthRows : SynthValue {
+  __device__ int64_t row_base() const { return row0; }
+};
+struct DenseRows : DenseValue {
+  __device__ int64_t row_base() const { return s.row0; }
+};
+
+template <class V>
+void produce(const DeviceMatrix& d, RowMap map, int64_t rows, V value, cudaStream_t s) {
+  if (rows <= 0) return;
+  const int grid = 4096;
+  switch (d.scheme) {
+    case Scheme::fp16: produce_fp16_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value); break;
+    case Scheme::int8: produce_int8_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value); break;
+    case Scheme::int4: produce_int4_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value); break;
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+__global__ void fill_synthetic_f16_kernel(__half* dst, int64_t n, SyntheticSource src) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(synth::value(src.seed, src.tensor_id, static_cast<uint64_t>(i), src.dist));
+}
+
+__global__ void convert_to_f16_kernel(__half* dst, const void* src, DType dtype, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint16_t h;
+    switch (dtype) {
+      case DType::f32: h = f32_to_f16(static_cast<const float*>(src)[i]); break;
+      case DType::bf16: h = f32_to_f16(bf16_to_f32(static_cast<const uint16_t*>(src)[i])); break;
+      default: h = static_cast<const uint16_t*>(src)[i]; break;
+    }
+    reinterpret_cast<uint16_t*>(dst)[i] = h;
+  }
+}
+
+// Nibbles of columns 0..7 in a word: canonical order 0,1,2,...,7 -> fast order 0,2,4,6,1,3,5,7.
+__global__ void repack_int4_kernel(uint32_t* words, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const uint32_t w = words[i];
+    uint32_t out = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      out |= ((w >> (8 * k)) & 0xfu) << (4 * k);            // even columns 0,2,4,6 -> nibbles 0..3
+      out |= ((w >> (8 * k + 4)) & 0xfu) << (4 * (k + 4));  // odd columns 1,3,5,7 -> nibbles 4..7
+    }
+    words[i] = out;
+  }
+}
+
+__global__ void dequantize_kernel(DeviceMatrix m, __half* out) {
+  const int64_t n = m.rows * m.cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / m.cols, c = i % m.cols;
+    float v;
+    if (m.scheme == Scheme::int8) {
+      v = quant::dequantize_int8(static_cast<const int8_t*>(m.qweight)[i], __half2float(m.scales[r]));
+    } else {
+      const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
+      const uint8_t q = quant::unpack_int4(static_cast<const uint8_t*>(m.qweight)[i / 2], static_cast<int>(c));
+      v = quant::dequantize_int4(q, __half2float(m.scales[g]), m.zero_point ? m.zeros[g] : quant::kInt4SymmetricZero);
+    }
+    out[i] = __float2half_rn(v);
+  }
+}
+
+int grid_for(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536)); }
+
+}  // namespace
+
+void produce_synthetic(const DeviceMatrix& dst, RowMap map, int64_t row0, int64_t rows, SyntheticSource src,
+                       cudaStream_t s) {
+  SynthRows v;
+  v.s = src;
+  v.row0 = row0;
+  v.cols = dst.cols;
+  produce(dst, map, rows, v, s);
+}
+
+void produce_dense(const DeviceMatrix& dst, RowMap map, int64_t rows, DenseSource src, cudaStream_t s) {
+  DenseRows v;
+  v.s = src;
+  v.cols = dst.cols;
+  produce(dst, map, rows, v, s);
+}
+
+void fill_synthetic_f16(__half* dst, int64_t n, SyntheticSource src, cudaStream_t s) {
+  fill_synthetic_f16_kernel<<<grid_for(n), kThreads, 0, s>>>(dst, n, src);
+  CUDA_CHECK_LAUNCH();
+}
+
+void convert_to_f16(__half* dst, const void* src, DType dtype, int64_t n, cudaStream_t s) {
+  convert_to_f16_kernel<<<grid_for(n), kThreads, 0, s>>>(dst, src, dtype, n);
+  CUDA_CHECK_LAUNCH();
+}
+
+void repack_int4(DeviceMatrix& m, cudaStream_t s) {
+  if (m.int4_repacked) return;
+  const int64_t words = m.rows * m.cols / 8;
+  repack_int4_kernel<<<grid_for(words), kThreads, 0, s>>>(static_cast<uint32_t*>(m.qweight), words);
+  CUDA_CHECK_LAUNCH();
+  m.int4_repacked = true;
+}
+
+void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
+  if (m.scheme == Scheme::fp16) fail("dequantize_to_f16: the matrix is already fp16");
+  if (m.int4_repacked) fail("dequantize_to_f16: expects the canonical int4 layout");
+  dequantize_kernel<<<grid_for(m.rows * m.cols), kThreads, 0, s>>>(m, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace db::cuda

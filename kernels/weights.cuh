@@ -1,0 +1,53 @@
+// Device-side weight production: synthetic generation, quantization of dense checkpoint
+// rows, the int4 repack for the fast kernel, and dequantization for dequant-cublas. All of
+// it runs the arithmetic of include/decodebench/{quant,synth,half}.h, so a weight made on
+// the device has the bits the CPU reference makes.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "decodebench/safetensors.h"
+#include "decodebench/synth.h"
+#include "gemv.cuh"
+
+namespace db::cuda {
+
+// Rows r of a source land in destination rows `offset + r * stride` (fused QKV uses
+// stride 1 with an offset; the interleaved gate/up matrix uses stride 2).
+struct RowMap {
+  int64_t offset = 0;
+  int64_t stride = 1;
+};
+
+struct SyntheticSource {
+  uint64_t seed = 0;
+  uint64_t tensor_id = 0;
+  synth::Dist dist = synth::Dist::matrix;
+};
+
+struct DenseSource {  // rows [row0, row0 + rows) of a tensor staged on the device
+  const void* data = nullptr;
+  DType dtype = DType::f16;
+  int64_t row0 = 0;
+};
+
+// Quantizes rows [row0, row0 + rows) of the source into `dst` (scheme, group and zero point
+// taken from dst), fp16-rounding every value first.
+void produce_synthetic(const DeviceMatrix& dst, RowMap map, int64_t row0, int64_t rows, SyntheticSource src,
+                       cudaStream_t s);
+void produce_dense(const DeviceMatrix& dst, RowMap map, int64_t rows, DenseSource src, cudaStream_t s);
+
+// A vector or table stored as fp16 (embedding, norms).
+void fill_synthetic_f16(__half* dst, int64_t n, SyntheticSource src, cudaStream_t s);
+void convert_to_f16(__half* dst, const void* src, DType dtype, int64_t n, cudaStream_t s);
+
+// Canonical int4 -> the fast kernel's nibble order (in place).
+void repack_int4(DeviceMatrix& m, cudaStream_t s);
+
+// Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).
+void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
+
+}  // namespace db::cuda

@@ -1,0 +1,430 @@
+// The command line (CLI11). `run` is the default verb: `decodebench --model 8b-int4` is
+// `decodebench run --model 8b-int4`. Everything that can be checked before any work starts
+// is checked here (option values, paths, the model config with its overrides, the kernel
+// name against the scheme), so a typo costs nothing and never leaves a partial result.
+//
+// Exit codes: 2 when the command line itself is wrong (unknown option, bad value),
+// 1 when something it names is wrong (unknown preset, missing file, bad config).
+#include "cli.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <optional>
+#include <type_traits>
+
+#include "decodebench/commands.h"
+#include "decodebench/config.h"
+#include "decodebench/error.h"
+#include "decodebench/kernel_registry.h"
+#include "decodebench/model.h"
+#include "decodebench/run_spec.h"
+
+namespace db {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kVerbs[] = {"run", "list", "info", "gen-weights", "quantize"};
+
+const std::vector<std::string> kSchemeNames = {"fp16", "int8", "int4"};
+
+bool is_verb(const std::string& s) {
+  return std::find(std::begin(kVerbs), std::end(kVerbs), s) != std::end(kVerbs);
+}
+
+std::string one_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+void warn_if_not_release() {
+  const std::string type = build_type();
+  if (type != "Release")
+    fmt::print(stderr, "decodebench: warning: this is a {} build; timings are not representative\n",
+               type.empty() ? "unspecified-type" : type);
+}
+
+// An output file must be creatable before any work starts: its directory exists and is
+// writable, and the path is not itself a directory.
+void check_output_path(const std::string& path) {
+  const fs::path p = path;
+  fs::path dir = p.parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) fail("-o {}: is a directory", path);
+  if (!fs::exists(dir, ec)) fail("-o {}: directory {} does not exist", path, dir.string());
+  if (!fs::is_directory(dir, ec)) fail("-o {}: {} is not a directory", path, dir.string());
+  if (::access(dir.c_str(), W_OK) != 0) fail("-o {}: directory {} is not writable", path, dir.string());
+}
+
+std::optional<OutputFormat> format_from_extension(const std::string& path) {
+  const std::string ext = fs::path(path).extension().string();
+  if (ext == ".json") return OutputFormat::json;
+  if (ext == ".jsonl") return OutputFormat::jsonl;
+  if (ext == ".md") return OutputFormat::md;
+  if (ext == ".csv") return OutputFormat::csv;
+  return std::nullopt;
+}
+
+OutputFormat parse_format(const std::string& s) {
+  if (s == "json") return OutputFormat::json;
+  if (s == "jsonl") return OutputFormat::jsonl;
+  if (s == "md") return OutputFormat::md;
+  if (s == "csv") return OutputFormat::csv;
+  usage_fail("--format {}: not a format (json, jsonl, md, csv)", s);
+}
+
+// Integers are parsed here rather than by CLI11, which (2.1) accepts "-1" for an unsigned
+// option and wraps values that overflow: a whole-string, range-checked parse instead.
+template <class T>
+T parse_integer(const char* option, const std::string& text) {
+  T v{};
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec == std::errc::result_out_of_range) usage_fail("{} {}: out of range", option, text);
+  if (ec != std::errc() || ptr != end || text.empty())
+    usage_fail("{} '{}': not {}integer", option, text, std::is_unsigned_v<T> ? "a non-negative " : "an ");
+  return v;
+}
+
+CLI::Option* add_integer(CLI::App* app, const std::string& name, std::string& text, const std::string& help) {
+  return app->add_option(name, text, help)->type_name(name == "--seed" ? "UINT" : "INT");
+}
+
+void check_exists(const std::string& path, const char* what) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail("{} {}: no such file or directory", what, path);
+}
+
+// "synthetic:rank=R[,targets=q,k,v,...]": the adapter loader reads it in full; checked here
+// only so that a typo fails before the model is built. A value without "key=" continues
+// the list of the key before it (targets=q,k,v).
+void check_adapter(const std::string& adapter) {
+  const std::string prefix = "synthetic:";
+  if (adapter.rfind(prefix, 0) != 0) {
+    if (adapter.rfind("synthetic", 0) == 0)
+      usage_fail("--adapter {}: expected synthetic:rank=R[,targets=q,k,v,o,gate,up,down]", adapter);
+    check_exists(adapter, "adapter");
+    return;
+  }
+  std::string key;
+  bool have_rank = false;
+  std::string rest = adapter.substr(prefix.size());
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t end = rest.find(',', start);
+    if (end == std::string::npos) end = rest.size();
+    const std::string item = rest.substr(start, end - start);
+    start = end + 1;
+    std::string value = item;
+    if (const size_t eq = item.find('='); eq != std::string::npos) {
+      key = item.substr(0, eq);
+      value = item.substr(eq + 1);
+    } else if (key.empty()) {
+      usage_fail("--adapter {}: '{}' is not key=value (expected synthetic:rank=R[,targets=...])", adapter,
+                 item);
+    }
+    if (key == "rank") {
+      char* endp = nullptr;
+      const long long r = std::strtoll(value.c_str(), &endp, 10);
+      if (value.empty() || *endp != '\0' || r <= 0)
+        usage_fail("--adapter {}: rank must be a positive integer, got '{}'", adapter, value);
+      have_rank = true;
+    } else if (key == "targets") {
+      const bool known =
+          std::any_of(kLinears.begin(), kLinears.end(), [&](Linear l) { return value == short_name(l); });
+      if (!known)
+        usage_fail("--adapter {}: target '{}' is not one of q, k, v, o, gate, up, down", adapter, value);
+    }
+  }
+  if (!have_rank) usage_fail("--adapter {}: missing rank=R", adapter);
+}
+
+void check_group_size_applies(const ModelConfig& c, const char* verb) {
+  if (c.quant.scheme != Scheme::int4 && c.quant.lm_head != Scheme::int4)
+    usage_fail("{}--group-size applies to int4 weights only (this run's weights are {}, lm_head {})", verb,
+               to_string(c.quant.scheme), to_string(c.quant.lm_head));
+}
+
+// With --weights and no --model, the config is the config.json that an HF checkpoint
+// carries beside its weights, when there is one.
+std::optional<std::string> config_beside(const std::string& weights) {
+  std::error_code ec;
+  const fs::path w = weights;
+  const fs::path dir = fs::is_directory(w, ec) ? w : w.parent_path();
+  const fs::path cfg = (dir.empty() ? fs::path(".") : dir) / "config.json";
+  if (fs::is_regular_file(cfg, ec)) return fs::is_directory(w, ec) ? w.string() : cfg.string();
+  return std::nullopt;
+}
+
+// Loads the model config with the scheme overrides, as the verb will.
+ModelConfig resolve_config(const std::string& model, std::optional<Scheme> quant,
+                           std::optional<int> group_size, std::optional<Scheme> lm_head) {
+  RunSpec s;
+  s.quant = quant;
+  s.group_size = group_size;
+  s.lm_head = lm_head;
+  return apply_overrides(load_model_config(model), s);
+}
+
+struct RunArgs {
+  RunSpec spec;
+  std::string quant, lm_head, graph = "on", adapter_mode = "merged", backend = "cuda", format;
+  std::string group_size;
+  // Integers as typed; the defaults are RunSpec's, printed by --help.
+  std::string seed = std::to_string(spec.seed), context = std::to_string(spec.context),
+              tokens = std::to_string(spec.tokens), warmup = std::to_string(spec.warmup),
+              repeat = std::to_string(spec.repeat), device = std::to_string(spec.device);
+};
+
+CLI::App* add_run(CLI::App& app, RunArgs& a) {
+  CLI::App* run = app.add_subcommand("run", "Time batch=1 decoding of one model (the default verb)");
+  RunSpec& s = a.spec;
+  run->add_option("--model", s.model,
+                  "Preset (`decodebench list presets`), config file, HF config.json or model dir")
+      ->capture_default_str();
+  run->add_option(
+      "--weights", s.weights,
+      "safetensors file, sharded HF dir or decodebench file (default: synthetic weights from --seed)");
+  add_integer(run, "--seed", a.seed, "Seed of the synthetic weights")->capture_default_str();
+  run->add_option("--quant", a.quant, "Weight scheme (default: the config's)")
+      ->check(CLI::IsMember(kSchemeNames));
+  add_integer(run, "--group-size", a.group_size, "int4 group size (default: the config's)");
+  run->add_option("--lm-head", a.lm_head, "lm_head scheme (default: the config's)")
+      ->check(CLI::IsMember(kSchemeNames));
+  run->add_option("--kernel", s.kernel, "GEMV kernel: auto or a name from `decodebench list kernels`")
+      ->capture_default_str();
+  run->add_option("--graph", a.graph, "Replay one captured CUDA Graph per token, or launch eagerly")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  run->add_option("--adapter", s.adapter,
+                  "LoRA: a PEFT directory, or synthetic:rank=R[,targets=q,k,v,o,gate,up,down]");
+  run->add_option("--adapter-mode", a.adapter_mode, "Merge the adapter into W, or apply A and B beside it")
+      ->check(CLI::IsMember({"merged", "external"}))
+      ->capture_default_str();
+  add_integer(run, "--context", a.context, "Start position (KV depth) of the timed tokens")
+      ->capture_default_str();
+  add_integer(run, "--tokens", a.tokens, "Timed tokens per repetition")->capture_default_str();
+  add_integer(run, "--warmup", a.warmup, "Untimed steps before timing")->capture_default_str();
+  add_integer(run, "--repeat", a.repeat, "Repetitions")->capture_default_str();
+  run->add_flag("--sync-per-token", s.sync_per_token,
+                "Host waits for every token (as a detokenizing server does)");
+  run->add_flag("--check", s.check, "Compare the logits against the reference");
+  run->add_option("--backend", a.backend, "cuda, or cpu (the float32 reference: slow, for checks)")
+      ->check(CLI::IsMember({"cuda", "cpu"}))
+      ->capture_default_str();
+  add_integer(run, "--device", a.device, "CUDA device index")->capture_default_str();
+  run->add_option("-o,--output", s.output, "Write the result to FILE (written whole or not at all)");
+  run->add_option("--format", a.format, "Result file format (default: from -o's extension)")
+      ->check(CLI::IsMember({"json", "jsonl", "md", "csv"}));
+  return run;
+}
+
+RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::string>& argv) {
+  RunSpec& s = a.spec;
+  s.seed = parse_integer<uint64_t>("--seed", a.seed);
+  s.context = parse_integer<int64_t>("--context", a.context);
+  s.tokens = parse_integer<int64_t>("--tokens", a.tokens);
+  s.warmup = parse_integer<int64_t>("--warmup", a.warmup);
+  s.repeat = parse_integer<int64_t>("--repeat", a.repeat);
+  s.device = parse_integer<int>("--device", a.device);
+  if (s.context < 0) usage_fail("--context must be non-negative, got {}", s.context);
+  if (s.tokens < 1) usage_fail("--tokens must be at least 1, got {}", s.tokens);
+  if (s.warmup < 0) usage_fail("--warmup must be non-negative, got {}", s.warmup);
+  if (s.repeat < 1) usage_fail("--repeat must be at least 1, got {}", s.repeat);
+  if (s.device < 0) usage_fail("--device must be non-negative, got {}", s.device);
+  if (run.count("--group-size")) {
+    s.group_size = parse_integer<int>("--group-size", a.group_size);
+    if (*s.group_size <= 0) usage_fail("--group-size must be positive, got {}", *s.group_size);
+  }
+  if (!a.quant.empty()) s.quant = parse_scheme(a.quant);
+  if (!a.lm_head.empty()) s.lm_head = parse_scheme(a.lm_head);
+  s.graph = a.graph == "on";
+  s.backend = a.backend == "cpu" ? BackendKind::cpu : BackendKind::cuda;
+  s.adapter_mode = a.adapter_mode == "external" ? AdapterMode::external : AdapterMode::merged;
+  if (run.count("--adapter-mode") && s.adapter.empty()) usage_fail("--adapter-mode needs --adapter");
+  if (s.kernel.empty())
+    usage_fail("--kernel: empty name (use auto or a name from `decodebench list kernels`)");
+
+  if (!a.format.empty()) {
+    s.format = parse_format(a.format);
+  } else if (!s.output.empty()) {
+    const std::optional<OutputFormat> f = format_from_extension(s.output);
+    if (!f)
+      usage_fail("-o {}: cannot tell the format from the extension: add --format json|jsonl|md|csv",
+                 s.output);
+    s.format = *f;
+  }
+  s.command_line = shell_join(argv);
+
+  // Paths: everything the run will open must exist, and the result must be writable.
+  if (!s.output.empty()) check_output_path(s.output);
+  if (!s.adapter.empty()) check_adapter(s.adapter);
+  if (!s.weights.empty()) {
+    check_exists(s.weights, "weights");
+    if (!run.count("--model"))
+      if (std::optional<std::string> cfg = config_beside(s.weights)) s.model = *cfg;
+  }
+
+  const ModelConfig c = resolve_config(s.model, s.quant, s.group_size, s.lm_head);
+  if (s.group_size) check_group_size_applies(c, "");
+  if (s.kernel != "auto") resolve_kernel(s.kernel, c.quant.scheme);
+  return s;
+}
+
+std::string verbs_list() {
+  std::string v;
+  for (const char* verb : kVerbs) v += (v.empty() ? "" : ", ") + std::string(verb);
+  return v;
+}
+
+}  // namespace
+
+std::string shell_quote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                                              "_@%+=:,./-") == std::string::npos)
+    return word;
+  std::string q = "'";
+  for (char ch : word) {
+    if (ch == '\'')
+      q += "'\\''";
+    else
+      q += ch;
+  }
+  return q + "'";
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const std::string& w : argv) s += (s.empty() ? "" : " ") + shell_quote(w);
+  return s;
+}
+
+int cli_main(int argc, char** argv) {
+  const std::vector<std::string> original(argv, argv + argc);
+
+  // `run` is the default verb: insert it unless the first argument is a verb or a
+  // top-level flag.
+  std::vector<std::string> args = original;
+  if (args.empty()) args.emplace_back("decodebench");
+  if (args.size() >= 2 && args[1] == "help") args[1] = "--help";
+  const bool top_flag =
+      args.size() >= 2 && (args[1] == "-h" || args[1] == "--help" || args[1] == "--version");
+  if (args.size() == 1 || (!top_flag && args[1].rfind("-", 0) == 0)) {
+    args.insert(args.begin() + 1, "run");
+  } else if (!top_flag && !is_verb(args[1])) {
+    usage_fail("unknown verb '{}' (verbs: {}; run is the default: decodebench --model 8b-int4 ...)", args[1],
+               verbs_list());
+  }
+
+  CLI::App app{
+      "decodebench: how long one generated token takes at batch=1, next to the floor set by the bytes "
+      "it must read.\nrun is the default verb: `decodebench --model 8b-int4 --graph on` runs it.",
+      "decodebench"};
+  app.set_version_flag("--version", "decodebench " + version_string());
+  app.require_subcommand(1);
+  app.get_formatter()->column_width(34);
+
+  RunArgs run_args;
+  CLI::App* run = add_run(app, run_args);
+
+  std::string list_what;
+  CLI::App* list = app.add_subcommand("list", "List presets, architectures or kernels (default: all)");
+  list->add_option("what", list_what, "presets, archs or kernels")
+      ->check(CLI::IsMember({"presets", "archs", "kernels"}));
+
+  std::string info_device = "0";
+  CLI::App* info = app.add_subcommand("info", "Show the device and its measured streaming-read bandwidth");
+  add_integer(info, "--device", info_device, "CUDA device index")->capture_default_str();
+
+  GenWeightsSpec gen;
+  std::string gen_quant, gen_group, gen_seed = "0";
+  CLI::App* genw =
+      app.add_subcommand("gen-weights", "Write a model's synthetic weights to a safetensors file");
+  genw->add_option("--model", gen.model, "Preset, config file, HF config.json or model dir")->required();
+  genw->add_option("--quant", gen_quant, "Weight scheme (default: the config's)")
+      ->check(CLI::IsMember(kSchemeNames));
+  add_integer(genw, "--group-size", gen_group, "int4 group size (default: the config's)");
+  add_integer(genw, "--seed", gen_seed, "Seed of the synthetic weights")->capture_default_str();
+  genw->add_option("-o,--output", gen.output, "Output .safetensors file")->required();
+
+  QuantizeSpec quant;
+  std::string quant_scheme = to_string(quant.scheme);
+  std::string quant_group;
+  CLI::App* quantize =
+      app.add_subcommand("quantize", "Quantize an HF checkpoint (RTN) into a decodebench file");
+  quantize->add_option("INPUT", quant.input, "HF checkpoint: .safetensors file, index or directory")
+      ->required();
+  quantize->add_option("--model", quant.model, "Config (default: the config.json beside INPUT)");
+  quantize->add_option("--quant", quant_scheme, "Weight scheme")
+      ->check(CLI::IsMember(kSchemeNames))
+      ->capture_default_str();
+  add_integer(quantize, "--group-size", quant_group, "int4 group size (default: the config's)");
+  quantize->add_option("-o,--output", quant.output, "Output .safetensors file")->required();
+
+  std::vector<const char*> cargv;
+  for (const std::string& a : args) cargv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(cargv.size()), cargv.data());
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
+      return app.exit(e);  // --help, --version
+    std::string where;
+    for (CLI::App* sub : app.get_subcommands()) where = std::string(" ") + sub->get_name();
+    usage_fail("{} (see `decodebench{} --help`)", one_line(e.what()), where);
+  }
+
+  if (run->parsed()) {
+    const RunSpec spec = finish_run_spec(run_args, *run, original);
+    warn_if_not_release();
+    return cmd_run(spec);
+  }
+  if (list->parsed()) return cmd_list(list_what);
+  if (info->parsed()) {
+    const int device = parse_integer<int>("--device", info_device);
+    if (device < 0) usage_fail("--device must be non-negative, got {}", device);
+    warn_if_not_release();
+    return cmd_info(device);
+  }
+  if (genw->parsed()) {
+    gen.seed = parse_integer<uint64_t>("--seed", gen_seed);
+    if (genw->count("--group-size")) {
+      gen.group_size = parse_integer<int>("--group-size", gen_group);
+      if (*gen.group_size <= 0) usage_fail("--group-size must be positive, got {}", *gen.group_size);
+    }
+    if (!gen_quant.empty()) gen.quant = parse_scheme(gen_quant);
+    check_output_path(gen.output);
+    const ModelConfig c = resolve_config(gen.model, gen.quant, gen.group_size, std::nullopt);
+    if (gen.group_size) check_group_size_applies(c, "gen-weights: ");
+    return cmd_gen_weights(gen);
+  }
+  if (quantize->parsed()) {
+    quant.scheme = parse_scheme(quant_scheme);
+    if (quantize->count("--group-size")) {
+      quant.group_size = parse_integer<int>("--group-size", quant_group);
+      if (*quant.group_size <= 0) usage_fail("--group-size must be positive, got {}", *quant.group_size);
+    }
+    check_exists(quant.input, "quantize: input");
+    check_output_path(quant.output);
+    std::error_code ec;
+    if (fs::equivalent(quant.input, quant.output, ec)) usage_fail("quantize: -o must differ from INPUT");
+    if (quant.model.empty()) {
+      const std::optional<std::string> cfg = config_beside(quant.input);
+      if (!cfg) fail("quantize: no config.json beside {}: pass --model", quant.input);
+      quant.model = *cfg;
+    }
+    const ModelConfig c = resolve_config(quant.model, quant.scheme, quant.group_size, std::nullopt);
+    if (quant.group_size) check_group_size_applies(c, "quantize: ");
+    return cmd_quantize(quant);
+  }
+  usage_fail("no verb given (verbs: {})", verbs_list());
+}
+
+}  // namespace db

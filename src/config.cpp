@@ -1,0 +1,637 @@
+// Model configs: presets embedded from configs/*.json, decodebench config files (which may
+// "extends" a preset or another file) and HF config.json files. Every error names the
+// config it came from and the field at fault.
+//
+// The decodebench format is exactly the preset format: HF field names for the architecture
+// plus "architecture" and "quant". It is strict (unknown fields are errors, so a typo in an
+// optional field cannot be ignored silently); HF config.json files carry many fields that
+// do not matter for decode, so only the ones read here are looked at.
+#include "decodebench/config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "decodebench/error.h"
+#include "decodebench/model.h"
+#include "decodebench/run_spec.h"
+
+namespace db {
+
+// Generated from configs/*.json by scripts/embed_configs.cmake: file stem -> JSON text.
+const std::vector<std::pair<std::string_view, std::string_view>>& embedded_presets();
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+constexpr const char* kBasePresets[] = {"tiny", "1b", "4b", "8b", "70b"};
+constexpr const char* kSchemeSuffixes[] = {"fp16", "int8", "int4"};
+
+struct HfArch {
+  const char* hf_name;
+  Arch arch;
+};
+constexpr HfArch kHfArchs[] = {
+    {"LlamaForCausalLM", Arch::llama},
+    {"MistralForCausalLM", Arch::llama},
+    {"Qwen3ForCausalLM", Arch::qwen3},
+};
+
+std::string supported_hf_list() {
+  std::string s;
+  for (const HfArch& a : kHfArchs) s += (s.empty() ? "" : ", ") + std::string(a.hf_name);
+  return s;
+}
+
+// Where a JSON text came from: `label` is what errors print after "config ", `dir` resolves
+// a relative "extends" (empty for presets), `key` identifies it for cycle detection.
+struct Source {
+  std::string label;
+  std::string dir;
+  std::string key;
+};
+
+Source preset_source(std::string_view name) {
+  return {std::string(name) + " (preset)", "", "preset:" + std::string(name)};
+}
+
+Source file_source(const fs::path& path) {
+  std::error_code ec;
+  fs::path canonical = fs::weakly_canonical(path, ec);
+  if (ec) canonical = fs::absolute(path);
+  return {path.string(), path.parent_path().string(), "file:" + canonical.string()};
+}
+
+// A JSON value in one line, shortened: for "got ..." in messages.
+std::string brief(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+const char* type_name(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+std::string read_text_file(const fs::path& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{} {}: cannot open for reading", what, path.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) fail("{} {}: read error", what, path.string());
+  return ss.str();
+}
+
+json parse_json_object(const std::string& text, const std::string& label) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // nlohmann prefixes "[json.exception.parse_error.101] ": keep only the part a user reads.
+    std::string what = e.what();
+    if (const size_t p = what.find("] "); what.rfind("[json.exception", 0) == 0 && p != std::string::npos)
+      what = what.substr(p + 2);
+    fail("config {}: invalid JSON: {}", label, what);
+  }
+  if (!j.is_object()) fail("config {}: expected a JSON object at the top level, got {}", label, type_name(j));
+  return j;
+}
+
+// Object fields of `over` replace or (for nested objects) merge into `base`; null replaces.
+void deep_merge(json& base, const json& over) {
+  for (auto it = over.begin(); it != over.end(); ++it) {
+    if (it.key() == "extends") continue;
+    if (it->is_object() && base.contains(it.key()) && base[it.key()].is_object())
+      deep_merge(base[it.key()], *it);
+    else
+      base[it.key()] = *it;
+  }
+}
+
+// Follows "extends" chains and returns the merged JSON. `chain` holds the keys of the
+// configs being resolved (for cycles) and `labels` their names (for the message).
+json resolve_extends(json j, const Source& src, std::vector<std::string>& chain,
+                     std::vector<std::string>& labels) {
+  chain.push_back(src.key);
+  labels.push_back(src.label);
+  if (j.contains("extends")) {
+    const json& ext = j["extends"];
+    if (!ext.is_string() || ext.get<std::string>().empty())
+      fail("config {}: field extends must be a preset name or a file path (a string), got {}", src.label,
+           brief(ext));
+    const std::string target = ext.get<std::string>();
+    std::string base_text;
+    Source base_src;
+    if (std::string t = preset_text(target); !t.empty()) {
+      base_text = std::move(t);
+      base_src = preset_source(target);
+    } else {
+      // A preset can only extend presets; a file may also extend a path relative to itself.
+      fs::path p = target;
+      if (p.is_relative() && !src.dir.empty()) p = fs::path(src.dir) / p;
+      std::error_code ec;
+      if (src.key.rfind("preset:", 0) == 0 || !fs::is_regular_file(p, ec))
+        fail("config {}: extends '{}': not a preset (see `decodebench list presets`) and no such file{}",
+             src.label, target, src.key.rfind("preset:", 0) == 0 ? "" : " " + p.string());
+      base_src = file_source(p);
+      base_text = read_text_file(p, "config");
+    }
+    if (std::find(chain.begin(), chain.end(), base_src.key) != chain.end()) {
+      std::string cycle;
+      for (const std::string& l : labels) cycle += l + " -> ";
+      fail("config {}: extends cycle: {}{}", labels.front(), cycle, base_src.label);
+    }
+    json base = resolve_extends(parse_json_object(base_text, base_src.label), base_src, chain, labels);
+    deep_merge(base, j);
+    j = std::move(base);
+  }
+  chain.pop_back();
+  labels.pop_back();
+  j.erase("extends");
+  return j;
+}
+
+// Typed field access with messages that name the field and the config.
+class Fields {
+ public:
+  Fields(const json& obj, std::string label, std::string prefix = "")
+      : obj_(obj), label_(std::move(label)), prefix_(std::move(prefix)) {}
+
+  // Null counts as absent: HF writes "head_dim": null for "derive it".
+  const json* find(const char* key) const {
+    auto it = obj_.find(key);
+    return it == obj_.end() || it->is_null() ? nullptr : &*it;
+  }
+  const json& need(const char* key) const {
+    const json* v = find(key);
+    if (!v) fail("config {}: missing field {}{}", label_, prefix_, key);
+    return *v;
+  }
+
+  int64_t integer(const char* key) const { return as_integer(key, need(key)); }
+  int64_t integer(const char* key, int64_t fallback) const {
+    const json* v = find(key);
+    return v ? as_integer(key, *v) : fallback;
+  }
+  double number(const char* key) const { return as_number(key, need(key)); }
+  double number(const char* key, double fallback) const {
+    const json* v = find(key);
+    return v ? as_number(key, *v) : fallback;
+  }
+  bool boolean(const char* key, bool fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) type_error(key, "true or false", *v);
+    return v->get<bool>();
+  }
+  std::string string(const char* key) const { return as_string(key, need(key)); }
+  std::string string(const char* key, const std::string& fallback) const {
+    const json* v = find(key);
+    return v ? as_string(key, *v) : fallback;
+  }
+
+  [[noreturn]] void type_error(const char* key, const char* expected, const json& v) const {
+    fail("config {}: field {}{} must be {}, got {} ({})", label_, prefix_, key, expected, brief(v),
+         type_name(v));
+  }
+  const std::string& label() const { return label_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  int64_t as_integer(const char* key, const json& v) const {
+    if (v.is_number_unsigned()) {
+      if (v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        type_error(key, "an integer that fits in 64 bits", v);
+      return static_cast<int64_t>(v.get<uint64_t>());
+    }
+    if (!v.is_number_integer()) type_error(key, "an integer", v);
+    return v.get<int64_t>();
+  }
+  double as_number(const char* key, const json& v) const {
+    if (!v.is_number()) type_error(key, "a number", v);
+    return v.get<double>();
+  }
+  std::string as_string(const char* key, const json& v) const {
+    if (!v.is_string()) type_error(key, "a string", v);
+    return v.get<std::string>();
+  }
+
+  const json& obj_;
+  std::string label_;
+  std::string prefix_;
+};
+
+void reject_unknown_fields(const json& obj, const std::set<std::string>& known, const std::string& label,
+                           const std::string& prefix) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (known.count(it.key())) continue;
+    std::string list;
+    for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+    fail("config {}: unknown field {}{} (known: {})", label, prefix, it.key(), list);
+  }
+}
+
+Scheme field_scheme(const Fields& f, const char* key, Scheme fallback) {
+  const json* v = f.find(key);
+  if (!v) return fallback;
+  if (!v->is_string()) f.type_error(key, "one of \"fp16\", \"int8\", \"int4\"", *v);
+  const std::string s = v->get<std::string>();
+  for (Scheme sc : {Scheme::fp16, Scheme::int8, Scheme::int4})
+    if (s == to_string(sc)) return sc;
+  fail("config {}: field {}{} is '{}', not a scheme (supported: fp16, int8, int4)", f.label(), f.prefix(),
+       key, s);
+}
+
+QuantConfig parse_quant(const json& root, const std::string& label, bool strict) {
+  QuantConfig q;
+  auto it = root.find("quant");
+  if (it == root.end() || it->is_null()) return q;
+  if (!it->is_object())
+    fail("config {}: field quant must be an object, got {} ({})", label, brief(*it), type_name(*it));
+  if (strict) reject_unknown_fields(*it, {"scheme", "group_size", "zero_point", "lm_head"}, label, "quant.");
+  const Fields f(*it, label, "quant.");
+  q.scheme = field_scheme(f, "scheme", q.scheme);
+  const int64_t g = f.integer("group_size", q.group_size);
+  if (g <= 0 || g > (1 << 20)) fail("config {}: quant.group_size must be positive, got {}", label, g);
+  q.group_size = static_cast<int>(g);
+  q.zero_point = f.boolean("zero_point", q.zero_point);
+  q.lm_head = field_scheme(f, "lm_head", q.lm_head);
+  return q;
+}
+
+// `rope_scaling` (HF <= 4.x and decodebench) or the `rope_parameters` object of
+// transformers 5, which also holds rope_theta. "default" means no scaling.
+RopeScaling parse_rope(const json& v, const std::string& label, const char* field) {
+  RopeScaling r;
+  if (v.is_null()) return r;
+  if (!v.is_object())
+    fail("config {}: field {} must be an object or null, got {} ({})", label, field, brief(v), type_name(v));
+  const std::string prefix = std::string(field) + ".";
+  const Fields f(v, label, prefix);
+  std::string type;
+  if (f.find("rope_type"))
+    type = f.string("rope_type");
+  else if (f.find("type"))
+    type = f.string("type");
+  else
+    fail("config {}: missing field {}.rope_type", label, field);
+  if (type == "default") return r;
+  if (type != "llama3")
+    fail("config {}: {}.rope_type '{}' is not supported (supported: llama3, default)", label, field, type);
+  r.llama3 = true;
+  r.factor = f.number("factor");
+  r.low_freq_factor = f.number("low_freq_factor");
+  r.high_freq_factor = f.number("high_freq_factor");
+  r.original_max_position_embeddings = f.integer("original_max_position_embeddings");
+  return r;
+}
+
+// Fields shared by both formats. HF defaults apply only to HF files (`hf`): decodebench
+// configs spell out every size.
+void parse_shape(ModelConfig& c, const json& root, const std::string& label, bool hf) {
+  const Fields f(root, label);
+  c.hidden_size = f.integer("hidden_size");
+  c.num_hidden_layers = f.integer("num_hidden_layers");
+  c.num_attention_heads = f.integer("num_attention_heads");
+  c.intermediate_size = f.integer("intermediate_size");
+  c.vocab_size = f.integer("vocab_size");
+  c.max_position_embeddings = f.integer("max_position_embeddings");
+  if (hf) {
+    c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
+    if (f.find("head_dim")) {
+      c.head_dim = f.integer("head_dim");
+    } else {
+      if (c.num_attention_heads <= 0)
+        fail("config {}: num_attention_heads must be positive, got {}", label, c.num_attention_heads);
+      if (c.hidden_size % c.num_attention_heads != 0)
+        fail("config {}: head_dim is absent and hidden_size {} is not a multiple of num_attention_heads {}",
+             label, c.hidden_size, c.num_attention_heads);
+      c.head_dim = c.hidden_size / c.num_attention_heads;
+    }
+    // transformers' defaults for Llama, Mistral and Qwen3 alike.
+    c.rope_theta = f.number("rope_theta", 10000.0);
+    c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);
+  } else {
+    c.num_key_value_heads = f.integer("num_key_value_heads");
+    c.head_dim = f.integer("head_dim");
+    c.rope_theta = f.number("rope_theta");
+    c.rms_norm_eps = f.number("rms_norm_eps");
+  }
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  if (root.contains("rope_scaling")) c.rope_scaling = parse_rope(root["rope_scaling"], label, "rope_scaling");
+}
+
+ModelConfig parse_decodebench(const json& root, const std::string& label) {
+  ModelConfig c;
+  const Fields f(root, label);
+  if (!f.find("architecture") && root.contains("model_type"))
+    fail("config {}: missing field architectures (this looks like an HF config.json: model_type {})", label,
+         brief(root["model_type"]));
+  const std::string arch = f.string("architecture");
+  if (arch == "llama")
+    c.arch = Arch::llama;
+  else if (arch == "qwen3")
+    c.arch = Arch::qwen3;
+  else
+    fail("config {}: architecture '{}' is not supported (supported: llama, qwen3)", label, arch);
+  reject_unknown_fields(
+      root,
+      {"description", "architecture", "hidden_size", "num_hidden_layers", "num_attention_heads",
+       "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "rope_theta", "rope_scaling",
+       "rms_norm_eps", "tie_word_embeddings", "max_position_embeddings", "quant"},
+      label, "");
+  parse_shape(c, root, label, /*hf=*/false);
+  c.quant = parse_quant(root, label, /*strict=*/true);
+  return c;
+}
+
+ModelConfig parse_hf(const json& root, const std::string& label) {
+  ModelConfig c;
+  const json& archs = root.at("architectures");
+  if (!archs.is_array() || archs.empty() || !archs[0].is_string())
+    fail("config {}: field architectures must be a non-empty array of strings, got {}", label, brief(archs));
+  const std::string name = archs[0].get<std::string>();
+  const HfArch* found = nullptr;
+  for (const HfArch& a : kHfArchs)
+    if (name == a.hf_name) found = &a;
+  if (!found)
+    fail("config {}: architecture {} is not supported (supported: {})", label, name, supported_hf_list());
+  c.arch = found->arch;
+
+  const Fields f(root, label);
+  // What decodebench computes: SiLU MLP, no biases. Anything else would be benchmarked wrong.
+  if (const std::string act = f.string("hidden_act", "silu"); act != "silu")
+    fail("config {}: hidden_act '{}' is not supported (decodebench implements silu)", label, act);
+  for (const char* bias : {"attention_bias", "mlp_bias"})
+    if (f.boolean(bias, false)) fail("config {}: {} true is not supported (no bias terms)", label, bias);
+
+  parse_shape(c, root, label, /*hf=*/true);
+  // transformers 5 writes rope_parameters (holding rope_theta) instead of rope_scaling.
+  if (const json* rp = f.find("rope_parameters")) {
+    c.rope_scaling = parse_rope(*rp, label, "rope_parameters");
+    const Fields rf(*rp, label, "rope_parameters.");
+    c.rope_theta = rf.number("rope_theta", c.rope_theta);
+  }
+
+  // Sliding-window attention: Mistral v0.1 attends to the last `sliding_window` positions.
+  // decodebench always attends to every position, which equals the model only while the
+  // sequence fits in the window: cap the usable positions there rather than time a
+  // different computation at long contexts.
+  if (name == "MistralForCausalLM" && f.find("sliding_window")) {
+    const int64_t w = f.integer("sliding_window");
+    if (w <= 0) fail("config {}: sliding_window must be positive or null, got {}", label, w);
+    c.max_position_embeddings = std::min(c.max_position_embeddings, w);
+  }
+  if (f.boolean("use_sliding_window", false))
+    fail("config {}: use_sliding_window true is not supported (full attention only)", label);
+
+  c.quant = parse_quant(root, label, /*strict=*/true);  // only present through a decodebench "extends"
+  return c;
+}
+
+ModelConfig parse_with_source(const std::string& text, const Source& src) {
+  std::vector<std::string> chain, labels;
+  const json root = resolve_extends(parse_json_object(text, src.label), src, chain, labels);
+  const bool hf = root.contains("architectures");
+  ModelConfig c = hf ? parse_hf(root, src.label) : parse_decodebench(root, src.label);
+  c.source = hf ? "hf" : "file";
+  validate(c, src.label);
+  return c;
+}
+
+}  // namespace
+
+const char* to_string(Arch a) {
+  switch (a) {
+    case Arch::llama:
+      return "llama";
+    case Arch::qwen3:
+      return "qwen3";
+  }
+  return "?";
+}
+
+const char* to_string(Scheme s) {
+  switch (s) {
+    case Scheme::fp16:
+      return "fp16";
+    case Scheme::int8:
+      return "int8";
+    case Scheme::int4:
+      return "int4";
+  }
+  return "?";
+}
+
+Arch parse_arch(std::string_view s) {
+  if (s == "llama") return Arch::llama;
+  if (s == "qwen3") return Arch::qwen3;
+  fail("unknown architecture '{}' (supported: llama, qwen3)", s);
+}
+
+Scheme parse_scheme(std::string_view s) {
+  for (Scheme sc : {Scheme::fp16, Scheme::int8, Scheme::int4})
+    if (s == to_string(sc)) return sc;
+  fail("unknown quantization scheme '{}' (supported: fp16, int8, int4)", s);
+}
+
+int scheme_bits(Scheme s) {
+  switch (s) {
+    case Scheme::fp16:
+      return 16;
+    case Scheme::int8:
+      return 8;
+    case Scheme::int4:
+      return 4;
+  }
+  return 0;
+}
+
+std::vector<std::string> hf_architectures(Arch a) {
+  std::vector<std::string> names;
+  for (const HfArch& h : kHfArchs)
+    if (h.arch == a) names.emplace_back(h.hf_name);
+  return names;
+}
+
+const char* to_string(BackendKind b) {
+  switch (b) {
+    case BackendKind::cuda:
+      return "cuda";
+    case BackendKind::cpu:
+      return "cpu";
+  }
+  return "?";
+}
+
+const char* to_string(OutputFormat f) {
+  switch (f) {
+    case OutputFormat::json:
+      return "json";
+    case OutputFormat::jsonl:
+      return "jsonl";
+    case OutputFormat::md:
+      return "md";
+    case OutputFormat::csv:
+      return "csv";
+  }
+  return "?";
+}
+
+std::string preset_text(std::string_view name) {
+  for (const auto& [stem, text] : embedded_presets())
+    if (stem == name) return std::string(text);
+  return {};
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& n) {
+    if (!preset_text(n).empty() && seen.insert(n).second) names.push_back(n);
+  };
+  for (const char* base : kBasePresets) {
+    add(base);
+    for (const char* s : kSchemeSuffixes) add(std::string(base) + "-" + s);
+  }
+  std::vector<std::string> rest;  // presets added later that the order above does not know
+  for (const auto& [stem, text] : embedded_presets())
+    if (!seen.count(std::string(stem))) rest.emplace_back(stem);
+  std::sort(rest.begin(), rest.end());
+  names.insert(names.end(), rest.begin(), rest.end());
+  return names;
+}
+
+ModelConfig parse_model_config(const std::string& json_text, const std::string& origin) {
+  Source src{origin, fs::path(origin).parent_path().string(), "file:" + origin};
+  ModelConfig c = parse_with_source(json_text, src);
+  c.name = origin;
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& name_or_path) {
+  if (name_or_path.empty()) fail("unknown model '': the name is empty (see `decodebench list presets`)");
+  if (std::string text = preset_text(name_or_path); !text.empty()) {
+    ModelConfig c = parse_with_source(text, preset_source(name_or_path));
+    c.name = name_or_path;
+    c.source = "preset";
+    return c;
+  }
+  fs::path path = name_or_path;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st))
+    fail("unknown model '{}': not a preset (see `decodebench list presets`) and no such file", name_or_path);
+  if (fs::is_directory(st)) {
+    path /= "config.json";
+    if (!fs::is_regular_file(path, ec)) fail("model directory {}: no config.json in it", name_or_path);
+  } else if (!fs::is_regular_file(st)) {
+    fail("config {}: not a regular file", name_or_path);
+  }
+  const Source src = file_source(path);
+  ModelConfig c = parse_with_source(read_text_file(path, "config"), src);
+  c.name = name_or_path;
+  return c;
+}
+
+void validate(const ModelConfig& c, const std::string& origin) {
+  // Each size is bounded so that products of sizes (parameter counts, byte counts) cannot
+  // overflow 64 bits; the bounds are far above any real model.
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"hidden_size", c.hidden_size},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", c.head_dim},
+      {"intermediate_size", c.intermediate_size},
+      {"vocab_size", c.vocab_size},
+      {"max_position_embeddings", c.max_position_embeddings},
+  };
+  constexpr int64_t kMaxSize = int64_t{1} << 24;
+  for (const auto& [field, v] : sizes) {
+    if (v <= 0) fail("config {}: {} must be positive, got {}", origin, field, v);
+    if (v > kMaxSize) fail("config {}: {} {} is implausibly large (limit {})", origin, field, v, kMaxSize);
+  }
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail("config {}: num_attention_heads {} is not a multiple of num_key_value_heads {}", origin,
+         c.num_attention_heads, c.num_key_value_heads);
+  // head_dim * heads may differ from hidden_size (qwen3), but RoPE rotates pairs.
+  if (c.head_dim % 2 != 0)
+    fail("config {}: head_dim {} must be even (RoPE rotates pairs)", origin, c.head_dim);
+  if (!(std::isfinite(c.rope_theta) && c.rope_theta > 1.0))
+    fail("config {}: rope_theta must be a finite number greater than 1, got {}", origin, c.rope_theta);
+  if (!(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
+    fail("config {}: rms_norm_eps must be in (0, 1), got {}", origin, c.rms_norm_eps);
+  if (c.rope_scaling.llama3) {
+    const RopeScaling& r = c.rope_scaling;
+    if (!(std::isfinite(r.factor) && r.factor >= 1.0))
+      fail("config {}: rope_scaling.factor must be at least 1, got {}", origin, r.factor);
+    if (!(r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor &&
+          std::isfinite(r.high_freq_factor)))
+      fail("config {}: rope_scaling needs 0 < low_freq_factor < high_freq_factor, got {} and {}", origin,
+           r.low_freq_factor, r.high_freq_factor);
+    if (r.original_max_position_embeddings <= 0)
+      fail("config {}: rope_scaling.original_max_position_embeddings must be positive, got {}", origin,
+           r.original_max_position_embeddings);
+  }
+  const int64_t g = c.quant.group_size;
+  if (g <= 0) fail("config {}: quant.group_size must be positive, got {}", origin, g);
+  if (c.quant.scheme == Scheme::int4 || c.quant.lm_head == Scheme::int4) {
+    if (g % 2 != 0)
+      fail("config {}: quant.group_size {} must be even (int4 packs two values per byte)", origin, g);
+    // Every int4 matrix's input dimension must hold whole groups.
+    std::vector<std::pair<std::string, int64_t>> dims = {{"hidden_size", c.hidden_size}};
+    if (c.quant.scheme == Scheme::int4) {
+      dims.emplace_back("intermediate_size", c.intermediate_size);
+      dims.emplace_back(
+          fmt::format("q_dim (num_attention_heads*head_dim = {}*{})", c.num_attention_heads, c.head_dim),
+          c.q_dim());
+    }
+    for (const auto& [dim, v] : dims)
+      if (v % g != 0)
+        fail("config {}: quant.group_size {} does not divide {} {} (an int4 matrix input dimension)", origin,
+             g, dim, v);
+  }
+  // The whole model, as a double: catches products of plausible sizes that are not.
+  const double params =
+      static_cast<double>(c.vocab_size) * c.hidden_size * 2 +
+      static_cast<double>(c.num_hidden_layers) *
+          (4.0 * c.hidden_size * std::max(c.q_dim(), c.kv_dim()) + 3.0 * c.hidden_size * c.intermediate_size);
+  if (params > 1e14) fail("config {}: the model is implausibly large ({:.3g} parameters)", origin, params);
+}
+
+ModelConfig apply_overrides(ModelConfig c, const RunSpec& spec) {
+  std::string overrides;
+  if (spec.quant) {
+    c.quant.scheme = *spec.quant;
+    overrides += fmt::format(" --quant {}", to_string(*spec.quant));
+  }
+  if (spec.group_size) {
+    c.quant.group_size = *spec.group_size;
+    overrides += fmt::format(" --group-size {}", *spec.group_size);
+  }
+  if (spec.lm_head) {
+    c.quant.lm_head = *spec.lm_head;
+    overrides += fmt::format(" --lm-head {}", to_string(*spec.lm_head));
+  }
+  std::string origin = c.source == "preset" ? c.name + " (preset)" : c.name;
+  if (!overrides.empty()) origin += " with" + overrides;
+  validate(c, origin);
+  return c;
+}
+
+}  // namespace db

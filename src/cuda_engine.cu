@@ -1,0 +1,416 @@
+// The CUDA decode engine (see include/decodebench/cuda_engine.cuh).
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "attention.cuh"
+#include "common.cuh"
+#include "decodebench/accounting.h"
+#include "decodebench/cuda_engine.cuh"
+#include "decodebench/rope.h"
+#include "weights.cuh"
+
+namespace db::cuda {
+
+#define CUBLAS_CHECK(expr)                                                                         \
+  do {                                                                                             \
+    const cublasStatus_t db_st_ = (expr);                                                          \
+    if (db_st_ != CUBLAS_STATUS_SUCCESS)                                                           \
+      ::db::fail("cuBLAS error {} in {} at {}:{}", cublasGetStatusName(db_st_), #expr, __FILE__, \
+                 __LINE__);                                                                        \
+  } while (0)
+
+LinearImpl linear_impl(const KernelInfo& k) {
+  const std::string v = k.name.substr(k.name.find('.') + 1);
+  if (v == "gemv") return LinearImpl::gemv_fast;
+  if (v == "naive") return LinearImpl::gemv_naive;
+  if (v == "cublas") return LinearImpl::cublas;
+  if (v == "dequant-cublas") return LinearImpl::dequant_cublas;
+  fail("kernel {} has no CUDA implementation", k.name);
+}
+
+struct Engine::Buffers {
+  float* resid = nullptr;          // [hidden] the residual stream
+  float* qkv = nullptr;            // [q_dim + 2 kv_dim]
+  __half* attn = nullptr;          // [q_dim]
+  __half* act = nullptr;           // [intermediate]
+  float* logits = nullptr;         // [vocab]
+  __half* xnorm = nullptr;         // [max input dim] (cuBLAS paths)
+  float* gate_up = nullptr;        // [2 intermediate] (cuBLAS paths)
+  __half* dequant = nullptr;       // [largest matrix] (dequant-cublas)
+  float* rope = nullptr;           // rope_table(positions)
+  float* part_o = nullptr;
+  float* part_ml = nullptr;
+  unsigned* counters = nullptr;
+  int32_t* state = nullptr;        // token, pos, first_pos
+  int32_t* tokens_out = nullptr;   // [positions]
+  unsigned long long* key = nullptr;
+  void* cublas_workspace = nullptr;
+  int max_splits = 0;
+};
+
+namespace {
+
+constexpr size_t kStageBytes = size_t{64} << 20;
+constexpr size_t kCublasWorkspace = size_t{32} << 20;
+
+// Host -> device through one pinned buffer: host memory stays bounded by the stage size
+// whatever the model size (the file itself is only mapped).
+class Stager {
+ public:
+  Stager() {
+    CUDA_CHECK(cudaMallocHost(&host_, kStageBytes));
+    CUDA_CHECK(cudaMalloc(&dev_, kStageBytes));
+  }
+  ~Stager() {
+    cudaFreeHost(host_);
+    cudaFree(dev_);
+  }
+  const void* upload(const uint8_t* src, size_t bytes, cudaStream_t s) {
+    CUDA_CHECK(cudaStreamSynchronize(s));  // the previous chunk's consumers are done
+    std::memcpy(host_, src, bytes);
+    CUDA_CHECK(cudaMemcpyAsync(dev_, host_, bytes, cudaMemcpyHostToDevice, s));
+    return dev_;
+  }
+
+ private:
+  void* host_ = nullptr;
+  void* dev_ = nullptr;
+};
+
+size_t matrix_alloc_bytes(const DeviceMatrix& m) {
+  const MatrixBytes b = matrix_bytes(m.rows, m.cols, m.scheme, m.group_size, m.zero_point);
+  return b.weights + b.scales + b.zeros;
+}
+
+void produce(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, RowMap map, Stager& stager,
+             cudaStream_t s) {
+  const int64_t rows = o.shape[0], cols = o.shape[1];
+  switch (o.kind) {
+    case OriginKind::synthetic:
+      produce_synthetic(dst, map, 0, rows, SyntheticSource{ws.seed(), o.tensor_id, o.dist}, s);
+      return;
+    case OriginKind::dense: {
+      const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(o.dense->dtype);
+      const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kStageBytes / row_bytes));
+      for (int64_t r = 0; r < rows; r += chunk) {
+        const int64_t n = std::min(chunk, rows - r);
+        const void* d = stager.upload(o.dense->data + r * row_bytes, n * row_bytes, s);
+        produce_dense(dst, map, n, DenseSource{d, o.dense->dtype, r}, s);
+      }
+      return;
+    }
+    case OriginKind::quantized: {
+      auto copy_rows = [&](const TensorInfo* t, void* base) {
+        if (!t) return;
+        const size_t row_bytes = t->nbytes / static_cast<size_t>(rows);
+        const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kStageBytes / row_bytes));
+        for (int64_t r = 0; r < rows; r += chunk) {
+          const int64_t n = std::min(chunk, rows - r);
+          const void* d = stager.upload(t->data + r * row_bytes, n * row_bytes, s);
+          uint8_t* out = static_cast<uint8_t*>(base) + (map.offset + r * map.stride) * row_bytes;
+          CUDA_CHECK(cudaMemcpy2DAsync(out, map.stride * row_bytes, d, row_bytes, row_bytes, n,
+                                       cudaMemcpyDeviceToDevice, s));
+        }
+      };
+      copy_rows(o.qweight, dst.qweight);
+      copy_rows(o.scales, dst.scales);
+      copy_rows(o.zeros, dst.zeros);
+      return;
+    }
+  }
+}
+
+std::string gb(uint64_t b) { return fmt::format("{:.2f} GB", b / 1e9); }
+
+}  // namespace
+
+Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positions)
+    : c_(ws.config()), positions_(positions), buf_(std::make_unique<Buffers>()) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const QuantConfig& q = c_.quant;
+  const int64_t H = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  const int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
+  const LinearImpl impl = linear_impl(kernel);
+  const LinearImpl head_impl = q.lm_head == q.scheme ? impl : LinearImpl::gemv_fast;
+  const bool tied_head = c_.tie_word_embeddings && q.lm_head == Scheme::fp16;
+
+  auto matrix = [&](int64_t rows, int64_t cols, Scheme s) {
+    DeviceMatrix m;
+    m.scheme = s;
+    m.rows = rows;
+    m.cols = cols;
+    m.group_size = s == Scheme::int4 ? q.group_size : 0;
+    m.zero_point = s == Scheme::int4 && q.zero_point;
+    return m;
+  };
+  std::vector<DeviceMatrix> block = {matrix(qd + 2 * kvd, H, q.scheme), matrix(H, qd, q.scheme),
+                                     matrix(2 * I, H, q.scheme), matrix(H, I, q.scheme)};
+  DeviceMatrix head = matrix(V, H, q.lm_head);
+  embedding_ = matrix(V, H, Scheme::fp16);
+
+  // --- the memory plan, checked against free memory before anything is allocated
+  uint64_t per_layer = 0;
+  for (const DeviceMatrix& m : block) per_layer += matrix_alloc_bytes(m);
+  per_layer += 2 * H * 2 + (c_.arch == Arch::qwen3 ? 2 * hd * 2 : 0);
+  memory_.weights_bytes = per_layer * L + matrix_alloc_bytes(embedding_) + (tied_head ? 0 : matrix_alloc_bytes(head)) +
+                          H * 2;
+  memory_.kv_cache_bytes = 2ull * L * positions * kvd * 2;
+  buf_->max_splits = attention_splits(positions);
+  const int64_t max_in = std::max({H, I, qd});
+  int64_t largest = 0;
+  for (const DeviceMatrix& m : block) largest = std::max(largest, m.rows * m.cols);
+  if (head_impl == LinearImpl::dequant_cublas) largest = std::max(largest, V * H);
+  const bool uses_cublas = impl == LinearImpl::cublas || impl == LinearImpl::dequant_cublas;
+  memory_.scratch_bytes = 4 * H + 4 * (qd + 2 * kvd) + 2 * qd + 2 * I + 4 * V + 2 * max_in + 4 * 2 * I +
+                          4ull * positions * hd + 4ull * c_.num_attention_heads * buf_->max_splits * (hd + 2) +
+                          4 * c_.num_key_value_heads + 4 * (3 + positions) + 8 +
+                          (impl == LinearImpl::dequant_cublas ? 2ull * largest : 0) +
+                          (uses_cublas ? kCublasWorkspace : 0) + kStageBytes;
+  memory_.total_bytes = memory_.weights_bytes + memory_.kv_cache_bytes + memory_.scratch_bytes;
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (memory_.total_bytes > free_b)
+    fail("not enough GPU memory for {} at {} positions: need {} (weights {}, KV cache {}, scratch {}), {} free of {}",
+         c_.name, positions, gb(memory_.total_bytes), gb(memory_.weights_bytes), gb(memory_.kv_cache_bytes),
+         gb(memory_.scratch_bytes), gb(free_b), gb(total_b));
+
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  auto alloc = [&](size_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    allocations_.push_back(p);
+    return p;
+  };
+  auto alloc_matrix = [&](DeviceMatrix& m) {
+    const MatrixBytes b = matrix_bytes(m.rows, m.cols, m.scheme, m.group_size, m.zero_point);
+    m.qweight = alloc(b.weights);
+    if (b.scales) m.scales = static_cast<__half*>(alloc(b.scales));
+    if (b.zeros) m.zeros = static_cast<uint8_t*>(alloc(b.zeros));
+  };
+
+  // --- weights
+  Stager stager;
+  auto vec = [&](const Origin& o) {
+    auto* p = static_cast<__half*>(alloc(o.shape[0] * 2));
+    if (o.kind == OriginKind::synthetic) {
+      fill_synthetic_f16(p, o.shape[0], SyntheticSource{ws.seed(), o.tensor_id, o.dist}, stream_);
+    } else {
+      const void* d = stager.upload(o.dense->data, o.dense->nbytes, stream_);
+      convert_to_f16(p, d, o.dense->dtype, o.shape[0], stream_);
+    }
+    return p;
+  };
+  alloc_matrix(embedding_);
+  produce(ws, ws.embedding(), embedding_, {}, stager, stream_);
+  layers_.resize(L);
+  for (int64_t l = 0; l < L; ++l) {
+    DeviceLayer& d = layers_[l];
+    d.attn_norm = vec(ws.vector(layer_norm_name(l, false), H));
+    d.mlp_norm = vec(ws.vector(layer_norm_name(l, true), H));
+    if (c_.arch == Arch::qwen3) {
+      d.q_norm = vec(ws.vector(qk_norm_name(l, false), hd));
+      d.k_norm = vec(ws.vector(qk_norm_name(l, true), hd));
+    }
+    LinearOp* ops[] = {&d.qkv, &d.o, &d.gate_up, &d.down};
+    for (int i = 0; i < 4; ++i) {
+      ops[i]->m = block[i];
+      ops[i]->impl = impl;
+      alloc_matrix(ops[i]->m);
+    }
+    produce(ws, ws.linear(l, Linear::q), d.qkv.m, {0, 1}, stager, stream_);
+    produce(ws, ws.linear(l, Linear::k), d.qkv.m, {qd, 1}, stager, stream_);
+    produce(ws, ws.linear(l, Linear::v), d.qkv.m, {qd + kvd, 1}, stager, stream_);
+    produce(ws, ws.linear(l, Linear::o), d.o.m, {0, 1}, stager, stream_);
+    produce(ws, ws.linear(l, Linear::gate), d.gate_up.m, {0, 2}, stager, stream_);
+    produce(ws, ws.linear(l, Linear::up), d.gate_up.m, {1, 2}, stager, stream_);
+    produce(ws, ws.linear(l, Linear::down), d.down.m, {0, 1}, stager, stream_);
+    d.k_cache = static_cast<__half*>(alloc(positions * kvd * 2));
+    d.v_cache = static_cast<__half*>(alloc(positions * kvd * 2));
+  }
+  final_norm_ = vec(ws.vector(kFinalNormName, H));
+  lm_head_.impl = head_impl;
+  if (tied_head) {
+    lm_head_.m = embedding_;
+  } else {
+    lm_head_.m = head;
+    alloc_matrix(lm_head_.m);
+    produce(ws, ws.lm_head(), lm_head_.m, {}, stager, stream_);
+  }
+  // Each kernel reads its own layout: the fast int4 GEMV the repacked one.
+  std::vector<LinearOp*> all = {&lm_head_};
+  for (DeviceLayer& d : layers_) all.insert(all.end(), {&d.qkv, &d.o, &d.gate_up, &d.down});
+  for (LinearOp* op : all) {
+    if (op->impl == LinearImpl::gemv_fast && op->m.scheme == Scheme::int4) repack_int4(op->m, stream_);
+    const char* why = nullptr;
+    if ((op->impl == LinearImpl::gemv_fast || op->impl == LinearImpl::gemv_naive) &&
+        !gemv_supports(op->m, op->impl == LinearImpl::gemv_fast ? GemvVariant::fast : GemvVariant::naive, &why))
+      fail("kernel {} cannot run {} [{} x {}]: {}", kernel.name, c_.name, op->m.rows, op->m.cols, why);
+    if (op->impl == LinearImpl::cublas && op->m.scheme != Scheme::fp16)
+      fail("kernel {} needs fp16 weights", kernel.name);
+  }
+
+  // --- activations and state
+  Buffers& b = *buf_;
+  b.resid = static_cast<float*>(alloc(4 * H));
+  b.qkv = static_cast<float*>(alloc(4 * (qd + 2 * kvd)));
+  b.attn = static_cast<__half*>(alloc(2 * qd));
+  b.act = static_cast<__half*>(alloc(2 * I));
+  b.logits = static_cast<float*>(alloc(4 * V));
+  b.xnorm = static_cast<__half*>(alloc(2 * max_in));
+  b.gate_up = static_cast<float*>(alloc(4 * 2 * I));
+  if (impl == LinearImpl::dequant_cublas || head_impl == LinearImpl::dequant_cublas)
+    b.dequant = static_cast<__half*>(alloc(2 * largest));
+  const std::vector<float> rope = rope_table(c_, positions);
+  b.rope = static_cast<float*>(alloc(4 * rope.size()));
+  CUDA_CHECK(cudaMemcpyAsync(b.rope, rope.data(), 4 * rope.size(), cudaMemcpyHostToDevice, stream_));
+  b.part_o = static_cast<float*>(alloc(4ull * c_.num_attention_heads * b.max_splits * hd));
+  b.part_ml = static_cast<float*>(alloc(4ull * c_.num_attention_heads * b.max_splits * 2));
+  b.counters = static_cast<unsigned*>(alloc(4 * c_.num_key_value_heads));
+  CUDA_CHECK(cudaMemsetAsync(b.counters, 0, 4 * c_.num_key_value_heads, stream_));
+  b.state = static_cast<int32_t*>(alloc(4 * 3));
+  CUDA_CHECK(cudaMemsetAsync(b.state, 0, 4 * 3, stream_));
+  b.tokens_out = static_cast<int32_t*>(alloc(4 * positions));
+  b.key = static_cast<unsigned long long*>(alloc(8));
+  CUDA_CHECK(cudaMemsetAsync(b.key, 0, 8, stream_));
+  st_ = StepState{b.state, b.state + 1, b.state + 2, b.tokens_out, b.key};
+  if (uses_cublas || head_impl == LinearImpl::cublas || head_impl == LinearImpl::dequant_cublas) {
+    CUBLAS_CHECK(cublasCreate(&cublas_));
+    CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    b.cublas_workspace = alloc(kCublasWorkspace);
+    CUBLAS_CHECK(cublasSetWorkspace(cublas_, b.cublas_workspace, kCublasWorkspace));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  memory_.scratch_bytes -= kStageBytes;  // the stage is gone once loading is done
+  memory_.total_bytes -= kStageBytes;
+  capture_graph();
+  load_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Engine::~Engine() {
+  if (graph_) cudaGraphExecDestroy(graph_);
+  if (cublas_) cublasDestroy(cublas_);
+  for (void* p : allocations_) cudaFree(p);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void Engine::set_input(int64_t pos, int32_t token) {
+  const int32_t v[2] = {token, static_cast<int32_t>(pos)};
+  CUDA_CHECK(cudaMemcpyAsync(buf_->state, v, sizeof v, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // `v` lives on this stack frame
+}
+
+void Engine::set_first_position(int64_t pos) {
+  const int32_t v = static_cast<int32_t>(pos);
+  CUDA_CHECK(cudaMemcpyAsync(buf_->state + 2, &v, sizeof v, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void Engine::run_linear(const LinearOp& op, const GemvInput& in, const GemvOutput& out) {
+  if (op.impl == LinearImpl::gemv_fast || op.impl == LinearImpl::gemv_naive) {
+    gemv(op.m, in, out, op.impl == LinearImpl::gemv_fast ? GemvVariant::fast : GemvVariant::naive, stream_);
+    return;
+  }
+  // cuBLAS: the norm, the epilogue and (dequant-cublas) the fp16 copy are separate kernels.
+  const __half* x = in.x;
+  if (in.resid) {
+    rmsnorm(in.resid, in.norm_w, in.eps, op.m.cols, buf_->xnorm, stream_);
+    x = buf_->xnorm;
+  }
+  const __half* w = static_cast<const __half*>(op.m.qweight);
+  if (op.impl == LinearImpl::dequant_cublas) {
+    dequantize_to_f16(op.m, buf_->dequant, stream_);
+    w = buf_->dequant;
+  }
+  const float alpha = 1.f;
+  const float beta = out.epilogue == Epilogue::residual ? 1.f : 0.f;
+  float* y = out.epilogue == Epilogue::residual ? out.resid : (out.epilogue == Epilogue::silu_mul ? buf_->gate_up : out.y);
+  // Row-major W [rows, cols] is column-major W^T: y = op(W^T)^T x with op = transpose.
+  CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(op.m.rows), 1,
+                            static_cast<int>(op.m.cols), &alpha, w, CUDA_R_16F, static_cast<int>(op.m.cols), x,
+                            CUDA_R_16F, static_cast<int>(op.m.cols), &beta, y, CUDA_R_32F,
+                            static_cast<int>(op.m.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (out.epilogue == Epilogue::silu_mul) silu_mul_interleaved(buf_->gate_up, op.m.rows / 2, out.act, stream_);
+  if (out.epilogue == Epilogue::logits) argmax(out.y, op.m.rows, out.argmax_key, stream_);
+}
+
+void Engine::enqueue_step() {
+  Buffers& b = *buf_;
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, st_, b.resid, stream_);
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    const DeviceLayer& d = layers_[l];
+    run_linear(d.qkv, {nullptr, b.resid, d.attn_norm, eps}, {Epilogue::store, b.qkv});
+
+    AttentionArgs a;
+    a.qkv = b.qkv;
+    a.q_norm = d.q_norm;
+    a.k_norm = d.k_norm;
+    a.eps = eps;
+    a.rope = b.rope;
+    a.rope_positions = positions_;
+    a.k_cache = d.k_cache;
+    a.v_cache = d.v_cache;
+    a.pos = st_.pos;
+    a.heads = static_cast<int>(c_.num_attention_heads);
+    a.kv_heads = static_cast<int>(c_.num_key_value_heads);
+    a.head_dim = static_cast<int>(c_.head_dim);
+    a.max_splits = b.max_splits;
+    a.part_o = b.part_o;
+    a.part_ml = b.part_ml;
+    a.counters = b.counters;
+    a.out = b.attn;
+    attention(a, stream_);
+
+    run_linear(d.o, {b.attn}, {Epilogue::residual, nullptr, b.resid});
+    run_linear(d.gate_up, {nullptr, b.resid, d.mlp_norm, eps}, {Epilogue::silu_mul, nullptr, nullptr, b.act});
+    run_linear(d.down, {b.act}, {Epilogue::residual, nullptr, b.resid});
+  }
+  run_linear(lm_head_, {nullptr, b.resid, final_norm_, eps}, {Epilogue::logits, b.logits, nullptr, nullptr, b.key});
+  finish_step(st_, stream_);
+}
+
+void Engine::capture_graph() {
+  cudaGraph_t g = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  try {
+    enqueue_step();
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &g);
+    if (g) cudaGraphDestroy(g);
+    throw;
+  }
+  CUDA_CHECK(cudaStreamEndCapture(stream_, &g));
+  size_t nodes = 0;
+  CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &nodes));
+  launches_per_step_ = static_cast<int>(nodes);
+  CUDA_CHECK(cudaGraphInstantiate(&graph_, g, 0));
+  CUDA_CHECK(cudaGraphDestroy(g));
+}
+
+void Engine::launch_graph() { CUDA_CHECK(cudaGraphLaunch(graph_, stream_)); }
+
+void Engine::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+std::vector<float> Engine::logits() {
+  std::vector<float> v(static_cast<size_t>(c_.vocab_size));
+  CUDA_CHECK(cudaMemcpyAsync(v.data(), buf_->logits, 4 * v.size(), cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return v;
+}
+
+std::vector<int32_t> Engine::tokens(int64_t n) {
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  CUDA_CHECK(cudaMemcpyAsync(v.data(), buf_->tokens_out, 4 * v.size(), cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return v;
+}
+
+int32_t Engine::next_token() {
+  int32_t t = 0;
+  CUDA_CHECK(cudaMemcpyAsync(&t, buf_->state, 4, cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return t;
+}
+
+}  // namespace db::cuda

@@ -1,0 +1,88 @@
+// Tensor shapes and HF names derived from a config (see include/decodebench/model.h).
+#include "decodebench/model.h"
+
+#include <fmt/format.h>
+
+namespace db {
+
+const char* short_name(Linear l) {
+  switch (l) {
+    case Linear::q:
+      return "q";
+    case Linear::k:
+      return "k";
+    case Linear::v:
+      return "v";
+    case Linear::o:
+      return "o";
+    case Linear::gate:
+      return "gate";
+    case Linear::up:
+      return "up";
+    case Linear::down:
+      return "down";
+  }
+  return "?";
+}
+
+const char* hf_module_name(Linear l) {
+  switch (l) {
+    case Linear::q:
+      return "self_attn.q_proj";
+    case Linear::k:
+      return "self_attn.k_proj";
+    case Linear::v:
+      return "self_attn.v_proj";
+    case Linear::o:
+      return "self_attn.o_proj";
+    case Linear::gate:
+      return "mlp.gate_proj";
+    case Linear::up:
+      return "mlp.up_proj";
+    case Linear::down:
+      return "mlp.down_proj";
+  }
+  return "?";
+}
+
+MatShape linear_shape(const ModelConfig& c, Linear l) {
+  switch (l) {
+    case Linear::q:
+      return {c.q_dim(), c.hidden_size};
+    case Linear::k:
+    case Linear::v:
+      return {c.kv_dim(), c.hidden_size};
+    case Linear::o:
+      return {c.hidden_size, c.q_dim()};
+    case Linear::gate:
+    case Linear::up:
+      return {c.intermediate_size, c.hidden_size};
+    case Linear::down:
+      return {c.hidden_size, c.intermediate_size};
+  }
+  return {};
+}
+
+std::string linear_name(int64_t layer, Linear l) {
+  return fmt::format("model.layers.{}.{}.weight", layer, hf_module_name(l));
+}
+
+std::string layer_norm_name(int64_t layer, bool post_attn) {
+  return fmt::format("model.layers.{}.{}.weight", layer,
+                     post_attn ? "post_attention_layernorm" : "input_layernorm");
+}
+
+std::string qk_norm_name(int64_t layer, bool k) {
+  return fmt::format("model.layers.{}.self_attn.{}.weight", layer, k ? "k_norm" : "q_norm");
+}
+
+int64_t parameter_count(const ModelConfig& c) {
+  int64_t per_layer = 2 * c.hidden_size;                   // input + post-attention RMSNorm
+  if (c.arch == Arch::qwen3) per_layer += 2 * c.head_dim;  // q_norm, k_norm (per head, shared)
+  for (Linear l : kLinears) per_layer += linear_shape(c, l).elements();
+  const int64_t embedding = c.vocab_size * c.hidden_size;
+  const int64_t lm_head = c.tie_word_embeddings ? 0 : embedding;
+  return embedding + c.num_hidden_layers * per_layer + c.hidden_size /* final norm */ + lm_head;
+}
+
+}  // namespace db

@@ -1,0 +1,193 @@
+// Every GEMV kernel against the CPU reference on fresh random inputs, across shapes that
+// are not multiples of the tile and the real 8b/4b/70b layer shapes, with every epilogue.
+#include <cmath>
+#include <random>
+
+#include "decodebench/half.h"
+#include "gpu_common.cuh"
+#include "weights.cuh"
+
+using namespace db;
+using namespace db::cuda;
+using dbtest::DeviceBuffer;
+using dbtest::DeviceQuant;
+
+namespace {
+
+struct Case {
+  Scheme scheme;
+  GemvVariant variant;
+  int64_t rows, cols;
+};
+
+std::string name(const Case& c) {
+  return fmt::format("{}.{} [{} x {}]", to_string(c.scheme), c.variant == GemvVariant::fast ? "gemv" : "naive",
+                     c.rows, c.cols);
+}
+
+// Fast kernels accumulate up to 8 fp16 products per accumulator before converting to fp32;
+// each fused multiply-add rounds once, by at most 2^-11 of the partial sum, which is at most
+// sum |w x|. So |y - ref| <= 8 * 2^-11 * sum |w x|. The naive kernels accumulate in fp32:
+// 2^-24 per add over at most `cols` adds, well under 1e-5 for these sizes.
+double tolerance(GemvVariant v) { return v == GemvVariant::fast ? 8.0 / 2048.0 : 1e-5; }
+
+struct Problem {
+  QuantMatrix w;
+  std::vector<uint16_t> x;  // fp16 bits
+  std::vector<double> ref, mag;
+};
+
+Problem make_problem(const Case& c, std::mt19937& rng) {
+  Problem p;
+  std::normal_distribution<float> wd(0.f, 0.02f), xd(0.f, 1.f);
+  std::vector<float> w(static_cast<size_t>(c.rows * c.cols));
+  for (float& v : w) v = wd(rng);
+  p.w = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, c.cols % 128 == 0 ? 128 : 32, true);
+  p.x.resize(static_cast<size_t>(c.cols));
+  for (auto& h : p.x) h = f32_to_f16(xd(rng));
+  p.ref.assign(static_cast<size_t>(c.rows), 0.0);
+  p.mag.assign(static_cast<size_t>(c.rows), 0.0);
+  std::vector<float> row(static_cast<size_t>(c.cols));
+  for (int64_t r = 0; r < c.rows; ++r) {
+    p.w.row(r, row.data());
+    for (int64_t k = 0; k < c.cols; ++k) {
+      const double t = static_cast<double>(row[k]) * f16_to_f32(p.x[k]);
+      p.ref[r] += t;
+      p.mag[r] += std::fabs(t);
+    }
+  }
+  return p;
+}
+
+class GemvTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GemvTest, MatchesTheCpuReferenceAndWritesEveryRow) {
+  REQUIRE_GPU();
+  const Case c = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(c.rows * 131 + c.cols));
+  const Problem p = make_problem(c, rng);
+  DeviceQuant dq(p.w);
+  if (c.variant == GemvVariant::fast && c.scheme == Scheme::int4) repack_int4(dq.m, nullptr);
+  DeviceBuffer<uint16_t> x(p.x);
+  DeviceBuffer<float> y(static_cast<size_t>(c.rows));
+  y.poison();
+  GemvInput in;
+  in.x = reinterpret_cast<const __half*>(x.p);
+  GemvOutput out;
+  out.epilogue = Epilogue::store;
+  out.y = y.p;
+  gemv(dq.m, in, out, c.variant, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> got = y.download();
+  for (int64_t r = 0; r < c.rows; ++r) {
+    ASSERT_FALSE(std::isnan(got[r])) << name(c) << " row " << r << " was not written";
+    ASSERT_LE(std::fabs(got[r] - p.ref[r]), tolerance(c.variant) * p.mag[r] + 1e-6)
+        << name(c) << " row " << r << ": got " << got[r] << ", reference " << p.ref[r];
+  }
+}
+
+std::vector<Case> cases() {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {1, 64},       {7, 96},       {33, 160},     {130, 1088},  // not multiples of any tile
+      {6144, 4096},  {4096, 4096},  {28672, 4096}, {4096, 14336},  // 8b: qkv, o, gate/up, down
+      {6144, 2560},  {2560, 4096},  {2560, 9728},                  // 4b: qkv, o, down
+      {10240, 8192}, {8192, 28672},                                // 70b: qkv, down
+  };
+  std::vector<Case> out;
+  for (auto [r, k] : shapes) {
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+      out.push_back({s, GemvVariant::fast, r, k});
+      if (s != Scheme::fp16) out.push_back({s, GemvVariant::naive, r, k});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](const auto& info) {
+  const Case& c = info.param;
+  return fmt::format("{}_{}_{}x{}", to_string(c.scheme), c.variant == GemvVariant::fast ? "gemv" : "naive", c.rows,
+                     c.cols);
+});
+
+// The epilogues and the fused RMSNorm prologue, on one int4 matrix with the fast kernel.
+TEST(GemvEpilogue, NormResidualSiluAndArgmax) {
+  REQUIRE_GPU();
+  std::mt19937 rng(99);
+  const int64_t rows = 258, cols = 512;
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> resid(cols), prev(rows);
+  std::vector<uint16_t> norm_w(cols);
+  for (float& v : resid) v = d(rng);
+  for (auto& h : norm_w) h = f32_to_f16(1.f + 0.1f * d(rng));
+  for (float& v : prev) v = d(rng);
+  std::vector<float> w(rows * cols);
+  for (float& v : w) v = 0.02f * d(rng);
+  const QuantMatrix q = quantize_matrix(w.data(), rows, cols, Scheme::int4, 128, true);
+
+  // Reference: x = fp16(resid * rsqrt(mean(resid^2) + eps) * norm_w), y = W x.
+  double ss = 0;
+  for (float v : resid) ss += double(v) * v;
+  const double inv = 1.0 / std::sqrt(ss / cols + 1e-5);
+  std::vector<double> x(cols), y(rows, 0.0), mag(rows, 0.0);
+  for (int64_t k = 0; k < cols; ++k) x[k] = f16_to_f32(f32_to_f16(float(resid[k] * inv * f16_to_f32(norm_w[k]))));
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    q.row(r, row.data());
+    for (int64_t k = 0; k < cols; ++k) {
+      y[r] += row[k] * x[k];
+      mag[r] += std::fabs(row[k] * x[k]);
+    }
+  }
+  const double tol = 8.0 / 2048.0;
+
+  DeviceQuant dq(q);
+  repack_int4(dq.m, nullptr);
+  DeviceBuffer<float> dres(resid), dprev(prev), dy(rows);
+  DeviceBuffer<uint16_t> dnorm(norm_w), dact(rows / 2);
+  DeviceBuffer<unsigned long long> key(1);
+  CUDA_CHECK(cudaMemset(key.p, 0, 8));
+  GemvInput in;
+  in.resid = dres.p;
+  in.norm_w = reinterpret_cast<const __half*>(dnorm.p);
+  in.eps = 1e-5f;
+
+  GemvOutput out;
+  out.epilogue = Epilogue::residual;
+  out.resid = dprev.p;
+  gemv(dq.m, in, out, GemvVariant::fast, nullptr);
+  out.epilogue = Epilogue::silu_mul;
+  out.act = reinterpret_cast<__half*>(dact.p);
+  dact.poison();
+  gemv(dq.m, in, out, GemvVariant::fast, nullptr);
+  out.epilogue = Epilogue::logits;
+  out.y = dy.p;
+  out.argmax_key = key.p;
+  gemv(dq.m, in, out, GemvVariant::fast, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+
+  const std::vector<float> got_res = dprev.download(), got_y = dy.download();
+  const std::vector<uint16_t> got_act = dact.download();
+  for (int64_t r = 0; r < rows; ++r) {
+    ASSERT_LE(std::fabs(got_res[r] - (prev[r] + y[r])), tol * mag[r] + 1e-5) << "residual row " << r;
+    ASSERT_LE(std::fabs(got_y[r] - y[r]), tol * mag[r] + 1e-5) << "logits row " << r;
+  }
+  for (int64_t i = 0; i < rows / 2; ++i) {
+    const double g = got_y[2 * i], u = got_y[2 * i + 1];  // the kernel's own rows, so only the epilogue is tested
+    const double want = g / (1 + std::exp(-g)) * u;
+    ASSERT_NEAR(f16_to_f32(got_act[i]), want, 1e-3 * std::fabs(want) + 1e-6) << "silu_mul " << i;
+  }
+  int64_t best = 0;
+  for (int64_t r = 1; r < rows; ++r)
+    if (got_y[r] > got_y[best]) best = r;
+  EXPECT_EQ(argmax_index(key.download()[0]), static_cast<uint32_t>(best));
+}
+
+TEST(ArgmaxKey, LargestValueThenLowestIndex) {
+  EXPECT_GT(argmax_key(1.0f, 5), argmax_key(0.5f, 1));
+  EXPECT_GT(argmax_key(-0.5f, 5), argmax_key(-1.0f, 1));
+  EXPECT_GT(argmax_key(2.0f, 3), argmax_key(2.0f, 4));  // tie: the lower index wins
+  EXPECT_GT(argmax_key(0.0f, 0), argmax_key(-0.0f, 0) - 1);
+  EXPECT_EQ(argmax_index(argmax_key(3.0f, 123456)), 123456u);
+}
+
+}  // namespace

@@ -1,0 +1,166 @@
+// The command line, run as the built binary: bad input ends with exactly one line on stderr
+// that names the problem and the right exit code (2: the command line is wrong, 1: what it
+// names is wrong), before any backend work. Only cases that fail before a backend is
+// needed are run here, so these tests need no GPU.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs the decodebench binary with `args` in directory `cwd`, capturing stdout and stderr.
+Outcome run(const std::vector<std::string>& args, const std::string& cwd = "/") {
+  char tmpl[] = "/tmp/decodebench_cli_test_XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  EXPECT_NE(dir, nullptr);
+  const std::string out = std::string(dir) + "/out", err = std::string(dir) + "/err";
+  std::string cmd = "cd " + quote(cwd) + " && exec " + quote(DB_BINARY);
+  for (const std::string& a : args) cmd += " " + quote(a);
+  cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Outcome o;
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  o.out = slurp(out);
+  o.err = slurp(err);
+  std::system(("rm -rf " + quote(dir)).c_str());
+  return o;
+}
+
+// Exit `code` and exactly one line on stderr, "decodebench: ..." containing `phrase`.
+void expect_one_line_error(const Outcome& o, int code, const std::string& phrase) {
+  EXPECT_EQ(o.code, code) << "stderr: " << o.err;
+  ASSERT_FALSE(o.err.empty());
+  EXPECT_EQ(o.err.back(), '\n') << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << "stderr is not one line:\n" << o.err;
+  EXPECT_EQ(o.err.rfind("decodebench: ", 0), 0u) << o.err;
+  EXPECT_NE(o.err.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << o.err;
+}
+
+}  // namespace
+
+TEST(Cli, UnknownPreset) {
+  expect_one_line_error(run({"--model", "8b-int5"}), 1, "unknown model '8b-int5': not a preset");
+}
+
+TEST(Cli, MissingConfigFile) {
+  expect_one_line_error(run({"--model", "/no/such/dir/config.json"}), 1, "no such file");
+}
+
+TEST(Cli, BadQuantValue) {
+  expect_one_line_error(run({"--model", "tiny", "--quant", "int3"}), 2, "--quant");
+}
+
+TEST(Cli, NegativeTokens) {
+  expect_one_line_error(run({"--model", "tiny", "--tokens", "-5"}), 2, "--tokens must be at least 1");
+}
+
+TEST(Cli, IntegersAreCheckedWhole) {
+  expect_one_line_error(run({"--model", "tiny", "--seed", "-1"}), 2,
+                        "--seed '-1': not a non-negative integer");
+  expect_one_line_error(run({"--model", "tiny", "--context", "99999999999999999999"}), 2, "--context");
+  expect_one_line_error(run({"--model", "tiny", "--repeat", "3x"}), 2, "--repeat '3x'");
+  expect_one_line_error(run({"--model", "tiny", "--group-size", "0"}), 2, "--group-size must be positive");
+}
+
+TEST(Cli, GraphMaybe) {
+  expect_one_line_error(run({"--model", "tiny", "--graph", "maybe"}), 2, "--graph");
+}
+
+TEST(Cli, UnknownOption) {
+  expect_one_line_error(run({"--model", "tiny", "--bogus"}), 2, "--bogus");
+}
+
+TEST(Cli, BadFormat) {
+  expect_one_line_error(run({"--model", "tiny", "--format", "xml"}), 2, "--format");
+}
+
+TEST(Cli, FormatCannotBeInferred) {
+  expect_one_line_error(run({"--model", "tiny", "-o", "/tmp/result.txt"}), 2, "cannot tell the format");
+}
+
+TEST(Cli, OutputIntoMissingDirectory) {
+  expect_one_line_error(run({"--model", "tiny", "-o", "/no/such/dir/result.json"}), 1,
+                        "directory /no/such/dir does not exist");
+}
+
+TEST(Cli, UnsupportedHfArchitecture) {
+  expect_one_line_error(run({"--model", std::string(DB_TEST_DATA) + "/configs/gemma2_2b.json"}), 1,
+                        "architecture Gemma2ForCausalLM is not supported");
+}
+
+TEST(Cli, GroupSizeThatDoesNotDivide) {
+  expect_one_line_error(run({"--model", "8b", "--quant", "int4", "--group-size", "100"}), 1,
+                        "group_size 100 does not divide hidden_size 4096");
+}
+
+TEST(Cli, KernelOfAnotherScheme) {
+  expect_one_line_error(run({"--model", "8b-int4", "--kernel", "fp16.cublas"}), 2, "fp16.cublas");
+}
+
+TEST(Cli, AdapterModeWithoutAdapter) {
+  expect_one_line_error(run({"--model", "tiny", "--adapter-mode", "external"}), 2,
+                        "--adapter-mode needs --adapter");
+}
+
+TEST(Cli, UnknownVerb) {
+  expect_one_line_error(run({"benchmark"}), 2, "unknown verb 'benchmark'");
+}
+
+TEST(Cli, ListWorksFromAnotherDirectory) {
+  const Outcome o = run({"list"}, "/");
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("8b-int4"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("qwen3"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("int4.gemv"), std::string::npos) << o.out;
+  const Outcome p = run({"list", "presets"}, "/");
+  EXPECT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("70b-int4"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("8.03B"), std::string::npos) << p.out;
+  expect_one_line_error(run({"list", "models"}), 2, "models");
+}
+
+TEST(Cli, VersionCarriesTheGitCommit) {
+  const Outcome o = run({"--version"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_TRUE(std::regex_match(
+      o.out, std::regex(R"(decodebench \d+\.\d+\.\d+ \(([0-9a-f]{7,40}(-dirty)?|unknown)\)\n)")))
+      << o.out;
+}
+
+TEST(Cli, HelpShowsTheRealDefaults) {
+  const Outcome o = run({"run", "--help"});
+  EXPECT_EQ(o.code, 0) << o.err;
+  for (const char* line : {"--tokens", "--warmup", "--repeat", "--graph", "--model"})
+    EXPECT_NE(o.out.find(line), std::string::npos) << line;
+  // The defaults are printed (CLI11 writes "=128" or "[128]" depending on its version).
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(o.out, m, std::regex(R"(--tokens INT[ =\[]*128)"))) << o.out;
+  ASSERT_TRUE(std::regex_search(o.out, m, std::regex(R"(--model TEXT[ =\[]*8b-int4)"))) << o.out;
+}

@@ -1,0 +1,320 @@
+// Printers: one field list feeds md and csv; json and jsonl read back to the same results;
+// result files appear whole or not at all; the run summary.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "decodebench/error.h"
+#include "decodebench/printers.h"
+#include "decodebench/result.h"
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+db::Result sample_result(const std::string& model, double median_ms) {
+  db::Result r;
+  r.tool.version = "0.1.0";
+  r.tool.build_type = "Release";
+  r.device.backend = "cuda";
+  r.device.name = "NVIDIA H200";
+  r.device.compute_capability = "9.0";
+  r.device.sm_count = 132;
+  r.device.memory_bytes = 150'000'000'000ull;
+  r.device.peak_read_GBps = 4100;
+  r.config.model = model;
+  r.config.arch = "llama";
+  r.config.scheme = "int4";
+  r.config.group_size = 128;
+  r.config.zero_point = true;
+  r.config.lm_head_scheme = "fp16";
+  r.config.kernel = "int4.gemv";
+  r.config.graph = true;
+  r.config.context = 512;
+  r.config.tokens = 128;
+  r.config.repeat = 5;
+  r.config.params = 8'030'261'248;
+  r.bytes.per_token.linear_weights = 3'758'096'384;
+  r.bytes.per_token.scales = 234'881'024;
+  r.bytes.per_token.zeros = 58'720'256;
+  r.bytes.per_token.lm_head = 1'050'673'152;
+  r.bytes.per_token.embedding_row = 8192;
+  r.bytes.per_token.norms = 532'480;
+  r.bytes.per_token.kv_read = 67'174'400;
+  r.bytes.per_token.kv_write = 131'072;
+  r.bytes.per_token.total = 5'170'216'960;
+  r.timing.samples_ms = {median_ms - 0.1, median_ms, median_ms + 0.1};
+  r.timing.tpot_ms = db::compute_stats(r.timing.samples_ms);
+  r.timing.tokens_per_s = 1000 / median_ms;
+  r.timing.clock = "cuda-events";
+  r.roofline.floor_tpot_ms = 5'170'216'960 / 4100e9 * 1e3;
+  r.roofline.achieved_GBps = 5'170'216'960 / (median_ms * 1e-3) / 1e9;
+  r.roofline.efficiency = r.roofline.floor_tpot_ms / median_ms;
+  r.roofline.regime = "bandwidth-bound";
+  r.roofline.regime_reason = "efficiency 0.84 >= 0.6";
+  r.memory.weights_bytes = 5'700'000'000;
+  r.memory.kv_cache_bytes = 1'073'741'824;
+  r.memory.scratch_bytes = 2'097'152;
+  r.memory.total_bytes = 6'775'838'976;
+  return r;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+// Cells of a md row: split on unescaped '|', trimmed.
+std::vector<std::string> md_cells(const std::string& row) {
+  std::vector<std::string> cells;
+  std::string cur;
+  for (size_t i = 1; i < row.size(); ++i) {  // row[0] is the leading '|'
+    if (row[i] == '|' && row[i - 1] != '\\') {
+      const size_t b = cur.find_first_not_of(' '), e = cur.find_last_not_of(' ');
+      cells.push_back(b == std::string::npos ? "" : cur.substr(b, e - b + 1));
+      cur.clear();
+    } else {
+      cur += row[i];
+    }
+  }
+  return cells;
+}
+
+// A small RFC 4180 reader: records of fields, quotes doubled inside quoted fields.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1);
+  std::string field;
+  bool quoted = false, in_field = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        field += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        field += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+      in_field = true;
+    } else if (c == ',') {
+      rows.back().push_back(field);
+      field.clear();
+    } else if (c == '\n') {
+      rows.back().push_back(field);
+      field.clear();
+      rows.emplace_back();
+      in_field = false;
+    } else {
+      field += c;
+      in_field = true;
+    }
+  }
+  if (in_field || !rows.back().empty()) rows.back().push_back(field);
+  if (rows.back().empty()) rows.pop_back();
+  return rows;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "decodebench_test_XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(Printers, EveryTableFieldIsAResultField) {
+  const json j = db::Result{};
+  for (const auto& f : db::result_fields()) {
+    std::string ptr = std::string("/") + f.path;
+    for (char& c : ptr)
+      if (c == '.') c = '/';
+    EXPECT_TRUE(j.contains(json::json_pointer(ptr))) << f.path;
+  }
+}
+
+TEST(Printers, MarkdownHasAHeaderAnAlignmentRowAndOneRowPerResult) {
+  const std::vector<db::Result> results = {sample_result("8b-int4", 1.5), sample_result("1b-fp16", 2.25)};
+  const std::vector<std::string> lines = split_lines(db::format_results(results, db::OutputFormat::md));
+  const auto& fields = db::result_fields();
+  ASSERT_EQ(lines.size(), 2 + results.size());
+
+  const std::vector<std::string> header = md_cells(lines[0]);
+  ASSERT_EQ(header.size(), fields.size());
+  for (size_t c = 0; c < fields.size(); ++c) EXPECT_EQ(header[c], fields[c].header);
+
+  const std::vector<std::string> align = md_cells(lines[1]);
+  ASSERT_EQ(align.size(), fields.size());
+  for (const std::string& a : align) EXPECT_EQ(a.find_first_not_of("-:"), std::string::npos) << a;
+
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::vector<std::string> row = md_cells(lines[2 + i]);
+    ASSERT_EQ(row.size(), fields.size()) << lines[2 + i];
+    EXPECT_EQ(lines[2 + i].size(), lines[0].size()) << "columns are padded to one width";
+    std::map<std::string, std::string> cell;
+    for (size_t c = 0; c < fields.size(); ++c) cell[fields[c].path] = row[c];
+    EXPECT_EQ(cell["config.model"], results[i].config.model);
+    EXPECT_EQ(cell["config.kernel"], "int4.gemv");
+    EXPECT_EQ(cell["config.graph"], "on");
+    EXPECT_EQ(cell["config.adapter_mode"], "-");  // empty string
+    EXPECT_EQ(cell["config.context"], "512");
+    EXPECT_EQ(cell["bytes.per_token.total"], "5.17");  // GB, 2 decimals
+    EXPECT_EQ(cell["roofline.regime"], "bandwidth-bound");
+  }
+  const std::vector<std::string> row = md_cells(lines[2]);
+  std::map<std::string, std::string> cell;
+  for (size_t c = 0; c < fields.size(); ++c) cell[fields[c].path] = row[c];
+  EXPECT_EQ(cell["timing.tpot_ms.median"], "1.500");
+  EXPECT_EQ(cell["timing.tpot_ms.p10"], "1.420");
+  EXPECT_EQ(cell["timing.tokens_per_s"], "666.7");
+  EXPECT_EQ(cell["roofline.floor_tpot_ms"], "1.261");
+  EXPECT_EQ(cell["roofline.achieved_GBps"], "3446.8");
+  EXPECT_EQ(cell["roofline.efficiency"], "0.84");
+}
+
+TEST(Printers, MarkdownEscapesPipes) {
+  const std::vector<std::string> lines =
+      split_lines(db::format_results({sample_result("a|b", 1.0)}, db::OutputFormat::md));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(md_cells(lines[2]).size(), db::result_fields().size());
+  EXPECT_EQ(md_cells(lines[2])[0], "a\\|b");
+}
+
+TEST(Printers, CsvHeaderIsTheFieldListAndValuesReadBackExactly) {
+  const std::vector<db::Result> results = {sample_result("models/a,b.json", 1.2345678901234567),
+                                           sample_result("say \"hi\"", 2.0)};
+  const std::string text = db::format_results(results, db::OutputFormat::csv);
+  const auto& fields = db::result_fields();
+
+  std::string expected_header;
+  for (const auto& f : fields) expected_header += (expected_header.empty() ? "" : ",") + std::string(f.path);
+  EXPECT_EQ(split_lines(text)[0], expected_header);
+  EXPECT_EQ(split_lines(text)[1].rfind("\"models/a,b.json\",", 0), 0u) << "config.model is the first column";
+  EXPECT_NE(text.find("\"say \"\"hi\"\"\""), std::string::npos) << text;
+
+  const auto rows = parse_csv(text);
+  ASSERT_EQ(rows.size(), 1 + results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    ASSERT_EQ(rows[1 + i].size(), fields.size());
+    const json j = results[i];
+    for (size_t c = 0; c < fields.size(); ++c) {
+      std::string ptr = std::string("/") + fields[c].path;
+      for (char& ch : ptr)
+        if (ch == '.') ch = '/';
+      const json& v = j.at(json::json_pointer(ptr));
+      const std::string& cell = rows[1 + i][c];
+      if (v.is_string())
+        EXPECT_EQ(cell, v.get<std::string>()) << fields[c].path;
+      else
+        EXPECT_EQ(json::parse(cell), v) << fields[c].path << ": full precision";
+    }
+  }
+  EXPECT_EQ(rows[1][0], "models/a,b.json");
+}
+
+TEST(Printers, JsonAndJsonlReadBackToTheSameResults) {
+  const db::Result a = sample_result("8b-int4", 1.5), b = sample_result("70b-int4", 12.25);
+
+  const json one = json::parse(db::format_results({a}, db::OutputFormat::json));
+  ASSERT_TRUE(one.is_object());
+  EXPECT_EQ(json(one.get<db::Result>()), json(a));
+
+  const std::string two_text = db::format_results({a, b}, db::OutputFormat::json);
+  EXPECT_EQ(two_text.rfind("[\n  {\n    \"schema\"", 0), 0u) << "2-space indent";
+  const json two = json::parse(two_text);
+  ASSERT_TRUE(two.is_array());
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(json(two[0].get<db::Result>()), json(a));
+  EXPECT_EQ(json(two[1].get<db::Result>()), json(b));
+
+  const std::vector<std::string> lines = split_lines(db::format_results({a, b}, db::OutputFormat::jsonl));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(json(db::result_from_json_text(lines[0], "line 1")), json(a));
+  EXPECT_EQ(json(db::result_from_json_text(lines[1], "line 2")), json(b));
+}
+
+TEST(Printers, WrittenFilesReadBackAndLeaveNoTempFile) {
+  TempDir dir;
+  const std::vector<db::Result> results = {sample_result("8b-int4", 1.5), sample_result("1b-int4", 0.5)};
+  const std::pair<db::OutputFormat, const char*> formats[] = {{db::OutputFormat::json, "json"},
+                                                              {db::OutputFormat::jsonl, "jsonl"},
+                                                              {db::OutputFormat::md, "md"},
+                                                              {db::OutputFormat::csv, "csv"}};
+  for (const auto& [format, ext] : formats) {
+    const fs::path path = dir.path() / (std::string("out.") + ext);
+    db::write_results_file(path.string(), results, format);
+    db::write_results_file(path.string(), results, format);  // replacing an existing file
+    EXPECT_EQ(slurp(path), db::format_results(results, format));
+    if (format == db::OutputFormat::json || format == db::OutputFormat::jsonl) {
+      const auto back = db::read_results(path.string());
+      ASSERT_EQ(back.size(), 2u);
+      EXPECT_EQ(json(back[1]), json(results[1]));
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(dir.path()))
+    EXPECT_NE(entry.path().extension(), ".tmp") << entry.path();
+}
+
+TEST(Printers, WritingIntoAMissingDirectoryFailsCleanly) {
+  TempDir dir;
+  const std::string path = (dir.path() / "no-such-dir" / "out.json").string();
+  try {
+    db::write_results_file(path, {sample_result("8b-int4", 1.5)}, db::OutputFormat::json);
+    ADD_FAILURE() << "no error";
+  } catch (const db::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot write " + path + ": No such file or directory");
+  }
+  EXPECT_FALSE(fs::exists(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(Printers, SummaryStatesTheFiguresInAlignedLines) {
+  const db::Result r = sample_result("8b-int4", 1.5);
+  const std::string text = db::summary_text(r);
+  for (const char* want :
+       {"8b-int4", "int4 g128", "int4.gemv", "graph on", "NVIDIA H200", "1.500 ms median", "666.7 tok/s",
+        "5.17 GB/token", "lm_head 1.05", "KV 0.07", "1.261 ms at 4100.0 GB/s", "3446.8 GB/s", "84.1%",
+        "bandwidth-bound: efficiency 0.84 >= 0.6", "6.78 GB"})
+    EXPECT_NE(text.find(want), std::string::npos) << "missing \"" << want << "\" in\n" << text;
+  EXPECT_EQ(text.find("WARNING"), std::string::npos);
+  const std::vector<std::string> lines = split_lines(text);
+  ASSERT_GE(lines.size(), 6u);
+  // Labels on the left, the text of every line starting in one column.
+  const size_t column = lines[0].find_first_not_of(' ', lines[0].find(' '));
+  for (const std::string& l : lines) {
+    ASSERT_GT(l.size(), column) << l;
+    EXPECT_TRUE(l[column - 1] == ' ' && l[column] != ' ') << "misaligned line:\n" << l << "\nin\n" << text;
+  }
+
+  db::Result debug = r;
+  debug.tool.build_type = "Debug";
+  EXPECT_NE(db::summary_text(debug).find("WARNING"), std::string::npos);
+}
+
+}  // namespace
