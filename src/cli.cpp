@@ -29,7 +29,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kVerbs[] = {"run", "list", "info", "gen-weights", "quantize"};
+constexpr const char* kVerbs[] = {"run", "list", "info", "gen-weights", "quantize", "report"};
 
 const std::vector<std::string> kSchemeNames = {"fp16", "int8", "int4"};
 
@@ -369,6 +369,15 @@ int cli_main(int argc, char** argv) {
   add_integer(quantize, "--group-size", quant_group, "int4 group size (default: the config's)");
   quantize->add_option("-o,--output", quant.output, "Output .safetensors file")->required();
 
+  std::vector<std::string> report_files;
+  std::string report_format = "md", report_output;
+  CLI::App* report = app.add_subcommand("report", "Print result files (json, array or jsonl) as one table");
+  report->add_option("FILES", report_files, "Result files")->required();
+  report->add_option("--format", report_format, "md, csv, json or jsonl")
+      ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}))
+      ->capture_default_str();
+  report->add_option("-o,--output", report_output, "Write the table here instead of stdout");
+
   std::vector<const char*> cargv;
   for (const std::string& a : args) cargv.push_back(a.c_str());
   try {
@@ -387,6 +396,10 @@ int cli_main(int argc, char** argv) {
     return cmd_run(spec);
   }
   if (list->parsed()) return cmd_list(list_what);
+  if (report->parsed()) {
+    if (!report_output.empty()) check_output_path(report_output);
+    return cmd_report(report_files, report_format, report_output);
+  }
   if (info->parsed()) {
     const int device = parse_integer<int>("--device", info_device);
     if (device < 0) usage_fail("--device must be non-negative, got {}", device);

@@ -27,8 +27,9 @@ void check_device(int device) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0)
-    fail("no CUDA GPU found ({}): run with --backend cpu for the CPU reference backend",
-         e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount returned 0 devices");
+    fail("no CUDA GPU found (cudaGetDeviceCount: {}): this machine has no usable NVIDIA GPU and driver; "
+         "run with --backend cpu for the CPU reference backend",
+         e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
   if (device < 0 || device >= count) fail("--device {}: this machine has {} CUDA device(s)", device, count);
   CUDA_CHECK(cudaSetDevice(device));
   cudaFuncAttributes attr;

@@ -95,7 +95,7 @@ int cmd_run(const RunSpec& spec) {
   rc.group_size = cfg.quant.scheme == Scheme::int4 ? cfg.quant.group_size : 0;
   rc.zero_point = cfg.quant.scheme == Scheme::int4 && cfg.quant.zero_point;
   rc.lm_head_scheme = to_string(cfg.quant.lm_head);
-  rc.kernel = kernel.name;
+  rc.kernel = spec.backend == BackendKind::cpu ? "cpu.reference" : kernel.name;
   rc.graph = spec.backend == BackendKind::cuda && spec.graph;
   rc.context = spec.context;
   rc.tokens = spec.tokens;
@@ -104,7 +104,7 @@ int cmd_run(const RunSpec& spec) {
   rc.sync_per_token = spec.sync_per_token;
   rc.params = parameter_count(cfg);
 
-  r.bytes = account_bytes(cfg, AdapterShape{}, kernel.traffic, spec.context, spec.context + spec.tokens - 1);
+  r.bytes = account_bytes(cfg, AdapterShape{}, spec.backend == BackendKind::cpu ? KernelTraffic{} : kernel.traffic, spec.context, spec.context + spec.tokens - 1);
   r.timing.samples_ms = run.samples_ms;
   r.timing.tpot_ms = compute_stats(run.samples_ms);
   r.timing.tokens_per_s = r.timing.tpot_ms.median > 0 ? 1e3 / r.timing.tpot_ms.median : 0;

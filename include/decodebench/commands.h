@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "decodebench/config.h"
 #include "decodebench/run_spec.h"
@@ -36,6 +37,10 @@ struct QuantizeSpec {
   std::string output;
 };
 int cmd_quantize(const QuantizeSpec& spec);
+
+// Reads result files (one object, an array or JSONL each) and prints them as one table in
+// `format` (md, csv, json, jsonl), to stdout or atomically to `output`.
+int cmd_report(const std::vector<std::string>& files, const std::string& format, const std::string& output);
 
 // Version string with the git commit ("0.1.0 (abc1234)").
 std::string version_string();

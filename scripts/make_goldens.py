@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Golden data from an independent implementation (HF transformers), for decodebench's tests.
+
+Builds tiny random Llama (GQA, llama3 rope scaling, untied) and Qwen3 (q/k norm, head_dim
+independent of hidden, tied embeddings) models in float32 with fixed seeds, rounds every
+parameter to an fp16-representable value (so the fp16 checkpoint holds exactly the weights
+the float32 reference ran), saves each as config.json + model.safetensors, and records:
+  - tokens: the prompt followed by 16 greedy tokens
+  - logits: float32 logits at every position of that sequence but the last
+in golden.safetensors beside the model.
+
+The seed of each model is the first whose greedy steps all have a top-1/top-2 logit gap of
+at least 1% of the largest logit, so fp16 kernels (~1e-3 relative error) must reproduce
+transformers' tokens exactly: a mismatch is a bug, not a coin flip.
+
+Run on the GPU machine (transformers and torch are there; the computation itself runs on
+the CPU in float32 with eager attention):
+    python3 scripts/make_goldens.py tests/data/hf
+"""
+import json
+import os
+import sys
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+PROMPT = [1, 17, 250, 3, 99, 411, 7, 42]
+NEW_TOKENS = 16
+MIN_RELATIVE_GAP = 0.01
+
+
+def llama_config():
+    kw = dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+              rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=False, mlp_bias=False)
+    rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64}
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        return transformers.LlamaConfig(**kw, rope_parameters={**rope, "rope_theta": 10000.0})
+    return transformers.LlamaConfig(**kw, rope_theta=10000.0, rope_scaling=rope)
+
+
+def qwen3_config():
+    kw = dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=256,
+              rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False, use_sliding_window=False)
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        return transformers.Qwen3Config(**kw, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+    return transformers.Qwen3Config(**kw, rope_theta=1000000.0)
+
+
+def build(cls, config, seed):
+    torch.manual_seed(seed)
+    config._attn_implementation = "eager"
+    model = cls(config).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:  # norm weights: near 1
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            elif "embed_tokens" in name:
+                p.copy_(torch.randn_like(p))
+            else:
+                p.copy_(0.05 * torch.randn_like(p))
+            p.copy_(p.half().float())  # exactly representable in fp16
+    return model
+
+
+def greedy(model):
+    seq = list(PROMPT)
+    with torch.no_grad():
+        for _ in range(NEW_TOKENS):
+            logits = model(torch.tensor([seq])).logits[0, -1]
+            seq.append(int(torch.argmax(logits)))
+        logits = model(torch.tensor([seq[:-1]])).logits[0].float()
+    return seq, logits
+
+
+def min_relative_gap(logits, first):
+    gaps = []
+    for row in logits[first:]:
+        top = torch.topk(row, 2).values
+        gaps.append(float((top[0] - top[1]) / row.abs().max()))
+    return min(gaps)
+
+
+def make(out_dir, name, cls, config_fn):
+    for seed in range(1000):
+        model = build(cls, config_fn(), seed)
+        seq, logits = greedy(model)
+        gap = min_relative_gap(logits, len(PROMPT) - 1)
+        if gap >= MIN_RELATIVE_GAP:
+            break
+    else:
+        sys.exit(f"{name}: no seed gives decisive greedy steps")
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    model.to(torch.float16).save_pretrained(d, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        p = os.path.join(d, extra)
+        if os.path.exists(p):
+            os.remove(p)
+    save_file({"tokens": torch.tensor(seq, dtype=torch.int32), "logits": logits.contiguous()},
+              os.path.join(d, "golden.safetensors"),
+              metadata={"prompt_length": str(len(PROMPT)), "new_tokens": str(NEW_TOKENS), "seed": str(seed),
+                        "min_relative_gap": f"{gap:.4f}", "transformers": transformers.__version__,
+                        "torch": torch.__version__,
+                        "command": "python3 scripts/make_goldens.py tests/data/hf"})
+    print(f"{name}: seed {seed}, tokens {seq[len(PROMPT):]}, min relative top-2 gap {gap:.4f}")
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/hf"
+    torch.set_num_threads(4)
+    make(out, "tiny-llama", transformers.LlamaForCausalLM, llama_config)
+    make(out, "tiny-qwen3", transformers.Qwen3ForCausalLM, qwen3_config)
+
+
+if __name__ == "__main__":
+    main()
