@@ -106,7 +106,26 @@ __device__ void finish_block(const GemvOutput& out, unsigned long long best) {
 }
 
 // ------------------------------------------------------------------ fast dot products
-// Each returns the contribution of one 16-byte weight chunk against the matching x.
+// Each returns the contribution of one 16-byte weight chunk against the matching x. The
+// per-row state (scale pointers) is computed once per task: no integer division runs in the
+// inner loop (a 64-bit division per chunk made the int4 kernel instruction-bound).
+
+struct RowCtx {
+  const __half* scales = nullptr;  // int4: the row's group scales
+  const uint8_t* zeros = nullptr;  // int4: the row's zero points (null: symmetric)
+  int group_shift = 0;             // int4: log2(chunks per group)
+};
+
+__device__ __forceinline__ RowCtx row_ctx(const DeviceMatrix& m, int64_t row, int group_shift) {
+  RowCtx r;
+  if (m.scheme == Scheme::int4) {
+    const int64_t groups = m.cols >> (group_shift + 5);
+    r.scales = m.scales + row * groups;
+    r.zeros = m.zero_point ? m.zeros + row * groups : nullptr;
+    r.group_shift = group_shift;
+  }
+  return r;
+}
 
 template <Scheme S>
 struct Fast;
@@ -114,8 +133,8 @@ struct Fast;
 template <>
 struct Fast<Scheme::fp16> {
   static constexpr int kCols = 8;
-  __device__ static float dot(uint4 w, const uint4* xs, int64_t chunk, const DeviceMatrix&, int64_t) {
-    const uint4 x = xs[swizzle_piece(static_cast<int>(chunk))];
+  __device__ static float dot(uint4 w, const uint4* xs, int chunk, const RowCtx&) {
+    const uint4 x = xs[swizzle_piece(chunk)];
     __half2 acc = __hmul2(bits_h2(w.x), bits_h2(x.x));
     acc = __hfma2(bits_h2(w.y), bits_h2(x.y), acc);
     acc = __hfma2(bits_h2(w.z), bits_h2(x.z), acc);
@@ -134,9 +153,9 @@ struct Fast<Scheme::int8> {
     const __half2 magic = bits_h2(0x64806480u);  // 1152, 1152
     return __hsub2(bits_h2(__byte_perm(u, 0x64646464u, selector)), magic);
   }
-  __device__ static float dot(uint4 w, const uint4* xs, int64_t chunk, const DeviceMatrix&, int64_t) {
-    const uint4 xa = xs[swizzle_piece(static_cast<int>(2 * chunk))];
-    const uint4 xb = xs[swizzle_piece(static_cast<int>(2 * chunk + 1))];
+  __device__ static float dot(uint4 w, const uint4* xs, int chunk, const RowCtx&) {
+    const uint4 xa = xs[swizzle_piece(2 * chunk)];
+    const uint4 xb = xs[swizzle_piece(2 * chunk + 1)];
     const uint32_t u[4] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u};
     const uint32_t x[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
     __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
@@ -162,10 +181,9 @@ struct Fast<Scheme::int4> {
   // byte gives 1024 + 16v, fixed by one fma with 1/16. With the zero point folded into the
   // subtrahend, (q - zero) comes out exact in fp16; the group scale multiplies the chunk
   // sum once, in fp32 (a 32-column chunk never spans two groups: groups are multiples of 32).
-  __device__ static float dot(uint4 w, const uint4* xs, int64_t chunk, const DeviceMatrix& m, int64_t row) {
-    const int64_t groups = m.cols / m.group_size;
-    const int64_t g = row * groups + chunk * kCols / m.group_size;
-    const uint32_t zero = m.zero_point ? m.zeros[g] : 8u;
+  __device__ static float dot(uint4 w, const uint4* xs, int chunk, const RowCtx& r) {
+    const int g = chunk >> r.group_shift;
+    const uint32_t zero = r.zeros ? r.zeros[g] : 8u;
     const __half2 lo_sub = bits_h2((0x6400u + zero) * 0x00010001u);        // 1024 + zero
     const __half2 hi_add = bits_h2((0xd400u + (zero << 4)) * 0x00010001u);  // -(64 + zero)
     const __half2 sixteenth = bits_h2(0x2c002c00u);                        // 1/16
@@ -173,7 +191,7 @@ struct Fast<Scheme::int4> {
     __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint4 x = xs[swizzle_piece(static_cast<int>(4 * chunk + j))];
+      const uint4 x = xs[swizzle_piece(4 * chunk + j)];
       uint32_t q = words[j];
       const __half2 v01 = __hsub2(bits_h2((q & 0x000f000fu) | 0x64006400u), lo_sub);
       const __half2 v23 = __hfma2(bits_h2((q & 0x00f000f0u) | 0x64006400u), sixteenth, hi_add);
@@ -186,29 +204,30 @@ struct Fast<Scheme::int4> {
       acc1 = __hfma2(v67, bits_h2(x.w), acc1);
     }
     const float2 a = __half22float2(acc0), b = __half22float2(acc1);
-    return (a.x + a.y + b.x + b.y) * __half2float(m.scales[g]);
+    return (a.x + a.y + b.x + b.y) * __half2float(r.scales[g]);
   }
   __device__ static float finish(float acc, const DeviceMatrix&, int64_t) { return acc; }
 };
 
 template <Scheme S>
-__global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, GemvInput in, GemvOutput out) {
+__global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
+                                                             int group_shift) {
   using F = Fast<S>;
   extern __shared__ uint4 xs[];
   __shared__ float red[kWarp];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t tasks = (m.rows + 1) / 2;
-  const int64_t chunks = m.cols / F::kCols;
+  const int chunks = static_cast<int>(m.cols / F::kCols);
   const int64_t bytes_per_row = m.cols * (S == Scheme::fp16 ? 2 : 1) / (S == Scheme::int4 ? 2 : 1);
   const uint4* base = static_cast<const uint4*>(m.qweight);
   const int64_t row_chunks = bytes_per_row / 16;
 
   uint4 w0[kUnroll], w1[kUnroll];
-  auto load = [&](int64_t task, int64_t c0) {
+  auto load = [&](int64_t task, int c0) {
     const int64_t r0 = 2 * task, r1 = min(r0 + 1, m.rows - 1);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = c0 + u * kWarp;
+      const int c = c0 + u * kWarp;
       if (c < chunks) {
         w0[u] = ld_stream(base + r0 * row_chunks + c);
         w1[u] = ld_stream(base + r1 * row_chunks + c);
@@ -227,16 +246,17 @@ __global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, Gem
     const int64_t r0 = 2 * task;
     const bool r1_valid = r0 + 1 < m.rows;
     const int64_t r1 = r1_valid ? r0 + 1 : r0;
+    const RowCtx ctx0 = row_ctx(m, r0, group_shift), ctx1 = row_ctx(m, r1, group_shift);
     float a0 = 0.f, a1 = 0.f;
-    for (int64_t c0 = lane; c0 < chunks; c0 += kUnroll * kWarp) {
+    for (int c0 = lane; c0 < chunks; c0 += kUnroll * kWarp) {
       if (!loaded) load(task, c0);
       loaded = false;
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + u * kWarp;
+        const int c = c0 + u * kWarp;
         if (c < chunks) {
-          a0 += F::dot(w0[u], xs, c, m, r0);
-          a1 += F::dot(w1[u], xs, c, m, r1);
+          a0 += F::dot(w0[u], xs, c, ctx0);
+          a1 += F::dot(w1[u], xs, c, ctx1);
         }
       }
     }
@@ -334,8 +354,8 @@ bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why) {
     *why = "the fast kernels need the input dimension to be a multiple of 16 bytes of weights";
     return false;
   }
-  if (w.scheme == Scheme::int4 && (w.group_size % 32 != 0 || !w.int4_repacked)) {
-    *why = "int4.gemv needs a group size that is a multiple of 32 and the repacked layout";
+  if (w.scheme == Scheme::int4 && (w.group_size < 32 || (w.group_size & (w.group_size - 1)) || !w.int4_repacked)) {
+    *why = "int4.gemv needs a power-of-two group size of at least 32 and the repacked layout";
     return false;
   }
   return true;
@@ -355,14 +375,18 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
       case Scheme::int4: kernel = reinterpret_cast<const void*>(&gemv_fast_kernel<Scheme::int4>); break;
     }
   }
-  const size_t smem = static_cast<size_t>((w.cols + 7) / 8) * 16;
+  const size_t smem = static_cast<size_t>((w.cols + 63) / 64) * 128;  // whole lines: the swizzle permutes within one
   const int64_t tasks = (w.rows + 1) / 2;
   const int64_t needed = (tasks + kWarpsPerBlock - 1) / kWarpsPerBlock;
   const int grid = static_cast<int>(std::min<int64_t>(needed, int64_t{sm_count()} * blocks_per_sm(kernel, smem)));
   DeviceMatrix m = w;
   GemvInput i = in;
   GemvOutput o = out;
-  void* args[] = {&m, &i, &o};
+  int group_shift = 0;  // log2(32-column chunks per group)
+  while (w.scheme == Scheme::int4 && v == GemvVariant::fast && (32 << group_shift) < w.group_size) ++group_shift;
+  void* args_fast[] = {&m, &i, &o, &group_shift};
+  void* args_naive[] = {&m, &i, &o};
+  void** args = v == GemvVariant::fast ? args_fast : args_naive;
   CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(kThreads), args, smem, stream));
 }
 

@@ -7,6 +7,7 @@
 #include "decodebench/cpu_reference.h"
 #include "decodebench/cuda_engine.cuh"
 #include "decodebench/half.h"
+#include "decodebench/safetensors.h"
 #include "gpu_common.cuh"
 #include "weights.cuh"
 
@@ -117,6 +118,42 @@ Trace run_cpu(const WeightSource& ws, int64_t context, int64_t steps) {
   return t;
 }
 
+// Feeds the engine the given tokens (teacher forcing) from `context` and returns its logits.
+std::vector<std::vector<float>> forced_logits(Engine& e, int64_t context, const std::vector<int32_t>& inputs) {
+  const int64_t vocab = e.config().vocab_size;
+  e.set_first_position(0);
+  for (int64_t i = 0; i < context; ++i) {
+    e.set_input(i, prompt_token(i, vocab));
+    e.enqueue_step();
+  }
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    e.set_input(context + static_cast<int64_t>(i), inputs[i]);
+    e.launch_graph();
+    out.push_back(e.logits());
+  }
+  return out;
+}
+
+// The GPU keeps activations in fp16 between kernels and accumulates in fp16 inside 16-byte
+// chunks (each rounding ~2^-11 relative); through 2 layers and the lm_head that stays under
+// 1e-2 of the largest logit. dequant-cublas rounds every dequantized weight to fp16 once more
+// (2^-12), inside the same bound.
+constexpr double kLogitsBound = 1e-2;
+
+// The issue's property, for the kernels --kernel auto picks: free-running greedy decoding on
+// the synthetic tiny model gives the CPU reference's tokens.
+TEST(EngineVsCpu, AutoKernelsGiveTheReferenceTokens) {
+  REQUIRE_GPU();
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    const WeightSource ws(tiny(s), "", 5);
+    const int64_t steps = 16;
+    const Trace cpu = run_cpu(ws, 0, steps);
+    Engine e(ws, resolve_kernel("auto", s), steps);
+    EXPECT_EQ(run_engine(e, 0, steps, true).tokens, cpu.tokens) << to_string(s);
+  }
+}
+
 struct EngineCase {
   Scheme scheme;
   const char* kernel;
@@ -125,21 +162,30 @@ struct EngineCase {
 
 class EngineVsCpu : public ::testing::TestWithParam<EngineCase> {};
 
-// The GPU keeps activations in fp16 between kernels and accumulates in fp16 inside 16-byte
-// chunks (each ~2^-11 relative); through 2 layers and the lm_head that stays under 1e-2 of
-// the largest logit. dequant-cublas rounds every dequantized weight to fp16 once more.
-TEST_P(EngineVsCpu, SameTokensAndCloseLogits) {
+// Every kernel, teacher-forced with the reference's tokens so each step compares the same
+// computation: logits within the bound, and the same argmax except where the reference's
+// own top-2 gap is inside that bound (a tie at the precision of the arithmetic).
+TEST_P(EngineVsCpu, LogitsWithinTheBoundAndSameArgmax) {
   REQUIRE_GPU();
   const EngineCase p = GetParam();
-  const ModelConfig c = tiny(p.scheme);
-  const WeightSource ws(c, "", 5);
+  const WeightSource ws(tiny(p.scheme), "", 5);
   const int64_t steps = 16;
   const Trace cpu = run_cpu(ws, p.context, steps);
+  std::vector<int32_t> inputs = {prompt_token(p.context, ws.config().vocab_size)};
+  inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
   Engine e(ws, resolve_kernel(p.kernel, p.scheme), p.context + steps);
-  const Trace gpu = run_engine(e, p.context, steps, true);
-  EXPECT_EQ(gpu.tokens, cpu.tokens) << p.kernel << " context " << p.context;
-  for (int64_t i = 0; i < steps; ++i)
-    EXPECT_LE(rel_err(gpu.logits[i], cpu.logits[i]), 1e-2) << p.kernel << " step " << i;
+  const std::vector<std::vector<float>> gpu = forced_logits(e, p.context, inputs);
+  for (int64_t i = 0; i < steps; ++i) {
+    const std::vector<float>& ref = cpu.logits[i];
+    ASSERT_LE(rel_err(gpu[i], ref), kLogitsBound) << p.kernel << " step " << i;
+    const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
+    if (got != want) {
+      double mx = 0;
+      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
+      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx) << p.kernel << " step " << i << ": argmax " << got
+                                                           << " instead of " << want << " outside a tie";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -156,6 +202,34 @@ INSTANTIATE_TEST_SUITE_P(
         if (ch == '.' || ch == '-') ch = '_';
       return n;
     });
+
+// transformers' goldens (scripts/make_goldens.py) on the GPU: the fp16 checkpoint loaded
+// through the file path generates exactly transformers' greedy tokens.
+TEST(EngineGolden, Fp16GivesTransformersTokens) {
+  REQUIRE_GPU();
+  for (const char* model : {"tiny-llama", "tiny-qwen3"}) {
+    const std::string d = std::string(DB_TEST_DATA) + "/hf/" + model;
+    const SafetensorsFile golden(d + "/golden.safetensors");
+    const TensorInfo& t = golden.get("tokens");
+    std::vector<int32_t> seq(static_cast<size_t>(t.elements()));
+    std::memcpy(seq.data(), t.data, t.nbytes);
+    const int64_t prompt = std::stoll(golden.metadata().at("prompt_length"));
+    const ModelConfig c = apply_overrides(load_model_config(d), RunSpec{});
+    const WeightSource ws(c, d, 0);
+    const int64_t n = static_cast<int64_t>(seq.size());
+    Engine e(ws, resolve_kernel("auto", Scheme::fp16), n);
+    e.set_first_position(0);
+    for (int64_t i = 0; i < prompt - 1; ++i) {
+      e.set_input(i, seq[i]);
+      e.enqueue_step();
+    }
+    e.set_first_position(prompt - 1);
+    e.set_input(prompt - 1, seq[prompt - 1]);
+    for (int64_t i = prompt - 1; i < n - 1; ++i) e.launch_graph();
+    const std::vector<int32_t> got = e.tokens(n - prompt);
+    EXPECT_EQ(got, std::vector<int32_t>(seq.begin() + prompt, seq.end())) << model;
+  }
+}
 
 TEST(Engine, GraphAndEagerGiveIdenticalTokensAndLogits) {
   REQUIRE_GPU();
