@@ -10,93 +10,103 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxGroup = 8;  // query heads per kv head (70B: 64 / 8)
 
-// RMSNorm over one head (qwen3), then RoPE in HF's rotate_half pairing, for `v` in shared
-// memory [hd]. Called by the whole block.
+// One head vector (q or the new k) handled by one warp: lane l holds elements l*E..l*E+E-1,
+// so RoPE's partner i + HD/2 sits in lane l ^ 16. RMSNorm (qwen3) with a warp reduction,
+// then HF's rotate_half: out[i] = v[i] cos - v[i+h] sin, out[i+h] = v[i+h] cos + v[i] sin.
 template <int HD>
-__device__ void norm_rope(float* v, const __half* norm_w, float eps, const float* cosp, const float* sinp,
-                          float* red) {
-  const int i = threadIdx.x;
+__device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const __half* norm_w, float eps,
+                                               const float* cosp, const float* sinp, int lane) {
+  constexpr int E = HD / kWarp;
   if (norm_w) {
-    const float x = i < HD ? v[i] : 0.f;
-    const float ss = block_sum(x * x, red);
-    const float inv = rsqrtf(ss / HD + eps);
-    __syncthreads();
-    if (i < HD) v[i] = x * inv * __half2float(norm_w[i]);
+    float ss = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) ss += v[e] * v[e];
+    const float inv = rsqrtf(warp_sum(ss) / HD + eps);
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = v[e] * inv * __half2float(norm_w[lane * E + e]);
   }
-  __syncthreads();
-  float a = 0.f, b = 0.f;
-  if (i < HD / 2) {
-    a = v[i];
-    b = v[i + HD / 2];
+  const bool upper = lane >= kWarp / 2;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const float partner = __shfl_xor_sync(0xffffffffu, v[e], kWarp / 2);
+    const int j = (lane * E + e) - (upper ? HD / 2 : 0);
+    v[e] = upper ? v[e] * cosp[j] + partner * sinp[j] : v[e] * cosp[j] - partner * sinp[j];
   }
-  __syncthreads();
-  if (i < HD / 2) {
-    v[i] = a * cosp[i] - b * sinp[i];
-    v[i + HD / 2] = b * cosp[i] + a * sinp[i];
-  }
-  __syncthreads();
 }
 
 template <int HD>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
-  constexpr int E = HD / kWarp;  // K elements per lane
+  constexpr int E = HD / kWarp;  // elements per lane
+  constexpr int kPerWarp = kAttentionChunk / kWarps;
   const int pos = *a.pos;
   const int split = blockIdx.y;
   const int start = split * kAttentionChunk;
   if (start > pos) return;
   const int n = min(pos + 1 - start, kAttentionChunk);
   const int splits = pos / kAttentionChunk + 1;
+  const bool owns_pos = pos < start + n;
   const int G = a.heads / a.kv_heads;
   const int kvh = blockIdx.x;
   const int kv_dim = a.kv_heads * HD, q_dim = a.heads * HD;
-  const int half = HD / 2;
-  const float* cosp = a.rope + static_cast<int64_t>(pos) * half;
-  const float* sinp = a.rope + (a.rope_positions + pos) * half;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const float* cosp = a.rope + static_cast<int64_t>(pos) * (HD / 2);
+  const float* sinp = a.rope + (a.rope_positions + pos) * (HD / 2);
 
   __shared__ float q_s[kMaxGroup][HD];
-  __shared__ float kv_s[2][HD];
+  __shared__ float k_new[HD];
   __shared__ float scores[kMaxGroup][kAttentionChunk];
-  __shared__ float red[kWarp];
+  __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ bool last;
 
-  // Queries of this kv head's group: norm, rotate, pre-scale by 1/sqrt(hd).
-  const float scale = rsqrtf(static_cast<float>(HD));
-  for (int g = 0; g < G; ++g) {
-    if (threadIdx.x < HD) q_s[g][threadIdx.x] = a.qkv[(kvh * G + g) * HD + threadIdx.x];
-    __syncthreads();
-    norm_rope<HD>(q_s[g], a.q_norm, a.eps, cosp, sinp, red);
-    if (threadIdx.x < HD) q_s[g][threadIdx.x] *= scale;
-  }
-  // The block holding position `pos` writes the new K (normed, rotated) and V.
-  if (pos < start + n) {
-    if (threadIdx.x < HD) {
-      kv_s[0][threadIdx.x] = a.qkv[q_dim + kvh * HD + threadIdx.x];
-      kv_s[1][threadIdx.x] = a.qkv[q_dim + kv_dim + kvh * HD + threadIdx.x];
-    }
-    __syncthreads();
-    norm_rope<HD>(kv_s[0], a.k_norm, a.eps, cosp, sinp, red);
-    if (threadIdx.x < HD) {
-      const int64_t at = static_cast<int64_t>(pos) * kv_dim + kvh * HD + threadIdx.x;
-      a.k_cache[at] = __float2half_rn(kv_s[0][threadIdx.x]);
-      a.v_cache[at] = __float2half_rn(kv_s[1][threadIdx.x]);
-    }
-  }
-  __syncthreads();  // the cache row at `pos` is visible to the whole block from here
-
-  // Scores: warp w takes positions w, w + 4, ...; each lane holds E elements of a K row.
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  // 1. Issue the cached K loads first (they depend only on pos); their latency overlaps the
+  //    query and new-key work below. Warp w takes positions w, w + 4, ...
   const __half* kbase = a.k_cache + static_cast<int64_t>(start) * kv_dim + kvh * HD + lane * E;
-  constexpr int kPerWarp = kAttentionChunk / kWarps;
   float kreg[kPerWarp][E];
-#pragma unroll
-  for (int j = 0; j < kPerWarp; ++j) {  // every load of the warp in flight before any math
-    const int t = warp + j * kWarps;
-#pragma unroll
-    for (int e = 0; e < E; ++e) kreg[j][e] = t < n ? __half2float(kbase[static_cast<int64_t>(t) * kv_dim + e]) : 0.f;
-  }
 #pragma unroll
   for (int j = 0; j < kPerWarp; ++j) {
     const int t = warp + j * kWarps;
+    const bool cached = t < n && start + t != pos;
+#pragma unroll
+    for (int e = 0; e < E; ++e) kreg[j][e] = cached ? __half2float(kbase[static_cast<int64_t>(t) * kv_dim + e]) : 0.f;
+  }
+
+  // 2. Queries of this kv head's group (norm, rotate, pre-scale by 1/sqrt(hd)) and, in the
+  //    block holding `pos`, the new K (norm, rotate) and V, written to the cache. One warp
+  //    per vector, no block-wide barriers.
+  const float scale = rsqrtf(static_cast<float>(HD));
+  const int vectors = G + (owns_pos ? 1 : 0);
+  for (int item = warp; item < vectors; item += kWarps) {
+    const bool is_k = item == G;
+    const float* src = is_k ? a.qkv + q_dim + kvh * HD : a.qkv + (kvh * G + item) * HD;
+    float v[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[e] = src[lane * E + e];
+    norm_rope_warp<HD>(v, is_k ? a.k_norm : a.q_norm, a.eps, cosp, sinp, lane);
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int i = lane * E + e;
+      if (is_k) {
+        k_new[i] = v[e];
+        a.k_cache[static_cast<int64_t>(pos) * kv_dim + kvh * HD + i] = __float2half_rn(v[e]);
+      } else {
+        q_s[item][i] = v[e] * scale;
+      }
+    }
+  }
+  if (owns_pos && threadIdx.x < HD) {
+    const int64_t at = static_cast<int64_t>(pos) * kv_dim + kvh * HD + threadIdx.x;
+    a.v_cache[at] = __float2half_rn(a.qkv[q_dim + kv_dim + kvh * HD + threadIdx.x]);
+  }
+  __syncthreads();  // q_s, k_new and the V row at `pos` are visible to the whole block
+
+  // 3. Scores.
+#pragma unroll
+  for (int j = 0; j < kPerWarp; ++j) {
+    const int t = warp + j * kWarps;
+    if (t < n && start + t == pos) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) kreg[j][e] = k_new[lane * E + e];
+    }
     for (int g = 0; g < G; ++g) {
       float s = 0.f;
 #pragma unroll
@@ -107,8 +117,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
   __syncthreads();
 
-  // Softmax within the split: warp w handles query heads w, w + 4, ...
-  __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
+  // 4. Softmax within the split: warp w handles query heads w, w + 4, ...
   for (int g = warp; g < G; g += kWarps) {
     float m = -INFINITY;
     for (int t = lane; t < n; t += kWarp) m = fmaxf(m, scores[g][t]);
@@ -127,7 +136,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
   __syncthreads();
 
-  // P V: thread i owns output element i for every query head of the group.
+  // 5. P V: thread i owns output element i for every query head of the group.
   const int i = threadIdx.x;
   float o[kMaxGroup];
 #pragma unroll
@@ -148,7 +157,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
       for (int g = 0; g < G; ++g) a.out[(kvh * G + g) * HD + i] = __float2half_rn(o[g] / l_s[g]);
     return;
   }
-  // Partials, then the last split block of this kv head merges them (log-sum-exp).
+  // 6. Partials, then the last split block of this kv head merges them (log-sum-exp).
   for (int g = 0; g < G; ++g) {
     const int64_t h = kvh * G + g;
     if (i < HD) a.part_o[(h * a.max_splits + split) * HD + i] = o[g];

@@ -20,7 +20,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
-constexpr int kUnroll = 4;  // 16-byte loads in flight per lane per row
 
 // ------------------------------------------------------------------ staging and epilogues
 
@@ -106,26 +105,13 @@ __device__ void finish_block(const GemvOutput& out, unsigned long long best) {
 }
 
 // ------------------------------------------------------------------ fast dot products
-// Each returns the contribution of one 16-byte weight chunk against the matching x. The
-// per-row state (scale pointers) is computed once per task: no integer division runs in the
-// inner loop (a 64-bit division per chunk made the int4 kernel instruction-bound).
+// Each returns the contribution of one 16-byte weight chunk against the matching x, given
+// the chunk's scale (and zero point) that were loaded with it.
 
-struct RowCtx {
-  const __half* scales = nullptr;  // int4: the row's group scales
-  const uint8_t* zeros = nullptr;  // int4: the row's zero points (null: symmetric)
-  int group_shift = 0;             // int4: log2(chunks per group)
+struct Meta {  // per-chunk dequantization parameters, fetched in the same round as the weights
+  uint16_t scale;
+  uint8_t zero;
 };
-
-__device__ __forceinline__ RowCtx row_ctx(const DeviceMatrix& m, int64_t row, int group_shift) {
-  RowCtx r;
-  if (m.scheme == Scheme::int4) {
-    const int64_t groups = m.cols >> (group_shift + 5);
-    r.scales = m.scales + row * groups;
-    r.zeros = m.zero_point ? m.zeros + row * groups : nullptr;
-    r.group_shift = group_shift;
-  }
-  return r;
-}
 
 template <Scheme S>
 struct Fast;
@@ -133,7 +119,8 @@ struct Fast;
 template <>
 struct Fast<Scheme::fp16> {
   static constexpr int kCols = 8;
-  __device__ static float dot(uint4 w, const uint4* xs, int chunk, const RowCtx&) {
+  __device__ static Meta meta(const DeviceMatrix&, int64_t, int, int) { return {0, 0}; }
+  __device__ static float dot(uint4 w, const uint4* xs, int chunk, Meta) {
     const uint4 x = xs[swizzle_piece(chunk)];
     __half2 acc = __hmul2(bits_h2(w.x), bits_h2(x.x));
     acc = __hfma2(bits_h2(w.y), bits_h2(x.y), acc);
@@ -141,19 +128,21 @@ struct Fast<Scheme::fp16> {
     acc = __hfma2(bits_h2(w.w), bits_h2(x.w), acc);
     return __low2float(acc) + __high2float(acc);
   }
-  __device__ static float finish(float acc, const DeviceMatrix&, int64_t) { return acc; }
 };
 
 template <>
 struct Fast<Scheme::int8> {
   static constexpr int kCols = 16;
+  __device__ static Meta meta(const DeviceMatrix& m, int64_t row, int, int) {
+    return {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + row), 0};
+  }
   // int8 -> fp16 without a conversion instruction: flip the sign bit (q + 128 as a byte),
   // permute the byte under 0x64 to get the fp16 1024 + q + 128, subtract 1152: exact.
   __device__ static __half2 pair(uint32_t u, uint32_t selector) {
     const __half2 magic = bits_h2(0x64806480u);  // 1152, 1152
     return __hsub2(bits_h2(__byte_perm(u, 0x64646464u, selector)), magic);
   }
-  __device__ static float dot(uint4 w, const uint4* xs, int chunk, const RowCtx&) {
+  __device__ static float dot(uint4 w, const uint4* xs, int chunk, Meta mt) {
     const uint4 xa = xs[swizzle_piece(2 * chunk)];
     const uint4 xb = xs[swizzle_piece(2 * chunk + 1)];
     const uint32_t u[4] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u};
@@ -165,25 +154,26 @@ struct Fast<Scheme::int8> {
       acc1 = __hfma2(pair(u[j], 0x4342u), bits_h2(x[2 * j + 1]), acc1);
     }
     const __half2 acc = __hadd2(acc0, acc1);
-    return __low2float(acc) + __high2float(acc);
-  }
-  // One scale per row: applied once to the whole dot product.
-  __device__ static float finish(float acc, const DeviceMatrix& m, int64_t row) {
-    return acc * __half2float(m.scales[row]);
+    return (__low2float(acc) + __high2float(acc)) * __half2float(__ushort_as_half(mt.scale));
   }
 };
 
 template <>
 struct Fast<Scheme::int4> {
   static constexpr int kCols = 32;
+  // A 32-column chunk never spans two groups (groups are powers of two >= 32).
+  __device__ static Meta meta(const DeviceMatrix& m, int64_t row, int chunk, int group_shift) {
+    const int64_t g = row * (m.cols >> (group_shift + 5)) + (chunk >> group_shift);
+    return {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + g),
+            static_cast<uint8_t>(m.zero_point ? __ldg(m.zeros + g) : 8)};
+  }
   // A repacked word holds columns 0..7 as nibbles 0,2,4,6,1,3,5,7. OR-ing a masked nibble
   // into the mantissa of fp16 1024 (0x6400) gives 1024 + v exactly; the high nibble of a
   // byte gives 1024 + 16v, fixed by one fma with 1/16. With the zero point folded into the
   // subtrahend, (q - zero) comes out exact in fp16; the group scale multiplies the chunk
-  // sum once, in fp32 (a 32-column chunk never spans two groups: groups are multiples of 32).
-  __device__ static float dot(uint4 w, const uint4* xs, int chunk, const RowCtx& r) {
-    const int g = chunk >> r.group_shift;
-    const uint32_t zero = r.zeros ? r.zeros[g] : 8u;
+  // sum once, in fp32.
+  __device__ static float dot(uint4 w, const uint4* xs, int chunk, Meta mt) {
+    const uint32_t zero = mt.zero;
     const __half2 lo_sub = bits_h2((0x6400u + zero) * 0x00010001u);        // 1024 + zero
     const __half2 hi_add = bits_h2((0xd400u + (zero << 4)) * 0x00010001u);  // -(64 + zero)
     const __half2 sixteenth = bits_h2(0x2c002c00u);                        // 1/16
@@ -204,66 +194,103 @@ struct Fast<Scheme::int4> {
       acc1 = __hfma2(v67, bits_h2(x.w), acc1);
     }
     const float2 a = __half22float2(acc0), b = __half22float2(acc1);
-    return (a.x + a.y + b.x + b.y) * __half2float(r.scales[g]);
+    return (a.x + a.y + b.x + b.y) * __half2float(__ushort_as_half(mt.scale));
   }
-  __device__ static float finish(float acc, const DeviceMatrix&, int64_t) { return acc; }
+};
+
+// The warp's work is a stream of items: its rows in order (row units of one row, or of a
+// gate/up pair for silu_mul), each row cut into L items per lane (one 16-byte chunk each).
+// Items are loaded in rounds of kRound per lane into one of two register buffers while the
+// previous round is computed, so every warp keeps a round of loads in flight all the time,
+// across row boundaries: short rows (int4 at K=4096: 4 items) and long rows (fp16 at
+// K=14336: 56 items) pipeline alike. The first round is issued before x is staged.
+constexpr int kRound = 8;
+
+struct Cursor {  // position in the item stream; uniform across the warp
+  int64_t row_seq = 0;  // index among this warp's rows
+  int item = 0;         // item within the row, 0..L-1
 };
 
 template <Scheme S>
-__global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
-                                                             int group_shift) {
+__global__ void __launch_bounds__(kThreads, 2)
+    gemv_fast_kernel(DeviceMatrix m, GemvInput in, GemvOutput out, int group_shift) {
   using F = Fast<S>;
   extern __shared__ uint4 xs[];
   __shared__ float red[kWarp];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t tasks = (m.rows + 1) / 2;
-  const int chunks = static_cast<int>(m.cols / F::kCols);
-  const int64_t bytes_per_row = m.cols * (S == Scheme::fp16 ? 2 : 1) / (S == Scheme::int4 ? 2 : 1);
+  const int C = static_cast<int>(m.cols / F::kCols);  // 16-byte chunks per row
+  const int L = (C + kWarp - 1) / kWarp;             // items per row per lane
+  const int ushift = out.epilogue == Epilogue::silu_mul ? 1 : 0;  // rows per unit: 1 << ushift
+  const int unit = 1 << ushift;
+  const int64_t units = (m.rows + unit - 1) >> ushift;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const int64_t my_rows = first < units ? ((units - first + stride - 1) / stride) * unit : 0;
   const uint4* base = static_cast<const uint4*>(m.qweight);
-  const int64_t row_chunks = bytes_per_row / 16;
+  auto row_of = [&](int64_t seq) { return ((first + (seq >> ushift) * stride) << ushift) + (seq & ushift); };
 
-  uint4 w0[kUnroll], w1[kUnroll];
-  auto load = [&](int64_t task, int c0) {
-    const int64_t r0 = 2 * task, r1 = min(r0 + 1, m.rows - 1);
+  uint4 wa[kRound], wb[kRound];
+  Meta ma[kRound], mb[kRound];
+  Cursor load_at, compute_at;
+  auto load = [&](uint4 (&w)[kRound], Meta (&mt)[kRound]) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = c0 + u * kWarp;
-      if (c < chunks) {
-        w0[u] = ld_stream(base + r0 * row_chunks + c);
-        w1[u] = ld_stream(base + r1 * row_chunks + c);
+    for (int s = 0; s < kRound; ++s) {
+      if (load_at.row_seq < my_rows) {
+        const int64_t row = row_of(load_at.row_seq);
+        const int c = lane + kWarp * load_at.item;
+        if (row < m.rows && c < C) {
+          w[s] = ld_stream(base + row * C + c);
+          mt[s] = F::meta(m, row, c, group_shift);
+        }
+        if (++load_at.item == L) {
+          load_at.item = 0;
+          ++load_at.row_seq;
+        }
+      }
+    }
+  };
+  float acc = 0.f, gate = 0.f;
+  unsigned long long best = 0;
+  auto compute = [&](const uint4 (&w)[kRound], const Meta (&mt)[kRound]) {
+#pragma unroll
+    for (int s = 0; s < kRound; ++s) {
+      if (compute_at.row_seq < my_rows) {
+        const int64_t row = row_of(compute_at.row_seq);
+        const int c = lane + kWarp * compute_at.item;
+        if (row < m.rows && c < C) acc += F::dot(w[s], xs, c, mt[s]);
+        if (++compute_at.item == L) {  // the row is complete (uniform across the warp)
+          const float v = warp_sum(acc);
+          acc = 0.f;
+          if (lane == 0 && row < m.rows) {
+            if (unit == 2 && (row & 1) == 0) {
+              gate = v;
+            } else {
+              switch (out.epilogue) {
+                case Epilogue::store: out.y[row] = v; break;
+                case Epilogue::residual: out.resid[row] += v; break;
+                case Epilogue::silu_mul: out.act[row / 2] = __float2half_rn(gate / (1.f + expf(-gate)) * v); break;
+                case Epilogue::logits:
+                  out.y[row] = v;
+                  best = max(best, argmax_key(v, static_cast<uint32_t>(row)));
+                  break;
+              }
+            }
+          }
+          compute_at.item = 0;
+          ++compute_at.row_seq;
+        }
       }
     }
   };
 
-  int64_t task = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  if (task < tasks) load(task, lane);  // in flight while x is staged
+  load(wa, ma);  // in flight while x is staged
   stage_x(in, m.cols, xs, red);
-
-  unsigned long long best = 0;
-  bool loaded = true;
-  for (; task < tasks; task += stride) {
-    const int64_t r0 = 2 * task;
-    const bool r1_valid = r0 + 1 < m.rows;
-    const int64_t r1 = r1_valid ? r0 + 1 : r0;
-    const RowCtx ctx0 = row_ctx(m, r0, group_shift), ctx1 = row_ctx(m, r1, group_shift);
-    float a0 = 0.f, a1 = 0.f;
-    for (int c0 = lane; c0 < chunks; c0 += kUnroll * kWarp) {
-      if (!loaded) load(task, c0);
-      loaded = false;
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int c = c0 + u * kWarp;
-        if (c < chunks) {
-          a0 += F::dot(w0[u], xs, c, ctx0);
-          a1 += F::dot(w1[u], xs, c, ctx1);
-        }
-      }
-    }
-    a0 = warp_sum(a0);
-    a1 = warp_sum(a1);
-    if (lane == 0) finish_task(out, r0, r1_valid, F::finish(a0, m, r0), F::finish(a1, m, r1), best);
-    loaded = false;
+  while (compute_at.row_seq < my_rows) {
+    load(wb, mb);
+    compute(wa, ma);
+    if (compute_at.row_seq >= my_rows) break;
+    load(wa, ma);
+    compute(wb, mb);
   }
   finish_block(out, best);
 }

@@ -1,0 +1,66 @@
+// Running the built decodebench binary from a test: capture its exit code, stdout and
+// stderr, and check the one-line error contract (DESIGN.md "Bad input"). Shared by the
+// command-line tests (test_cli.cpp) and the end-to-end tests (test_e2e.cpp).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace db_test {
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+inline std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs the decodebench binary with `args` in directory `cwd`, capturing stdout and stderr.
+inline Outcome run(const std::vector<std::string>& args, const std::string& cwd = "/") {
+  char tmpl[] = "/tmp/decodebench_cli_test_XXXXXX";
+  const char* dir = mkdtemp(tmpl);
+  EXPECT_NE(dir, nullptr);
+  const std::string out = std::string(dir) + "/out", err = std::string(dir) + "/err";
+  std::string cmd = "cd " + quote(cwd) + " && exec " + quote(DB_BINARY);
+  for (const std::string& a : args) cmd += " " + quote(a);
+  cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Outcome o;
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  o.out = slurp(out);
+  o.err = slurp(err);
+  std::system(("rm -rf " + quote(dir)).c_str());
+  return o;
+}
+
+// Exit `code` and exactly one line on stderr, "decodebench: ..." containing `phrase`.
+inline void expect_one_line_error(const Outcome& o, int code, const std::string& phrase) {
+  EXPECT_EQ(o.code, code) << "stderr: " << o.err;
+  ASSERT_FALSE(o.err.empty());
+  EXPECT_EQ(o.err.back(), '\n') << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << "stderr is not one line:\n" << o.err;
+  EXPECT_EQ(o.err.rfind("decodebench: ", 0), 0u) << o.err;
+  EXPECT_NE(o.err.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << o.err;
+}
+
+}  // namespace db_test
