@@ -14,23 +14,23 @@ constexpr int kMaxGroup = 8;  // query heads per kv head (70B: 64 / 8)
 // so RoPE's partner i + HD/2 sits in lane l ^ 16. RMSNorm (qwen3) with a warp reduction,
 // then HF's rotate_half: out[i] = v[i] cos - v[i+h] sin, out[i+h] = v[i+h] cos + v[i] sin.
 template <int HD>
-__device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const __half* norm_w, float eps,
-                                               const float* cosp, const float* sinp, int lane) {
+__device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const float (&norm_w)[HD / kWarp],
+                                               bool has_norm, float eps, const float (&cosv)[HD / kWarp],
+                                               const float (&sinv)[HD / kWarp], int lane) {
   constexpr int E = HD / kWarp;
-  if (norm_w) {
+  if (has_norm) {
     float ss = 0.f;
 #pragma unroll
     for (int e = 0; e < E; ++e) ss += v[e] * v[e];
     const float inv = rsqrtf(warp_sum(ss) / HD + eps);
 #pragma unroll
-    for (int e = 0; e < E; ++e) v[e] = v[e] * inv * __half2float(norm_w[lane * E + e]);
+    for (int e = 0; e < E; ++e) v[e] = v[e] * inv * norm_w[e];
   }
   const bool upper = lane >= kWarp / 2;
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     const float partner = __shfl_xor_sync(0xffffffffu, v[e], kWarp / 2);
-    const int j = (lane * E + e) - (upper ? HD / 2 : 0);
-    v[e] = upper ? v[e] * cosp[j] + partner * sinp[j] : v[e] * cosp[j] - partner * sinp[j];
+    v[e] = upper ? v[e] * cosv[e] + partner * sinv[e] : v[e] * cosv[e] - partner * sinv[e];
   }
 }
 
@@ -72,24 +72,45 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 
   // 2. Queries of this kv head's group (norm, rotate, pre-scale by 1/sqrt(hd)) and, in the
   //    block holding `pos`, the new K (norm, rotate) and V, written to the cache. One warp
-  //    per vector, no block-wide barriers.
+  //    per vector, no block-wide barriers; every operand is loaded up front so the block
+  //    pays one memory round trip here, not one per dependent step.
+  constexpr int kMaxItems = (kMaxGroup + 1 + kWarps - 1) / kWarps;
   const float scale = rsqrtf(static_cast<float>(HD));
   const int vectors = G + (owns_pos ? 1 : 0);
-  for (int item = warp; item < vectors; item += kWarps) {
-    const bool is_k = item == G;
-    const float* src = is_k ? a.qkv + q_dim + kvh * HD : a.qkv + (kvh * G + item) * HD;
-    float v[E];
+  float cosv[E], sinv[E], qn[E], kn[E];
+  float v[kMaxItems][E];
 #pragma unroll
-    for (int e = 0; e < E; ++e) v[e] = src[lane * E + e];
-    norm_rope_warp<HD>(v, is_k ? a.k_norm : a.q_norm, a.eps, cosp, sinp, lane);
+  for (int e = 0; e < E; ++e) {
+    const int i = lane * E + e, j = i - (lane >= kWarp / 2 ? HD / 2 : 0);
+    cosv[e] = cosp[j];
+    sinv[e] = sinp[j];
+    qn[e] = a.q_norm ? __half2float(a.q_norm[i]) : 1.f;
+    kn[e] = a.k_norm ? __half2float(a.k_norm[i]) : 1.f;
+  }
+#pragma unroll
+  for (int it = 0; it < kMaxItems; ++it) {
+    const int item = warp + it * kWarps;
+    const float* src = item == G ? a.qkv + q_dim + kvh * HD : a.qkv + (kvh * G + item) * HD;
+#pragma unroll
+    for (int e = 0; e < E; ++e) v[it][e] = item < vectors ? src[lane * E + e] : 0.f;
+  }
+#pragma unroll
+  for (int it = 0; it < kMaxItems; ++it) {
+    const int item = warp + it * kWarps;
+    if (item >= vectors) break;
+    const bool is_k = item == G;
+    float nw[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) nw[e] = is_k ? kn[e] : qn[e];
+    norm_rope_warp<HD>(v[it], nw, is_k ? a.k_norm != nullptr : a.q_norm != nullptr, a.eps, cosv, sinv, lane);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int i = lane * E + e;
       if (is_k) {
-        k_new[i] = v[e];
-        a.k_cache[static_cast<int64_t>(pos) * kv_dim + kvh * HD + i] = __float2half_rn(v[e]);
+        k_new[i] = v[it][e];
+        a.k_cache[static_cast<int64_t>(pos) * kv_dim + kvh * HD + i] = __float2half_rn(v[it][e]);
       } else {
-        q_s[item][i] = v[e] * scale;
+        q_s[item][i] = v[it][e] * scale;
       }
     }
   }
