@@ -198,105 +198,69 @@ struct Fast<Scheme::int4> {
   }
 };
 
-// The warp's work is a stream of items: its rows in order (row units of one row, or of a
-// gate/up pair for silu_mul), each row cut into L items per lane (one 16-byte chunk each).
-// Items are loaded in rounds of kRound per lane into one of two register buffers while the
-// previous round is computed, so every warp keeps a round of loads in flight all the time,
-// across row boundaries: short rows (int4 at K=4096: 4 items) and long rows (fp16 at
-// K=14336: 56 items) pipeline alike. The first round is issued before x is staged.
-constexpr int kRound = 8;
-
-struct Cursor {  // position in the item stream; uniform across the warp
-  int64_t row_seq = 0;  // index among this warp's rows
-  int item = 0;         // item within the row, 0..L-1
-};
-
-// The epilogue of one finished row, called by lane 0. Not inlined: the item loop is unrolled
-// 8x in two places, and inlining this switch (expf, division, atomics) into every copy made
-// the kernel too large for the instruction cache (2x slower on H200).
-__device__ __noinline__ void finish_row(const GemvOutput& out, int64_t row, float v, int unit, float& gate,
-                                        unsigned long long& best) {
-  if (unit == 2 && (row & 1) == 0) {
-    gate = v;
-    return;
-  }
-  switch (out.epilogue) {
-    case Epilogue::store: out.y[row] = v; break;
-    case Epilogue::residual: out.resid[row] += v; break;
-    case Epilogue::silu_mul: out.act[row / 2] = __float2half_rn(gate / (1.f + expf(-gate)) * v); break;
-    case Epilogue::logits:
-      out.y[row] = v;
-      best = max(best, argmax_key(v, static_cast<uint32_t>(row)));
-      break;
-  }
-}
+// A warp takes two rows at a time (a task) and walks them with kUnroll 16-byte loads per
+// row in flight per lane, each with its scale and zero point fetched in the same batch (a
+// scale fetched inside the dot product adds a dependent memory round trip per chunk). The
+// first batch is issued before x is staged. (A deeper, double-buffered item stream was tried
+// and measured slower on H200: see results/NOTES.md.)
+constexpr int kUnroll = 4;
 
 template <Scheme S>
-__global__ void __launch_bounds__(kThreads, 2)
-    gemv_fast_kernel(DeviceMatrix m, GemvInput in, GemvOutput out, int group_shift) {
+__global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
+                                                             int group_shift) {
   using F = Fast<S>;
   extern __shared__ uint4 xs[];
   __shared__ float red[kWarp];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int C = static_cast<int>(m.cols / F::kCols);  // 16-byte chunks per row
-  const int L = (C + kWarp - 1) / kWarp;             // items per row per lane
-  const int ushift = out.epilogue == Epilogue::silu_mul ? 1 : 0;  // rows per unit: 1 << ushift
-  const int unit = 1 << ushift;
-  const int64_t units = (m.rows + unit - 1) >> ushift;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  const int64_t my_rows = first < units ? ((units - first + stride - 1) / stride) * unit : 0;
+  const int64_t tasks = (m.rows + 1) / 2;
+  const int chunks = static_cast<int>(m.cols / F::kCols);
+  const int64_t bytes_per_row = m.cols * (S == Scheme::fp16 ? 2 : 1) / (S == Scheme::int4 ? 2 : 1);
   const uint4* base = static_cast<const uint4*>(m.qweight);
-  auto row_of = [&](int64_t seq) { return ((first + (seq >> ushift) * stride) << ushift) + (seq & ushift); };
+  const int64_t row_chunks = bytes_per_row / 16;
 
-  uint4 wa[kRound], wb[kRound];
-  Meta ma[kRound], mb[kRound];
-  Cursor load_at, compute_at;
-  auto load = [&](uint4 (&w)[kRound], Meta (&mt)[kRound]) {
+  uint4 w0[kUnroll], w1[kUnroll];
+  Meta m0[kUnroll], m1[kUnroll];
+  auto load = [&](int64_t task, int c0) {
+    const int64_t r0 = 2 * task, r1 = min(r0 + 1, m.rows - 1);
 #pragma unroll
-    for (int s = 0; s < kRound; ++s) {
-      if (load_at.row_seq < my_rows) {
-        const int64_t row = row_of(load_at.row_seq);
-        const int c = lane + kWarp * load_at.item;
-        if (row < m.rows && c < C) {
-          w[s] = ld_stream(base + row * C + c);
-          mt[s] = F::meta(m, row, c, group_shift);
-        }
-        if (++load_at.item == L) {
-          load_at.item = 0;
-          ++load_at.row_seq;
-        }
-      }
-    }
-  };
-  float acc = 0.f, gate = 0.f;
-  unsigned long long best = 0;
-  auto compute = [&](const uint4 (&w)[kRound], const Meta (&mt)[kRound]) {
-#pragma unroll
-    for (int s = 0; s < kRound; ++s) {
-      if (compute_at.row_seq < my_rows) {
-        const int64_t row = row_of(compute_at.row_seq);
-        const int c = lane + kWarp * compute_at.item;
-        if (row < m.rows && c < C) acc += F::dot(w[s], xs, c, mt[s]);
-        if (++compute_at.item == L) {  // the row is complete (uniform across the warp)
-          const float v = warp_sum(acc);
-          acc = 0.f;
-          if (lane == 0 && row < m.rows) finish_row(out, row, v, unit, gate, best);
-          compute_at.item = 0;
-          ++compute_at.row_seq;
-        }
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * kWarp;
+      if (c < chunks) {
+        w0[u] = ld_stream(base + r0 * row_chunks + c);
+        w1[u] = ld_stream(base + r1 * row_chunks + c);
+        m0[u] = F::meta(m, r0, c, group_shift);
+        m1[u] = F::meta(m, r1, c, group_shift);
       }
     }
   };
 
-  load(wa, ma);  // in flight while x is staged
+  int64_t task = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  if (task < tasks) load(task, lane);  // in flight while x is staged
   stage_x(in, m.cols, xs, red);
-  while (compute_at.row_seq < my_rows) {
-    load(wb, mb);
-    compute(wa, ma);
-    if (compute_at.row_seq >= my_rows) break;
-    load(wa, ma);
-    compute(wb, mb);
+
+  unsigned long long best = 0;
+  bool loaded = true;
+  for (; task < tasks; task += stride) {
+    const int64_t r0 = 2 * task;
+    const bool r1_valid = r0 + 1 < m.rows;
+    float a0 = 0.f, a1 = 0.f;
+    for (int c0 = lane; c0 < chunks; c0 += kUnroll * kWarp) {
+      if (!loaded) load(task, c0);
+      loaded = false;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = c0 + u * kWarp;
+        if (c < chunks) {
+          a0 += F::dot(w0[u], xs, c, m0[u]);
+          a1 += F::dot(w1[u], xs, c, m1[u]);
+        }
+      }
+    }
+    a0 = warp_sum(a0);
+    a1 = warp_sum(a1);
+    if (lane == 0) finish_task(out, r0, r1_valid, a0, a1, best);
+    loaded = false;
   }
   finish_block(out, best);
 }
