@@ -124,7 +124,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 #pragma unroll
   for (int j = 0; j < kPerWarp; ++j) {
     const int t = warp + j * kWarps;
-    if (t < n && start + t == pos) {
+    if (t >= n) break;  // uniform per warp: short contexts skip the empty positions' reductions
+    if (start + t == pos) {
 #pragma unroll
       for (int e = 0; e < E; ++e) kreg[j][e] = k_new[lane * E + e];
     }
@@ -133,7 +134,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 #pragma unroll
       for (int e = 0; e < E; ++e) s += q_s[g][lane * E + e] * kreg[j][e];
       s = warp_sum(s);
-      if (lane == 0 && t < n) scores[g][t] = s;
+      if (lane == 0) scores[g][t] = s;
     }
   }
   __syncthreads();
