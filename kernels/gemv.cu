@@ -120,13 +120,17 @@ template <>
 struct Fast<Scheme::fp16> {
   static constexpr int kCols = 8;
   __device__ static Meta meta(const DeviceMatrix&, int64_t, int, int) { return {0, 0}; }
-  __device__ static float dot(uint4 w, const uint4* xs, int chunk, Meta) {
-    const uint4 x = xs[swizzle_piece(chunk)];
+  __device__ static float dot_x(uint4 w, uint4 x) {
     __half2 acc = __hmul2(bits_h2(w.x), bits_h2(x.x));
     acc = __hfma2(bits_h2(w.y), bits_h2(x.y), acc);
     acc = __hfma2(bits_h2(w.z), bits_h2(x.z), acc);
     acc = __hfma2(bits_h2(w.w), bits_h2(x.w), acc);
     return __low2float(acc) + __high2float(acc);
+  }
+  // Both rows of a task against one read of x: shared-memory bandwidth is shared by all rows.
+  __device__ static float2 dot2(uint4 w0, uint4 w1, const uint4* xs, int chunk, Meta, Meta) {
+    const uint4 x = xs[swizzle_piece(chunk)];
+    return make_float2(dot_x(w0, x), dot_x(w1, x));
   }
 };
 
@@ -142,11 +146,14 @@ struct Fast<Scheme::int8> {
     const __half2 magic = bits_h2(0x64806480u);  // 1152, 1152
     return __hsub2(bits_h2(__byte_perm(u, 0x64646464u, selector)), magic);
   }
-  __device__ static float dot(uint4 w, const uint4* xs, int chunk, Meta mt) {
+  __device__ static float2 dot2(uint4 w0, uint4 w1, const uint4* xs, int chunk, Meta m0, Meta m1) {
     const uint4 xa = xs[swizzle_piece(2 * chunk)];
     const uint4 xb = xs[swizzle_piece(2 * chunk + 1)];
-    const uint32_t u[4] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u};
     const uint32_t x[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    return make_float2(dot_x(w0, x, m0), dot_x(w1, x, m1));
+  }
+  __device__ static float dot_x(uint4 w, const uint32_t (&x)[8], Meta mt) {
+    const uint32_t u[4] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u};
     __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -172,7 +179,13 @@ struct Fast<Scheme::int4> {
   // byte gives 1024 + 16v, fixed by one fma with 1/16. With the zero point folded into the
   // subtrahend, (q - zero) comes out exact in fp16; the group scale multiplies the chunk
   // sum once, in fp32.
-  __device__ static float dot(uint4 w, const uint4* xs, int chunk, Meta mt) {
+  __device__ static float2 dot2(uint4 w0, uint4 w1, const uint4* xs, int chunk, Meta m0, Meta m1) {
+    uint4 x[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) x[j] = xs[swizzle_piece(4 * chunk + j)];
+    return make_float2(dot_x(w0, x, m0), dot_x(w1, x, m1));
+  }
+  __device__ static float dot_x(uint4 w, const uint4 (&xv)[4], Meta mt) {
     const uint32_t zero = mt.zero;
     const __half2 lo_sub = bits_h2((0x6400u + zero) * 0x00010001u);        // 1024 + zero
     const __half2 hi_add = bits_h2((0xd400u + (zero << 4)) * 0x00010001u);  // -(64 + zero)
@@ -181,7 +194,7 @@ struct Fast<Scheme::int4> {
     __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const uint4 x = xs[swizzle_piece(4 * chunk + j)];
+      const uint4 x = xv[j];
       uint32_t q = words[j];
       const __half2 v01 = __hsub2(bits_h2((q & 0x000f000fu) | 0x64006400u), lo_sub);
       const __half2 v23 = __hfma2(bits_h2((q & 0x00f000f0u) | 0x64006400u), sixteenth, hi_add);
@@ -252,8 +265,9 @@ __global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, Gem
       for (int u = 0; u < kUnroll; ++u) {
         const int c = c0 + u * kWarp;
         if (c < chunks) {
-          a0 += F::dot(w0[u], xs, c, m0[u]);
-          a1 += F::dot(w1[u], xs, c, m1[u]);
+          const float2 d = F::dot2(w0[u], w1[u], xs, c, m0[u], m1[u]);
+          a0 += d.x;
+          a1 += d.y;
         }
       }
     }
