@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     }
   }
 
-  if (a.max_splits == 1) {
+  if (splits == 1) {  // this block saw every position: no partials to merge
     if (i < HD)
       for (int g = 0; g < G; ++g) a.out[(kvh * G + g) * HD + i] = __float2half_rn(o[g] / l_s[g]);
     return;
@@ -194,17 +194,35 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   __syncthreads();
   if (!last) return;
   __threadfence();
-  for (int g = 0; g < G; ++g) {
+  // Merge weights: warp w takes query heads w, w + 4, ...; lane s reads split s's max and sum
+  // (all splits at once), so the merge costs one round trip for them and one for the outputs.
+  for (int g = warp; g < G; g += kWarps) {
     const int64_t h = kvh * G + g;
-    float m = -INFINITY;
-    for (int s = 0; s < splits; ++s) m = fmaxf(m, __ldcg(&a.part_ml[(h * a.max_splits + s) * 2]));
-    float l = 0.f, acc = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const float w = expf(__ldcg(&a.part_ml[(h * a.max_splits + s) * 2]) - m);
-      l += w * __ldcg(&a.part_ml[(h * a.max_splits + s) * 2 + 1]);
-      if (i < HD) acc += w * __ldcg(&a.part_o[(h * a.max_splits + s) * HD + i]);
+    float M = -INFINITY, L = 0.f;
+    for (int s0 = 0; s0 < splits; s0 += kWarp) {  // running merge over groups of 32 splits
+      const int s = s0 + lane;
+      const float m = s < splits ? __ldcg(&a.part_ml[(h * a.max_splits + s) * 2]) : -INFINITY;
+      const float l = s < splits ? __ldcg(&a.part_ml[(h * a.max_splits + s) * 2 + 1]) : 0.f;
+      const float M2 = fmaxf(M, warp_max(m));
+      L = L * expf(M - M2) + warp_sum(s < splits ? l * expf(m - M2) : 0.f);
+      M = M2;
     }
-    if (i < HD) a.out[h * HD + i] = __float2half_rn(acc / l);
+    if (lane == 0) {
+      m_s[g] = M;
+      l_s[g] = L;
+    }
+  }
+  __syncthreads();
+  if (i < HD) {
+    for (int g = 0; g < G; ++g) {
+      const int64_t h = kvh * G + g;
+      float acc = 0.f;
+#pragma unroll 8
+      for (int s = 0; s < splits; ++s)
+        acc += expf(__ldcg(&a.part_ml[(h * a.max_splits + s) * 2]) - m_s[g]) *
+               __ldcg(&a.part_o[(h * a.max_splits + s) * HD + i]);
+      a.out[h * HD + i] = __float2half_rn(acc / l_s[g]);
+    }
   }
   if (threadIdx.x == 0) a.counters[kvh] = 0;  // ready for the next layer
 }
