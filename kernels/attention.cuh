@@ -28,8 +28,7 @@ struct AttentionArgs {
   __half* out = nullptr;             // [heads * head_dim]
 };
 
-constexpr int kAttentionChunk = 64;  // positions per block: short enough that a block's
-                                     // loads are all in flight at once at short context
+constexpr int kAttentionChunk = 128;  // positions per block: one per thread
 
 int attention_splits(int64_t positions);
 void attention(const AttentionArgs& a, cudaStream_t s);
