@@ -8,6 +8,7 @@
 // block rather than once per row; the first weight loads are issued before the staging so
 // its latency hides behind them.
 #include <algorithm>
+#include <type_traits>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -120,6 +121,7 @@ template <>
 struct Fast<Scheme::fp16> {
   static constexpr int kCols = 8;
   __device__ static Meta meta(const DeviceMatrix&, int64_t, int, int) { return {0, 0}; }
+  __device__ static float dot_x(uint4 w, const uint4 (&xv)[1], Meta) { return dot_x(w, xv[0]); }
   __device__ static float dot_x(uint4 w, uint4 x) {
     __half2 acc = __hmul2(bits_h2(w.x), bits_h2(x.x));
     acc = __hfma2(bits_h2(w.y), bits_h2(x.y), acc);
@@ -151,6 +153,10 @@ struct Fast<Scheme::int8> {
     const uint4 xb = xs[swizzle_piece(2 * chunk + 1)];
     const uint32_t x[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
     return make_float2(dot_x(w0, x, m0), dot_x(w1, x, m1));
+  }
+  __device__ static float dot_x(uint4 w, const uint4 (&xv)[2], Meta mt) {
+    const uint32_t x[8] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w, xv[1].x, xv[1].y, xv[1].z, xv[1].w};
+    return dot_x(w, x, mt);
   }
   __device__ static float dot_x(uint4 w, const uint32_t (&x)[8], Meta mt) {
     const uint32_t u[4] = {w.x ^ 0x80808080u, w.y ^ 0x80808080u, w.z ^ 0x80808080u, w.w ^ 0x80808080u};
@@ -219,7 +225,7 @@ struct Fast<Scheme::int4> {
 constexpr int kUnroll = 4;
 
 template <Scheme S>
-__global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
+__global__ void __launch_bounds__(kThreads) gemv_warp_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
                                                              int group_shift) {
   using F = Fast<S>;
   extern __shared__ uint4 xs[];
@@ -279,7 +285,7 @@ __global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, Gem
   finish_block(out, best);
 }
 
-// ------------------------------------------------------------------ int4: the sliced kernel
+// ------------------------------------------------------------------ the sliced kernel
 // Measured on H200 (decodebench_gemv_bench, 28672 x 4096): the two-row warp kernel reaches
 // 1.9 TB/s on int4 and this one 2.6 TB/s. A block of 128 threads owns R consecutive rows;
 // thread t owns the 32-column chunks t, t + 128, ... of all R rows, so the x slice it reads
@@ -289,16 +295,17 @@ __global__ void __launch_bounds__(kThreads) gemv_fast_kernel(DeviceMatrix m, Gem
 // across the block at the end.
 constexpr int kSlicedThreads = 128;
 
-template <int R, int KMAX>
-__global__ void __launch_bounds__(kSlicedThreads) gemv_int4_sliced_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
-                                                                          int group_shift) {
+template <Scheme S, int R, int KMAX>
+__global__ void __launch_bounds__(kSlicedThreads) gemv_sliced_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
+                                                                     int group_shift) {
+  using F = Fast<S>;
+  constexpr int P = F::kCols / 8;  // 16-byte pieces of x per chunk
   extern __shared__ uint4 xs[];
   __shared__ float red[kWarp];
   __shared__ float part[kSlicedThreads / kWarp][R];
-  const int C = static_cast<int>(m.cols / 32);
+  const int C = static_cast<int>(m.cols / F::kCols);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
   const uint4* base = static_cast<const uint4*>(m.qweight);
-  const int64_t groups = m.cols >> (group_shift + 5);
   uint4 w[KMAX][R];
   Meta mt[KMAX][R];
 #pragma unroll
@@ -309,9 +316,7 @@ __global__ void __launch_bounds__(kSlicedThreads) gemv_int4_sliced_kernel(Device
       const int64_t row = min(row0 + r, m.rows - 1);
       if (c < C) {
         w[k][r] = ld_stream(base + row * C + c);
-        const int64_t g = row * groups + (c >> group_shift);
-        mt[k][r] = {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + g),
-                    static_cast<uint8_t>(m.zero_point ? __ldg(m.zeros + g) : 8)};
+        mt[k][r] = F::meta(m, row, c, group_shift);
       }
     }
   }
@@ -324,11 +329,11 @@ __global__ void __launch_bounds__(kSlicedThreads) gemv_int4_sliced_kernel(Device
   for (int k = 0; k < KMAX; ++k) {
     const int c = threadIdx.x + k * kSlicedThreads;
     if (c < C) {
-      uint4 xv[4];
+      uint4 xv[P];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) xv[j] = xs[swizzle_piece(4 * c + j)];
+      for (int j = 0; j < P; ++j) xv[j] = xs[swizzle_piece(P * c + j)];
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += Fast<Scheme::int4>::dot_x(w[k][r], xv, mt[k][r]);
+      for (int r = 0; r < R; ++r) acc[r] += F::dot_x(w[k][r], xv, mt[k][r]);
     }
   }
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -458,26 +463,36 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
     kernel = reinterpret_cast<const void*>(&gemv_naive_kernel);
   } else {
     switch (w.scheme) {
-      case Scheme::fp16: kernel = reinterpret_cast<const void*>(&gemv_fast_kernel<Scheme::fp16>); break;
-      case Scheme::int8: kernel = reinterpret_cast<const void*>(&gemv_fast_kernel<Scheme::int8>); break;
-      case Scheme::int4: kernel = reinterpret_cast<const void*>(&gemv_fast_kernel<Scheme::int4>); break;
+      case Scheme::fp16: kernel = reinterpret_cast<const void*>(&gemv_warp_kernel<Scheme::fp16>); break;
+      case Scheme::int8: kernel = reinterpret_cast<const void*>(&gemv_warp_kernel<Scheme::int8>); break;
+      case Scheme::int4: kernel = reinterpret_cast<const void*>(&gemv_warp_kernel<Scheme::int4>); break;
     }
   }
   const size_t smem = static_cast<size_t>((w.cols + 63) / 64) * 128;  // whole lines: the swizzle permutes within one
   int group_shift = 0;  // log2(32-column chunks per group)
-  while (w.scheme == Scheme::int4 && v == GemvVariant::fast && (32 << group_shift) < w.group_size) ++group_shift;
+  while (w.scheme == Scheme::int4 && v != GemvVariant::naive && (32 << group_shift) < w.group_size) ++group_shift;
   DeviceMatrix m = w;
   GemvInput i = in;
   GemvOutput o = out;
-  if (w.scheme == Scheme::int4 && v == GemvVariant::fast) {
+  if (v == GemvVariant::fast && w.scheme != Scheme::fp16) {
     // Rows per block and chunks per thread: every thread issues at most 8-16 weight loads.
-    const int64_t kiters = (w.cols / 32 + kSlicedThreads - 1) / kSlicedThreads;
+    const int64_t kiters = (w.cols / cols_per_chunk(w.scheme) + kSlicedThreads - 1) / kSlicedThreads;
     const void* sliced = nullptr;
     int rows_per_block = 0;
-    if (kiters <= 1) sliced = reinterpret_cast<const void*>(&gemv_int4_sliced_kernel<8, 1>), rows_per_block = 8;
-    else if (kiters <= 2) sliced = reinterpret_cast<const void*>(&gemv_int4_sliced_kernel<4, 2>), rows_per_block = 4;
-    else if (kiters <= 4) sliced = reinterpret_cast<const void*>(&gemv_int4_sliced_kernel<4, 4>), rows_per_block = 4;
-    else if (kiters <= 8) sliced = reinterpret_cast<const void*>(&gemv_int4_sliced_kernel<2, 8>), rows_per_block = 2;
+    auto pick = [&](auto r_tag, auto k_tag) {
+      constexpr int R = decltype(r_tag)::value, K = decltype(k_tag)::value;
+      rows_per_block = R;
+      sliced = w.scheme == Scheme::int4 ? reinterpret_cast<const void*>(&gemv_sliced_kernel<Scheme::int4, R, K>)
+                                        : reinterpret_cast<const void*>(&gemv_sliced_kernel<Scheme::int8, R, K>);
+    };
+    using I1 = std::integral_constant<int, 1>;
+    using I2 = std::integral_constant<int, 2>;
+    using I4 = std::integral_constant<int, 4>;
+    using I8 = std::integral_constant<int, 8>;
+    if (kiters <= 1) pick(I8{}, I1{});
+    else if (kiters <= 2) pick(I4{}, I2{});
+    else if (kiters <= 4) pick(I4{}, I4{});
+    else if (kiters <= 8) pick(I2{}, I8{});
     if (sliced) {
       blocks_per_sm(sliced, smem, kSlicedThreads);  // raises the shared-memory limit when x needs it
       const int64_t grid = (w.rows + rows_per_block - 1) / rows_per_block;
@@ -492,7 +507,7 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
   const int grid = static_cast<int>(std::min<int64_t>(needed, int64_t{sm_count()} * blocks_per_sm(kernel, smem)));
   void* args_fast[] = {&m, &i, &o, &group_shift};
   void* args_naive[] = {&m, &i, &o};
-  void** args = v == GemvVariant::fast ? args_fast : args_naive;
+  void** args = v == GemvVariant::naive ? args_naive : args_fast;
   CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(kThreads), args, smem, stream));
 }
 

@@ -20,8 +20,12 @@ struct Case {
   int64_t rows, cols;
 };
 
+const char* variant_name(GemvVariant v) {
+  return v == GemvVariant::fast ? "gemv" : (v == GemvVariant::warp ? "warp" : "naive");
+}
+
 std::string name(const Case& c) {
-  return fmt::format("{}.{} [{} x {}]", to_string(c.scheme), c.variant == GemvVariant::fast ? "gemv" : "naive",
+  return fmt::format("{}.{} [{} x {}]", to_string(c.scheme), variant_name(c.variant),
                      c.rows, c.cols);
 }
 
@@ -29,7 +33,7 @@ std::string name(const Case& c) {
 // each fused multiply-add rounds once, by at most 2^-11 of the partial sum, which is at most
 // sum |w x|. So |y - ref| <= 8 * 2^-11 * sum |w x|. The naive kernels accumulate in fp32:
 // 2^-24 per add over at most `cols` adds, well under 1e-5 for these sizes.
-double tolerance(GemvVariant v) { return v == GemvVariant::fast ? 8.0 / 2048.0 : 1e-5; }
+double tolerance(GemvVariant v) { return v == GemvVariant::naive ? 1e-5 : 8.0 / 2048.0; }
 
 struct Problem {
   QuantMatrix w;
@@ -67,7 +71,7 @@ TEST_P(GemvTest, MatchesTheCpuReferenceAndWritesEveryRow) {
   std::mt19937 rng(static_cast<unsigned>(c.rows * 131 + c.cols));
   const Problem p = make_problem(c, rng);
   DeviceQuant dq(p.w);
-  if (c.variant == GemvVariant::fast && c.scheme == Scheme::int4) repack_int4(dq.m, nullptr);
+  if (c.variant != GemvVariant::naive && c.scheme == Scheme::int4) repack_int4(dq.m, nullptr);
   DeviceBuffer<uint16_t> x(p.x);
   DeviceBuffer<float> y(static_cast<size_t>(c.rows));
   y.poison();
@@ -98,6 +102,7 @@ std::vector<Case> cases() {
     for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
       out.push_back({s, GemvVariant::fast, r, k});
       if (s != Scheme::fp16) out.push_back({s, GemvVariant::naive, r, k});
+      if (s != Scheme::fp16) out.push_back({s, GemvVariant::warp, r, k});  // the kernel fast replaced
     }
   }
   return out;
@@ -105,7 +110,7 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](const auto& info) {
   const Case& c = info.param;
-  return fmt::format("{}_{}_{}x{}", to_string(c.scheme), c.variant == GemvVariant::fast ? "gemv" : "naive", c.rows,
+  return fmt::format("{}_{}_{}x{}", to_string(c.scheme), variant_name(c.variant), c.rows,
                      c.cols);
 });
 
