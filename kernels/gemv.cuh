@@ -26,8 +26,8 @@ struct DeviceMatrix {
   uint8_t* zeros = nullptr;    // int4 with zero point: [rows, cols/group]
 };
 
-// fast: the quickest kernel for the scheme and shape (int8/int4: the sliced kernel, fp16 and
-// rows too long for it: the two-row warp kernel); warp: always the two-row warp kernel
+// fast: the quickest kernel measured for the scheme and shape (int4: the sliced kernel; fp16,
+// int8 and rows too long for it: the two-row warp kernel); warp: always the two-row warp kernel
 // (kept to be checked and timed side by side); naive: one weight at a time.
 enum class GemvVariant { fast, warp, naive };
 
