@@ -95,8 +95,10 @@ ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, con
 
   t.total = t.linear_weights + t.scales + t.zeros + t.lm_head + t.embedding_row + t.norms + t.adapter +
             t.kv_read + t.kv_write;
-  // --kernel selects the block linears' kernel; the lm_head runs its scheme's default.
-  t.kernel_extra = static_cast<uint64_t>(kernel.extra_bytes_per_weight * static_cast<double>(block_elements));
+  // --kernel selects the block linears' kernel, and the lm_head's when it has the same
+  // scheme (otherwise the lm_head runs its own scheme's default kernel, which moves nothing extra).
+  const uint64_t head_elements = q.lm_head == q.scheme ? u(c.vocab_size) * u(c.hidden_size) : 0;
+  t.kernel_extra = static_cast<uint64_t>(kernel.extra_bytes_per_weight * static_cast<double>(block_elements + head_elements));
 
   StoredBytes& s = a.stored;
   s.linear = t.linear_weights + t.scales + t.zeros;

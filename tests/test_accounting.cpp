@@ -140,4 +140,8 @@ TEST(Accounting, DequantKernelTrafficIsReportedOutsideTheTotal) {
   const ByteAccount a = account_bytes(c, {}, KernelTraffic{4.0}, 0, 0);
   EXPECT_EQ(a.per_token.kernel_extra, k8bElems * 4);
   EXPECT_EQ(a.per_token.total, account_bytes(c, {}, {}, 0, 0).per_token.total);
+  // With an int4 lm_head the chosen kernel runs it too: its 128256 x 4096 weights count.
+  ModelConfig h = c;
+  h.quant.lm_head = Scheme::int4;
+  EXPECT_EQ(account_bytes(h, {}, KernelTraffic{4.0}, 0, 0).per_token.kernel_extra, (k8bElems + 128256ull * 4096) * 4);
 }
