@@ -10,7 +10,7 @@ namespace db {
 const std::vector<KernelInfo>& kernel_registry() {
   // dequant-cublas writes an fp16 copy of each weight (2 bytes) and cuBLAS reads it back (2).
   static const std::vector<KernelInfo> table = {
-      {"fp16.gemv", Scheme::fp16, true, "warp-per-rows GEMV, 16-byte loads, fp32 accumulation", {}},
+      {"fp16.gemv", Scheme::fp16, true, "two rows per warp, 16-byte loads, half2 dot per chunk, fp32 sum", {}},
       {"fp16.cublas", Scheme::fp16, false, "cublasGemmEx with n=1 (cuBLAS picks its own GEMV)", {}},
       {"int8.gemv", Scheme::int8, true,
        "16-byte loads, int8->fp16 by byte permute + one subtract, per-row scale after the dot", {}},
@@ -18,7 +18,7 @@ const std::vector<KernelInfo>& kernel_registry() {
       {"int8.dequant-cublas", Scheme::int8, false,
        "dequantize to an fp16 scratch matrix, then cuBLAS (the 'fast kernel not used' case)", {4.0}},
       {"int4.gemv", Scheme::int4, true,
-       "repacked nibble order, lop3-style unpack to half2, 16-byte loads, group scale after the dot", {}},
+       "repacked nibble order, lop3-style unpack to half2, 16-byte loads, x shared by 2-8 rows per block", {}},
       {"int4.naive", Scheme::int4, false, "shift/mask/convert per element from the canonical layout (slow path)",
        {}},
       {"int4.dequant-cublas", Scheme::int4, false,
