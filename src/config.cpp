@@ -7,6 +7,7 @@
 // optional field cannot be ignored silently); HF config.json files carry many fields that
 // do not matter for decode, so only the ones read here are looked at.
 #include "decodebench/config.h"
+#include "decodebench/safetensors.h"
 
 #include <nlohmann/json.hpp>
 
@@ -614,8 +615,30 @@ void validate(const ModelConfig& c, const std::string& origin) {
   if (params > 1e14) fail("config {}: the model is implausibly large ({:.3g} parameters)", origin, params);
 }
 
+// A decodebench weights file records its quantization (__metadata__). An HF config.json says
+// nothing about quantization, so with one the run takes the file's (unless the command line
+// says otherwise): `--model hf-dir --weights model-int4.safetensors` needs no `--quant int4`.
+// A preset or decodebench config names its scheme, and a file that disagrees is an error
+// later, at load. A file that is not decodebench's leaves the config as it is.
+void quant_from_weights_file(ModelConfig& c, const RunSpec& spec, std::string& overrides) {
+  if (spec.weights.empty() || c.source != "hf") return;
+  const Checkpoint file(spec.weights);
+  const auto& meta = file.metadata();
+  const auto get = [&](const char* key) {
+    const auto it = meta.find(key);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  if (get("format") != "decodebench") return;
+  if (!spec.quant && !get("quant").empty()) c.quant.scheme = parse_scheme(get("quant"));
+  if (!spec.group_size && !get("group_size").empty()) c.quant.group_size = std::stoi(get("group_size"));
+  if (!get("zero_point").empty()) c.quant.zero_point = get("zero_point") == "true";
+  if (!spec.lm_head && !get("lm_head").empty()) c.quant.lm_head = parse_scheme(get("lm_head"));
+  overrides += fmt::format(" the quantization of {}", spec.weights);
+}
+
 ModelConfig apply_overrides(ModelConfig c, const RunSpec& spec) {
   std::string overrides;
+  quant_from_weights_file(c, spec, overrides);
   if (spec.quant) {
     c.quant.scheme = *spec.quant;
     overrides += fmt::format(" --quant {}", to_string(*spec.quant));

@@ -81,12 +81,18 @@ class CpuBackend final : public Backend {
 
     for (int64_t r = 0; r < spec.repeat; ++r) {
       token = first;
+      std::vector<int32_t> tokens;
       for (int64_t i = 0; i < spec.tokens; ++i) {
         const auto s0 = Clock::now();
         token = CpuModel::argmax(model.step(token, spec.context + i));
         out.samples_ms.push_back(ms_since(s0));
-        if (r == 0) out.tokens.push_back(token);
+        tokens.push_back(token);
       }
+      // Every repetition restarts at --context from the same token: the same tokens, or the
+      // step is not a function of its inputs (as the CUDA backend checks too).
+      if (r == 0) out.tokens = tokens;
+      else if (tokens != out.tokens)
+        fail("repetition {} generated different tokens than repetition 0: the decode step is not deterministic", r);
     }
     if (spec.check) {
       out.logits_max_rel_err = 0.0;
