@@ -9,6 +9,7 @@ set -euo pipefail
 missing=()
 need_file() { [ -e "$1" ] || missing+=("$2"); }
 need_cmd() { command -v "$1" >/dev/null 2>&1 || missing+=("$2"); }
+need_python_module() { /usr/bin/python3 -c "import $1" >/dev/null 2>&1 || missing+=("$2"); }
 
 need_cmd cmake cmake
 need_cmd g++ g++
@@ -19,6 +20,7 @@ need_file /usr/include/CLI/CLI.hpp libcli11-dev
 need_file /usr/include/nlohmann/json.hpp nlohmann-json3-dev
 need_file /usr/include/fmt/format.h libfmt-dev
 need_file /usr/include/gtest/gtest.h libgtest-dev
+need_python_module matplotlib python3-matplotlib  # scripts/plot.py
 
 nvcc_found() { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }
 if ! nvcc_found && [ "${DECODEBENCH_INSTALL_CUDA:-0}" = 1 ]; then

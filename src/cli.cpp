@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "decodebench/commands.h"
+#include "decodebench/compare.h"
 #include "decodebench/config.h"
 #include "decodebench/error.h"
 #include "decodebench/kernel_registry.h"
@@ -29,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kVerbs[] = {"run", "list", "info", "gen-weights", "quantize", "report"};
+constexpr const char* kVerbs[] = {"run", "list", "info", "gen-weights", "quantize", "report", "compare"};
 
 const std::vector<std::string> kSchemeNames = {"fp16", "int8", "int4"};
 
@@ -378,6 +379,17 @@ int cli_main(int argc, char** argv) {
       ->capture_default_str();
   report->add_option("-o,--output", report_output, "Write the table here instead of stdout");
 
+  std::string compare_base, compare_new, compare_threshold = "3%", compare_format = "md";
+  CLI::App* compare = app.add_subcommand(
+      "compare", "Compare two result files run by run; exit 1 when a run regressed significantly");
+  compare->add_option("BASE", compare_base, "Results before (json, array or jsonl)")->required();
+  compare->add_option("NEW", compare_new, "Results after (json, array or jsonl)")->required();
+  compare->add_option("--threshold", compare_threshold, "TPOT change that counts, in percent (3% = 3)")
+      ->capture_default_str();
+  compare->add_option("--format", compare_format, "md or json")
+      ->check(CLI::IsMember({"md", "json"}))
+      ->capture_default_str();
+
   std::vector<const char*> cargv;
   for (const std::string& a : args) cargv.push_back(a.c_str());
   try {
@@ -400,6 +412,8 @@ int cli_main(int argc, char** argv) {
     if (!report_output.empty()) check_output_path(report_output);
     return cmd_report(report_files, report_format, report_output);
   }
+  if (compare->parsed())
+    return cmd_compare(compare_base, compare_new, parse_threshold(compare_threshold), compare_format);
   if (info->parsed()) {
     const int device = parse_integer<int>("--device", info_device);
     if (device < 0) usage_fail("--device must be non-negative, got {}", device);

@@ -1,0 +1,458 @@
+#!/usr/bin/env python3
+"""Plots decodebench result files (schema decodebench/result/v1) as PNG.
+
+  scripts/plot.py roofline OUT.png FILES...
+      median TPOT (ms) against bytes per token (GB), one labelled point per run, p10..p90
+      error bars, marker shape by kernel family, filled = graph on, hollow = graph off, and
+      the floor TPOT = bytes / measured read bandwidth of every device.
+  scripts/plot.py position OUT.png FILES...
+      TPOT against position (KV depth) of each timed step, averaged over the repetitions
+      (band: min..max over them), one line per run: how TPOT grows with the KV cache.
+
+FILES hold one result object, a JSON array of them, or JSONL (what `decodebench run -o`
+and `decodebench report` write). The PNG is written to OUT.png.tmp, then renamed.
+Exit codes: 0 success; 2 bad command line, unreadable file or not a v1 result (one line
+on stderr); 1 matplotlib missing or the PNG could not be written.
+Needs matplotlib (Debian: python3-matplotlib, installed by scripts/install_deps.sh); where
+the python3 on PATH lacks it, the script runs itself again with /usr/bin/python3.
+"""
+
+import json
+import math
+import os
+import statistics
+import sys
+
+SCHEMA = "decodebench/result/v1"
+PROG = "plot.py"
+
+# Kernel family (the part of config.kernel after the scheme) -> marker, legend text.
+FAMILIES = [
+    ("gemv", "o", "gemv (fast, auto)"),
+    ("cublas", "D", "cublas"),
+    ("naive", "^", "naive (slow path)"),
+    ("dequant-cublas", "s", "dequant-cublas (slow path)"),
+    ("cpu.reference", "P", "cpu.reference"),
+]
+OTHER_MARKER = "X"
+SCHEME_COLORS = {"fp16": "tab:blue", "int8": "tab:orange", "int4": "tab:green"}
+OTHER_COLOR = "tab:purple"
+# Lines of the position plot, one per run.
+LINE_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+               "tab:pink", "tab:gray", "tab:olive", "tab:cyan"]
+
+
+class InputError(Exception):
+    """Bad command line or bad input: exit 2."""
+
+
+def fail(msg, code):
+    print(f"{PROG}: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+# ----------------------------------------------------------------------------- reading
+
+def parse_results(path):
+    """The result objects in `path`: one object, an array of objects, or JSONL."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}")
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a decodebench result file (not UTF-8 text)")
+    if not text.strip():
+        raise InputError(f"{path}: empty file, no results")
+    try:
+        doc = json.loads(text)
+        objs = doc if isinstance(doc, list) else [doc]
+    except ValueError as whole_err:
+        objs = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                objs.append(json.loads(line))
+            except ValueError:
+                # A single-line file or a broken first line: report the whole-file error.
+                where = whole_err if len(objs) == 0 else f"line {n}: not JSON"
+                raise InputError(f"{path}: not JSON, a JSON array or JSONL ({where})")
+    if not objs:
+        raise InputError(f"{path}: an empty array, no results")
+    runs = []
+    for i, obj in enumerate(objs):
+        where = path if len(objs) == 1 else f"{path}: result {i + 1}"
+        runs.append(check_result(obj, where))
+    return runs
+
+
+def field(obj, dotted, where, kind):
+    cur = obj
+    for key in dotted.split("."):
+        if not isinstance(cur, dict) or key not in cur:
+            raise InputError(f"{where}: missing field {dotted} (not a {SCHEMA} result)")
+        cur = cur[key]
+    ok = {
+        "str": lambda v: isinstance(v, str),
+        "bool": lambda v: isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "num": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+        "numornull": lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)),
+        "list": lambda v: isinstance(v, list),
+    }[kind]
+    if not ok(cur):
+        raise InputError(f"{where}: field {dotted} is not a {'finite number' if kind == 'num' else kind} "
+                         f"(not a {SCHEMA} result)")
+    return cur
+
+
+def check_result(obj, where):
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: not a JSON object (not a {SCHEMA} result)")
+    schema = obj.get("schema")
+    if schema != SCHEMA:
+        raise InputError(f"{where}: schema is {json.dumps(schema)}, this script reads {SCHEMA}")
+    r = {"where": where}
+    r["device_name"] = field(obj, "device.name", where, "str")
+    r["device_uuid"] = obj.get("device", {}).get("uuid") or ""
+    r["backend"] = field(obj, "device.backend", where, "str")
+    r["peak_GBps"] = field(obj, "device.peak_read_GBps", where, "numornull")
+    r["model"] = field(obj, "config.model", where, "str")
+    r["scheme"] = field(obj, "config.scheme", where, "str")
+    r["kernel"] = field(obj, "config.kernel", where, "str")
+    r["graph"] = field(obj, "config.graph", where, "bool")
+    r["sync"] = field(obj, "config.sync_per_token", where, "bool")
+    r["context"] = field(obj, "config.context", where, "int")
+    r["tokens"] = field(obj, "config.tokens", where, "int")
+    r["repeat"] = field(obj, "config.repeat", where, "int")
+    r["bytes"] = field(obj, "bytes.per_token.total", where, "int")
+    r["median"] = field(obj, "timing.tpot_ms.median", where, "num")
+    r["p10"] = field(obj, "timing.tpot_ms.p10", where, "num")
+    r["p90"] = field(obj, "timing.tpot_ms.p90", where, "num")
+    r["samples"] = field(obj, "timing.samples_ms", where, "list")
+    return r
+
+
+def read_all(files):
+    runs = []
+    for path in files:
+        runs.extend(parse_results(path))
+    return runs
+
+
+def family(kernel):
+    """'int4.dequant-cublas' -> 'dequant-cublas'; 'cpu.reference' stays whole."""
+    if kernel == "cpu.reference":
+        return kernel
+    return kernel.split(".", 1)[1] if "." in kernel else kernel
+
+
+def marker_of(kernel):
+    fam = family(kernel)
+    for name, marker, _ in FAMILIES:
+        if name == fam:
+            return marker
+    return OTHER_MARKER
+
+
+def label_of(r):
+    label = f"{r['model']} {r['kernel']}"
+    if r["sync"]:
+        label += " sync-per-token"
+    if r["context"]:
+        label += f" @{r['context']}"
+    return label
+
+
+def device_key(r):
+    return (r["backend"], r["device_name"], r["device_uuid"])
+
+
+def device_names(runs):
+    names = []
+    for r in runs:
+        if r["device_name"] not in names:
+            names.append(r["device_name"])
+    return ", ".join(names)
+
+
+# ----------------------------------------------------------------------------- drawing
+
+def save(fig, out):
+    tmp = out + ".tmp"
+    try:
+        fig.savefig(tmp, format="png", dpi=fig.dpi)
+        os.replace(tmp, out)
+    except Exception as e:  # noqa: BLE001 - any failure: one line, no file left behind
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        fail(f"{out}: cannot write the PNG: {getattr(e, 'strerror', None) or e}", 1)
+
+
+def overlaps(box, boxes, pad=2.0):
+    for b in boxes:
+        if (box.x0 - pad < b.x1 and b.x0 - pad < box.x1 and
+                box.y0 - pad < b.y1 and b.y0 - pad < box.y1):
+            return True
+    return False
+
+
+def place_labels(fig, ax, items, obstacles):
+    """Greedy label placement: each (x, y, text) gets the first offset, nearest first, whose
+    box overlaps neither an earlier label, a marker, nor leaves the axes. Far offsets get a
+    leader line."""
+    renderer = fig.canvas.get_renderer()
+    axbox = ax.get_window_extent(renderer)
+    placed = []
+    # Offsets in points: (dx, dy, ha, va); nearest first.
+    near = [(7, 0, "left", "center"), (-7, 0, "right", "center"),
+            (6, 7, "left", "bottom"), (6, -7, "left", "top"),
+            (-6, 7, "right", "bottom"), (-6, -7, "right", "top")]
+    far = []
+    for dist in (16, 28, 42, 58):
+        for dx, dy in ((1, 1), (1, -1), (-1, 1), (-1, -1), (1.6, 0.35), (1.6, -0.35),
+                       (-1.6, 0.35), (-1.6, -0.35), (0, 1.1), (0, -1.1)):
+            ha = "left" if dx > 0 else ("right" if dx < 0 else "center")
+            va = "bottom" if dy > 0 else "top"
+            far.append((dx * dist, dy * dist, ha, va))
+    for x, y, text in items:
+        chosen = None
+        for i, (dx, dy, ha, va) in enumerate(near + far):
+            arrow = dict(arrowstyle="-", color="0.45", lw=0.6, shrinkA=0, shrinkB=3) if i >= len(near) else None
+            t = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va,
+                            fontsize=8, arrowprops=arrow, zorder=5)
+            box = t.get_window_extent(renderer)
+            inside = (box.x0 >= axbox.x0 + 2 and box.x1 <= axbox.x1 - 2 and
+                      box.y0 >= axbox.y0 + 2 and box.y1 <= axbox.y1 - 2)
+            if inside and not overlaps(box, placed) and not overlaps(box, obstacles):
+                chosen = t
+                placed.append(box)
+                break
+            t.remove()
+        if chosen is None:  # nowhere free: right of the point, overlapping
+            t = ax.annotate(text, (x, y), xytext=(7, 0), textcoords="offset points",
+                            ha="left", va="center", fontsize=8, zorder=5)
+            placed.append(t.get_window_extent(renderer))
+
+
+def plot_roofline(runs, out):
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.transforms import Bbox
+
+    fig, ax = plt.subplots(figsize=(12, 8), dpi=110)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+
+    xs = [r["bytes"] / 1e9 for r in runs]
+    lo_x, hi_x = min(xs) / 1.5, max(xs) * 1.6
+    ys = [r["p10"] for r in runs] + [r["p90"] for r in runs]
+
+    # Floors, one per device: TPOT (ms) = GB / (GB/s) * 1000, at the median measured bandwidth.
+    devices = {}
+    for r in runs:
+        if r["peak_GBps"] is not None and math.isfinite(r["peak_GBps"]) and r["peak_GBps"] > 0:
+            devices.setdefault(device_key(r), []).append(r["peak_GBps"])
+    names = [k[1] for k in devices]
+    floor_styles = ["-", "--", "-.", ":"]
+    handles_floor = []
+    fracs = []
+    for i, (key, bws) in enumerate(devices.items()):
+        bw = statistics.median(bws)
+        name = key[1] if names.count(key[1]) == 1 else f"{key[1]} {key[2][:12]}"
+        spread = f", runs {min(bws):.0f}-{max(bws):.0f}" if len(bws) > 1 and max(bws) - min(bws) >= 1 else ""
+        fx = [lo_x, hi_x]
+        fy = [x / bw * 1000 for x in fx]
+        ys += [x / bw * 1000 for x in xs]
+        h, = ax.plot(fx, fy, color="black", lw=1.3, ls=floor_styles[i % len(floor_styles)], zorder=1,
+                     label=f"floor at {bw:.0f} GB/s ({name}{spread})" if bw >= 100 else
+                     f"floor at {bw:.3g} GB/s ({name})")
+        handles_floor.append(h)
+        if i == 0:  # fractions of the floor, faint: where efficiency 0.5, 0.25, 0.1 lie
+            for frac in (0.5, 0.25, 0.1):
+                ax.plot(fx, [y / frac for y in fy], color="0.75", lw=0.8, ls=":", zorder=0)
+                fracs.append((frac, bw))
+
+    ax.set_xlim(lo_x, hi_x)
+    y_lo, y_hi = min(ys) / 1.5, max(ys) * 1.5
+    ax.set_ylim(y_lo, y_hi)
+
+    # Points.
+    for r, x in zip(runs, xs):
+        color = SCHEME_COLORS.get(r["scheme"], OTHER_COLOR)
+        ax.errorbar([x], [r["median"]], yerr=[[r["median"] - r["p10"]], [r["p90"] - r["median"]]],
+                    fmt="none", ecolor=color, elinewidth=1.0, capsize=3, zorder=2)
+        ax.plot([x], [r["median"]], marker=marker_of(r["kernel"]), markersize=8, ls="none",
+                markeredgecolor=color, markeredgewidth=1.5,
+                markerfacecolor=color if r["graph"] else "white", zorder=3)
+
+    ax.set_xlabel("bytes per token (GB, bytes.per_token.total)")
+    ax.set_ylabel("TPOT (ms per token, median; bars p10..p90)")
+    ax.set_title(f"Decode TPOT vs bytes per token, batch 1: {device_names(runs)}")
+    ax.grid(True, which="major", color="0.88", lw=0.8)
+    ax.grid(True, which="minor", color="0.95", lw=0.5)
+    from matplotlib.ticker import FuncFormatter, LogLocator
+    fmt = FuncFormatter(lambda v, _: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_major_formatter(fmt)
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+    # Legend: floors, schemes (colour), kernel families (shape), graph (fill).
+    present_fams = []
+    for r in runs:
+        fam = family(r["kernel"])
+        if fam not in present_fams:
+            present_fams.append(fam)
+    handles = list(handles_floor)
+    for scheme, color in SCHEME_COLORS.items():
+        if any(r["scheme"] == scheme for r in runs):
+            handles.append(Line2D([], [], ls="none", marker="o", markersize=8, color=color,
+                                  label=f"{scheme} weights (colour)"))
+    for name, marker, text in FAMILIES:
+        if name in present_fams:
+            handles.append(Line2D([], [], ls="none", marker=marker, markersize=8, color="0.3",
+                                  label=f"kernel {text}"))
+    if any(marker_of(r["kernel"]) == OTHER_MARKER for r in runs):
+        handles.append(Line2D([], [], ls="none", marker=OTHER_MARKER, markersize=8, color="0.3",
+                              label="kernel, other"))
+    if any(r["graph"] for r in runs):
+        handles.append(Line2D([], [], ls="none", marker="o", markersize=8, color="0.3",
+                              label="filled: CUDA Graph on"))
+    if any(not r["graph"] for r in runs):
+        handles.append(Line2D([], [], ls="none", marker="o", markersize=8, color="0.3",
+                              markerfacecolor="white", markeredgewidth=1.5, label="hollow: graph off (eager)"))
+    ax.legend(handles=handles, loc="upper left", fontsize=8.5, framealpha=0.95)
+
+    # Labels: every run when there are few; when crowded, the graph-on runs and the slow
+    # paths only (each graph-off run sits just above its graph-on twin).
+    crowded = len(runs) > 12
+    items, seen = [], set()
+    for r, x in sorted(zip(runs, xs), key=lambda t: (t[1], t[0]["median"])):
+        slow = family(r["kernel"]) not in ("gemv", "cpu.reference")
+        if crowded and not (r["graph"] or slow):
+            continue
+        text = label_of(r) + ("" if r["graph"] else " (graph off)")
+        if (text, x, r["median"]) not in seen:
+            seen.add((text, x, r["median"]))
+            items.append((x, r["median"], text))
+
+    caption = (f"{len(runs)} runs. Floor: no step can be faster than its bytes read at the bandwidth "
+               "measured in the same process (device.peak_read_GBps, median over the runs).")
+    if crowded:
+        caption += ("\nLabelled: graph-on runs and slow kernels; each unlabelled hollow marker is the graph-off "
+                    "run of the filled marker just below it.")
+    fig.text(0.01, 0.01, caption, fontsize=8, color="0.3", ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.05 if crowded else 0.03, 1, 1))
+    fig.canvas.draw()
+    obstacles = []
+    for r, x in zip(runs, xs):
+        px, py = ax.transData.transform((x, r["median"]))
+        obstacles.append(Bbox.from_extents(px - 6, py - 6, px + 6, py + 6))
+    renderer = fig.canvas.get_renderer()
+    leg = ax.get_legend().get_window_extent(renderer)
+    obstacles.append(leg)
+    axbox = ax.get_window_extent(renderer)
+    for frac, bw in fracs:  # label each fraction line near where it leaves the axes, off the legend
+        x = min(hi_x, y_hi * bw * frac / 1000)
+        while x > lo_x * 1.3:
+            t = ax.annotate(f"{frac:.0%} of floor", (x, x / bw * 1000 / frac), xytext=(-4, 2),
+                            textcoords="offset points", ha="right", va="bottom", fontsize=7.5, color="0.5")
+            box = t.get_window_extent(renderer)
+            if box.y1 <= axbox.y1 - 2 and box.x0 >= axbox.x0 + 2 and not overlaps(box, [leg]):
+                obstacles.append(box)
+                break
+            t.remove()
+            x /= 1.08
+    place_labels(fig, ax, items, obstacles)
+    save(fig, out)
+
+
+def plot_position(runs, out):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(11, 6.5), dpi=110)
+    # The roofline's scheme colour for the first run of each scheme, then the other colours.
+    colors, used = [], set()
+    spare = [c for c in LINE_COLORS if c not in SCHEME_COLORS.values()]
+    for r in runs:
+        c = SCHEME_COLORS.get(r["scheme"])
+        if c is None or c in used:
+            c = spare.pop(0) if spare else LINE_COLORS[len(colors) % len(LINE_COLORS)]
+        used.add(c)
+        colors.append(c)
+    for i, r in enumerate(runs):
+        n, reps, s = r["tokens"], r["repeat"], r["samples"]
+        if n <= 0 or reps <= 0 or len(s) != n * reps:
+            raise InputError(f"{r['where']}: timing.samples_ms holds {len(s)} values, not "
+                             f"config.repeat x config.tokens = {reps} x {n}")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in s):
+            raise InputError(f"{r['where']}: timing.samples_ms holds a value that is not a finite number")
+        pos = [r["context"] + j for j in range(n)]
+        per_pos = [[s[k * n + j] for k in range(reps)] for j in range(n)]
+        mean = [sum(v) / reps for v in per_pos]
+        color = colors[i]
+        slope = ""
+        if n >= 2:  # least-squares growth per position
+            mx, my = sum(pos) / n, sum(mean) / n
+            sxx = sum((p - mx) ** 2 for p in pos)
+            if sxx > 0:
+                b = sum((p - mx) * (m - my) for p, m in zip(pos, mean)) / sxx
+                slope = f", {b * 1000:+.2f} \u00b5s/position"
+        label = label_of(r) + ("" if r["graph"] else " (graph off)")
+        if reps > 1:
+            ax.fill_between(pos, [min(v) for v in per_pos], [max(v) for v in per_pos], color=color,
+                            alpha=0.2, lw=0)
+        ax.plot(pos, mean, color=color, lw=1.6,
+                label=f"{label} ({device_names([r])}; median {r['median']:.3f} ms{slope})")
+    ax.set_xlabel("position of the timed step (KV depth: config.context + step)")
+    ax.set_ylabel(f"TPOT (ms per token, mean over repetitions; band min..max)")
+    ax.set_title(f"TPOT vs position, batch 1: {device_names(runs)}")
+    ax.grid(True, color="0.9")
+    ax.legend(loc="best", fontsize=8.5, framealpha=0.95)
+    fig.tight_layout()
+    save(fig, out)
+
+
+# ----------------------------------------------------------------------------- main
+
+USAGE = ("usage: plot.py roofline OUT.png FILES...  |  plot.py position OUT.png FILES...  "
+         "(FILES: decodebench result JSON, JSON arrays or JSONL)")
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if len(argv) < 4 or argv[1] not in ("roofline", "position"):
+        fail(USAGE, 2)
+    verb, out, files = argv[1], argv[2], argv[3:]
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+    except Exception as e:  # noqa: BLE001
+        # `python3` on PATH may be another interpreter (pyenv, a venv): try Debian's, once.
+        debian = "/usr/bin/python3"
+        if (os.path.exists(debian) and not os.environ.get("DB_PLOT_REEXEC") and
+                os.path.realpath(sys.executable) != os.path.realpath(debian)):
+            os.environ["DB_PLOT_REEXEC"] = "1"
+            os.execv(debian, [debian, os.path.abspath(__file__)] + argv[1:])
+        fail(f"matplotlib is not importable by {sys.executable} ({e}): install python3-matplotlib "
+             "(scripts/install_deps.sh does)", 1)
+    try:
+        runs = read_all(files)
+        if verb == "roofline":
+            plot_roofline(runs, out)
+        else:
+            plot_position(runs, out)
+    except InputError as e:
+        fail(str(e), 2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

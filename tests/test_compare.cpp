@@ -1,0 +1,581 @@
+// The compare verb: the Mann-Whitney U test against hand-computed values, --threshold
+// parsing, the run key, the verdicts, device warnings, unmatched runs, and the built
+// binary's output and exit codes (1 regressed, 0 otherwise, 2 bad input).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "cli_helpers.h"
+#include "decodebench/compare.h"
+#include "decodebench/error.h"
+#include "decodebench/printers.h"
+#include "decodebench/result.h"
+
+namespace {
+
+using db_test::expect_one_line_error;
+using db_test::Outcome;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// n samples of N(mean, sd): Box-Muller on mt19937_64's raw output, which the standard
+// fixes (std::normal_distribution's sequence differs between standard libraries).
+std::vector<double> normal_samples(size_t n, double mean, double sd, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const auto uniform = [&]() { return (static_cast<double>(rng() >> 11) + 1) * 0x1p-53; };  // (0, 1]
+  std::vector<double> v(n);
+  for (double& x : v)
+    x = mean + sd * std::sqrt(-2 * std::log(uniform())) * std::cos(2 * 3.14159265358979323846 * uniform());
+  return v;
+}
+
+// A result with every field set (as a run writes it), timed by `samples`.
+db::Result full_result(const std::string& model, const std::vector<double>& samples,
+                       const std::string& device = "NVIDIA H200", double peak_GBps = 4100) {
+  db::Result r;
+  r.tool.version = "0.1.0";
+  r.tool.git_commit = "abc1234";
+  r.tool.build_type = "Release";
+  r.tool.cuda_runtime = "13.0";
+  r.tool.cublas = "13.0.2";
+  r.time = "2025-01-02T03:04:05Z";
+  r.command = "decodebench --model " + model;
+  r.device.backend = "cuda";
+  r.device.name = device;
+  r.device.uuid = "GPU-1234";
+  r.device.compute_capability = "9.0";
+  r.device.sm_count = 132;
+  r.device.memory_bytes = 150'000'000'000ull;
+  r.device.l2_bytes = 62'914'560;
+  r.device.driver = "580.65";
+  r.device.ecc = true;
+  r.device.power_limit_w = 700;
+  db::ClockState clock;
+  clock.sm_clock_mhz = 1980;
+  clock.mem_clock_mhz = 3201;
+  clock.temperature_c = 40;
+  clock.power_w = 120.5;
+  r.device.start = clock;
+  r.device.end = clock;
+  r.device.theoretical_GBps = 4800;
+  r.device.peak_read_GBps = peak_GBps;
+  r.device.cpu_threads = 16;
+  r.config.model = model;
+  r.config.arch = "llama";
+  r.config.weights = "synthetic";
+  r.config.seed = 7;
+  r.config.scheme = "int4";
+  r.config.group_size = 128;
+  r.config.zero_point = true;
+  r.config.lm_head_scheme = "fp16";
+  r.config.kernel = "int4.gemv";
+  r.config.graph = true;
+  r.config.context = 512;
+  r.config.tokens = 40;
+  r.config.warmup = 16;
+  r.config.repeat = 5;
+  r.config.params = 8'030'261'248;
+  r.bytes.position_first = 512;
+  r.bytes.position_last = 551;
+  r.bytes.per_token.linear_weights = 3'758'096'384;
+  r.bytes.per_token.total = 5'170'216'960;
+  r.bytes.stored.total = 5'670'183'000;
+  r.timing.samples_ms = samples;
+  r.timing.tpot_ms = db::compute_stats(samples);
+  r.timing.tokens_per_s = 1000 / r.timing.tpot_ms.median;
+  r.timing.load_s = 2.5;
+  r.timing.prefill_s = 0.25;
+  r.timing.clock = "cuda-events";
+  r.roofline.floor_tpot_ms = 5'170'216'960 / (peak_GBps * 1e9) * 1e3;
+  r.roofline.achieved_GBps = 5'170'216'960 / (r.timing.tpot_ms.median * 1e-3) / 1e9;
+  r.roofline.efficiency = r.roofline.floor_tpot_ms / r.timing.tpot_ms.median;
+  r.roofline.regime = "bandwidth-bound";
+  r.roofline.regime_reason = "efficiency >= 0.6";
+  r.memory.weights_bytes = 5'670'183'000;
+  r.memory.kv_cache_bytes = 1'073'741'824;
+  r.memory.scratch_bytes = 2'097'152;
+  r.memory.total_bytes = 6'746'021'976;
+  r.check.tokens_hash = "cbf29ce484222325";
+  r.check.tokens = {1, 2, 3};
+  r.check.reference = "";
+  return r;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "decodebench_compare_XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name) const { return (fs::path(path_) / name).string(); }
+  std::string write(const std::string& name, const std::vector<db::Result>& results,
+                    db::OutputFormat format = db::OutputFormat::json) const {
+    db::write_results_file(file(name), results, format);
+    return file(name);
+  }
+  std::string write_text(const std::string& name, const std::string& text) const {
+    std::ofstream(file(name)) << text;
+    return file(name);
+  }
+
+ private:
+  std::string path_;
+};
+
+Outcome compare(const std::vector<std::string>& args) {
+  std::vector<std::string> a = {"compare"};
+  a.insert(a.end(), args.begin(), args.end());
+  return db_test::run(a);
+}
+
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+}  // namespace
+
+// --- Mann-Whitney U -------------------------------------------------------------------
+
+// a = {1,2,3}, b = {4,5,6}: no a beats any b, U = 0; mu = 3*3/2 = 4.5,
+// sigma^2 = 3*3/12 * 7 = 5.25; z = -(4.5 - 0.5)/sqrt(5.25) = -1.7457431;
+// p = erfc(1.7457431/sqrt 2) = 0.0808556 (scipy.stats.mannwhitneyu, method="asymptotic").
+TEST(MannWhitney, NoTiesHandComputed) {
+  const db::MannWhitney r = db::mann_whitney({1, 2, 3}, {4, 5, 6});
+  EXPECT_DOUBLE_EQ(r.u, 0);
+  EXPECT_NEAR(r.z, -1.7457431218879391, 1e-12);
+  EXPECT_NEAR(r.p, 0.0808555983700523, 1e-12);
+  // Swapped: U' = n_a n_b - U, the same p, z of the other sign.
+  const db::MannWhitney s = db::mann_whitney({4, 5, 6}, {1, 2, 3});
+  EXPECT_DOUBLE_EQ(s.u, 9);
+  EXPECT_NEAR(s.z, 1.7457431218879391, 1e-12);
+  EXPECT_DOUBLE_EQ(s.p, r.p);
+  EXPECT_DOUBLE_EQ(db::mann_whitney_p({1, 2, 3}, {4, 5, 6}), r.p);
+}
+
+// a = {1,2,2,3}, b = {2,3,4,4}. Pooled: 1 | 2 2 2 | 3 3 | 4 4, mid-ranks 1 | 3 | 5.5 | 7.5.
+// R_a = 1 + 3 + 3 + 5.5 = 12.5, U = 12.5 - 4*5/2 = 2.5; tied groups 3, 2, 2:
+// sum(t^3 - t) = 24 + 6 + 6 = 36; sigma^2 = 16/12 * (9 - 36/56) = 11.142857;
+// z = -(8 - 2.5 - 0.5)/3.3380918 = -1.4978617, p = 0.1341692.
+TEST(MannWhitney, TiesUseMidRanksAndTheTieCorrection) {
+  const db::MannWhitney r = db::mann_whitney({1, 2, 2, 3}, {2, 3, 4, 4});
+  EXPECT_DOUBLE_EQ(r.u, 2.5);
+  EXPECT_NEAR(r.z, -1.4978617237881953, 1e-12);
+  EXPECT_NEAR(r.p, 0.13416918012812581, 1e-12);
+}
+
+// a = {1,3,5,7}, b = {2,4,6,8,10}: pairs with a_i > b_j: 0 + 1 + 2 + 3 = 6; mu = 10,
+// sigma^2 = 20/12 * 10 = 16.6667; z = -(4 - 0.5)/4.0824829 = -0.8573214, p = 0.3912673.
+TEST(MannWhitney, UnequalSizes) {
+  const db::MannWhitney r = db::mann_whitney({7, 1, 5, 3}, {10, 2, 8, 4, 6});  // order does not matter
+  EXPECT_DOUBLE_EQ(r.u, 6);
+  EXPECT_NEAR(r.z, -0.8573214099741123, 1e-12);
+  EXPECT_NEAR(r.p, 0.3912672792826394, 1e-12);
+}
+
+TEST(MannWhitney, DegenerateSamples) {
+  // Every value tied: no evidence, p = 1.
+  const db::MannWhitney tied = db::mann_whitney({2, 2, 2}, {2, 2});
+  EXPECT_DOUBLE_EQ(tied.p, 1);
+  EXPECT_DOUBLE_EQ(tied.z, 0);
+  // A side without samples: no test.
+  EXPECT_TRUE(std::isnan(db::mann_whitney_p({}, {1, 2})));
+  EXPECT_TRUE(std::isnan(db::mann_whitney_p({1, 2}, {})));
+  // NaN samples cannot be ranked: left out.
+  EXPECT_DOUBLE_EQ(db::mann_whitney_p({1, 2, std::nan(""), 3}, {4, 5, 6}),
+                   db::mann_whitney_p({1, 2, 3}, {4, 5, 6}));
+  // |U - mu| <= 0.5: z = 0, p = 1 (the continuity correction).
+  EXPECT_DOUBLE_EQ(db::mann_whitney_p({1, 4}, {2, 3}), 1);
+}
+
+TEST(MannWhitney, SeparatedLargeSamplesAreSignificant) {
+  const auto a = normal_samples(200, 1.0, 0.005, 1), b = normal_samples(200, 1.05, 0.005, 2);
+  const db::MannWhitney r = db::mann_whitney(a, b);
+  EXPECT_DOUBLE_EQ(r.u, 0);
+  EXPECT_LT(r.p, 1e-60);
+  EXPECT_LT(r.z, 0);
+  // Same distribution: not significant at 0.01 (for these seeds).
+  EXPECT_GT(db::mann_whitney_p(normal_samples(200, 1.0, 0.02, 3), normal_samples(200, 1.0, 0.02, 4)), 0.01);
+}
+
+// --- --threshold ------------------------------------------------------------------------
+
+TEST(ParseThreshold, PercentWithOrWithoutTheSign) {
+  EXPECT_DOUBLE_EQ(db::parse_threshold("3%"), 0.03);
+  EXPECT_DOUBLE_EQ(db::parse_threshold("3"), 0.03);
+  EXPECT_DOUBLE_EQ(db::parse_threshold("0.5"), 0.005);  // half a percent, not 50%
+  EXPECT_DOUBLE_EQ(db::parse_threshold("2.5%"), 0.025);
+  EXPECT_DOUBLE_EQ(db::parse_threshold(".5%"), 0.005);
+  EXPECT_DOUBLE_EQ(db::parse_threshold("0"), 0);
+}
+
+TEST(ParseThreshold, RejectsAnythingElse) {
+  for (const char* bad : {"abc", "-3%", "-3", "", "%", "3%%", "+3", " 3", "3 ", "1e2", "nan", "inf", "3.0.1",
+                          "3x", "0x10", "."}) {
+    EXPECT_THROW(db::parse_threshold(bad), db::UsageError) << bad;
+  }
+  try {
+    db::parse_threshold("abc");
+  } catch (const db::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--threshold 'abc'"), std::string::npos) << e.what();
+  }
+}
+
+// --- the key ----------------------------------------------------------------------------
+
+TEST(RunKey, EveryKeyFieldSeparatesRunsAndNothingElseDoes) {
+  const db::Result r = full_result("8b-int4", {1, 2, 3});
+  const db::RunKey k = db::run_key(r);
+  std::vector<db::Result> changed(12, r);
+  changed[0].config.model = "1b-int4";
+  changed[1].config.scheme = "int8";
+  changed[2].config.group_size = 64;
+  changed[3].config.lm_head_scheme = "int8";
+  changed[4].config.kernel = "int4.sliced";
+  changed[5].config.graph = false;
+  changed[6].config.adapter = "synthetic:rank=8";
+  changed[7].config.adapter_mode = "merged";
+  changed[8].config.context = 0;
+  changed[9].config.tokens = 128;
+  changed[10].config.sync_per_token = true;
+  changed[11].config.weights = "/w.safetensors";
+  for (size_t i = 0; i < changed.size(); ++i) {
+    EXPECT_NE(db::run_key(changed[i]), k) << i;
+    EXPECT_EQ(db::key_fields(db::run_key(changed[i])).size(), 12u);
+  }
+
+  // Not the device, the seed, the repetitions or the timing.
+  db::Result same = full_result("8b-int4", {5, 6, 7}, "NVIDIA A100-SXM4-80GB", 1800);
+  same.config.seed = 99;
+  same.config.warmup = 1;
+  same.config.repeat = 9;
+  same.time = "2026-01-01T00:00:00Z";
+  EXPECT_EQ(db::run_key(same), k);
+
+  EXPECT_EQ(db::to_string(k),
+            "model=8b-int4 scheme=int4 group_size=128 lm_head_scheme=fp16 kernel=int4.gemv graph=on "
+            "adapter=none adapter_mode=- context=512 tokens=40 sync_per_token=off weights=synthetic");
+}
+
+// --- compare_results ----------------------------------------------------------------------
+
+TEST(CompareResults, VerdictsFollowThresholdAndSignificance) {
+  const auto tight = normal_samples(200, 1.0, 0.005, 11);
+  std::vector<db::Result> base = {
+      full_result("slower", tight),
+      full_result("faster", normal_samples(200, 1.05, 0.005, 12)),
+      full_result("noisy", {1.0, 1.1, 1.2}),
+      full_result("small-shift", normal_samples(200, 1.0, 0.002, 13)),
+  };
+  std::vector<db::Result> next = {
+      full_result("small-shift", normal_samples(200, 1.005, 0.002, 14)),
+      full_result("noisy", {1.05, 1.15, 1.25}),
+      full_result("faster", tight),
+      full_result("slower", normal_samples(200, 1.05, 0.005, 15)),
+  };
+  const db::Comparison c = db::compare_results(base, next, 0.03);
+  ASSERT_EQ(c.pairs.size(), 4u);
+  EXPECT_TRUE(c.unmatched_base.empty());
+  EXPECT_TRUE(c.unmatched_new.empty());
+  EXPECT_TRUE(c.warnings.empty());
+  EXPECT_DOUBLE_EQ(c.threshold, 0.03);
+  EXPECT_DOUBLE_EQ(c.alpha, 0.01);
+
+  const db::ComparedPair& slower = c.pairs[0];  // BASE's order
+  EXPECT_EQ(slower.key.model, "slower");
+  EXPECT_EQ(slower.verdict, db::Verdict::regressed);
+  EXPECT_TRUE(slower.significant);
+  EXPECT_NEAR(slower.delta, 0.05, 0.003);
+  EXPECT_DOUBLE_EQ(slower.base_tpot_ms, base[0].timing.tpot_ms.median);
+  EXPECT_DOUBLE_EQ(slower.new_tpot_ms, next[3].timing.tpot_ms.median);
+  EXPECT_DOUBLE_EQ(slower.delta, (slower.new_tpot_ms - slower.base_tpot_ms) / slower.base_tpot_ms);
+  EXPECT_TRUE(slower.device_note.empty());
+
+  EXPECT_EQ(c.pairs[1].verdict, db::Verdict::improved);
+  EXPECT_LT(c.pairs[1].delta, -0.03);
+
+  // Medians 1.1 -> 1.15 (+4.5%), but three samples a side cannot show it: U = 3, p = 0.66.
+  const db::ComparedPair& noisy = c.pairs[2];
+  EXPECT_EQ(noisy.verdict, db::Verdict::noise);
+  EXPECT_NEAR(noisy.delta, 0.05 / 1.1, 1e-12);
+  EXPECT_DOUBLE_EQ(noisy.test.u, 3);
+  EXPECT_NEAR(noisy.test.p, 0.6625205835400575, 1e-12);
+  EXPECT_FALSE(noisy.significant);
+
+  // +0.5%: real (significant) but inside the threshold.
+  EXPECT_EQ(c.pairs[3].verdict, db::Verdict::same);
+  EXPECT_TRUE(c.pairs[3].significant);
+
+  EXPECT_EQ(c.count(db::Verdict::regressed), 1);
+  EXPECT_EQ(c.count(db::Verdict::improved), 1);
+
+  // A looser threshold lets the 5% through.
+  EXPECT_EQ(db::compare_results(base, next, 0.10).count(db::Verdict::regressed), 0);
+}
+
+TEST(CompareResults, DuplicateKeysKeepTheLastWithAWarning) {
+  const std::vector<db::Result> base = {full_result("m", {9, 9, 9}), full_result("m", {1, 2, 3})};
+  const std::vector<db::Result> next = {full_result("m", {1, 2, 3}), full_result("m", {1, 2, 3}),
+                                        full_result("m", {1, 2, 3})};
+  const db::Comparison c = db::compare_results(base, next, 0.03);
+  ASSERT_EQ(c.pairs.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.pairs[0].base_tpot_ms, 2);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::same);
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_EQ(c.warnings[0].rfind("BASE has 2 runs with key model=m ", 0), 0u) << c.warnings[0];
+  EXPECT_NE(c.warnings[0].find("keeping the last"), std::string::npos);
+  EXPECT_EQ(c.warnings[1].rfind("NEW has 3 runs with key model=m ", 0), 0u) << c.warnings[1];
+}
+
+TEST(CompareResults, UnmatchedRunsAreListedOnBothSides) {
+  db::Result sync = full_result("a", {1, 2, 3});
+  sync.config.sync_per_token = true;
+  const std::vector<db::Result> base = {full_result("a", {1, 2, 3}), full_result("only-base", {1}),
+                                        full_result("b", {1, 2})};
+  const std::vector<db::Result> next = {full_result("only-new", {1}), full_result("b", {1, 2}), sync,
+                                        full_result("a", {1, 2, 3})};
+  const db::Comparison c = db::compare_results(base, next, 0.03);
+  ASSERT_EQ(c.pairs.size(), 2u);
+  EXPECT_EQ(c.pairs[0].key.model, "a");
+  EXPECT_EQ(c.pairs[1].key.model, "b");
+  ASSERT_EQ(c.unmatched_base.size(), 1u);
+  EXPECT_EQ(c.unmatched_base[0].model, "only-base");
+  ASSERT_EQ(c.unmatched_new.size(), 2u);  // in NEW's order
+  EXPECT_EQ(c.unmatched_new[0].model, "only-new");
+  EXPECT_EQ(c.unmatched_new[1], db::run_key(sync));
+}
+
+TEST(CompareResults, DifferentDevicesAreNotedAndWarned) {
+  const std::vector<double> s = {1, 2, 3};
+  const std::vector<db::Result> base = {full_result("gpu", s, "NVIDIA H200", 4100), full_result("bw4", s),
+                                        full_result("bw6", s)};
+  const std::vector<db::Result> next = {full_result("gpu", s, "NVIDIA H100 80GB HBM3", 3000),
+                                        full_result("bw4", s, "NVIDIA H200", 4100 * 1.04),
+                                        full_result("bw6", s, "NVIDIA H200", 4100 * 0.94)};
+  const db::Comparison c = db::compare_results(base, next, 0.03);
+  ASSERT_EQ(c.pairs.size(), 3u);
+  EXPECT_EQ(
+      c.pairs[0].device_note,
+      "devices differ (NVIDIA H200 vs NVIDIA H100 80GB HBM3): the byte law's premises may differ; do not "
+      "read this as a code change; peak read bandwidth differs by -26.8% (4100.0 vs 3000.0 GB/s)");
+  EXPECT_EQ(c.pairs[0].base_device, "NVIDIA H200");
+  EXPECT_EQ(c.pairs[0].new_device, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(c.pairs[1].device_note, "");  // 4% is within 5%
+  EXPECT_EQ(c.pairs[2].device_note, "peak read bandwidth differs by -6.0% (4100.0 vs 3854.0 GB/s)");
+  ASSERT_EQ(c.warnings.size(), 2u);  // one line per pair with a note
+  EXPECT_EQ(c.warnings[0], db::to_string(c.pairs[0].key) + ": " + c.pairs[0].device_note);
+  EXPECT_EQ(c.warnings[1], db::to_string(c.pairs[2].key) + ": " + c.pairs[2].device_note);
+}
+
+TEST(CompareResults, PairsWithoutSamplesAreUntested) {
+  db::Result b = full_result("m", {});
+  b.timing.tpot_ms.median = 1.0;
+  db::Result n = full_result("m", {});
+  n.timing.tpot_ms.median = 1.2;
+  const db::Comparison c = db::compare_results({b}, {n}, 0.03);
+  ASSERT_EQ(c.pairs.size(), 1u);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::untested);
+  EXPECT_TRUE(std::isnan(c.pairs[0].test.p));
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("not tested"), std::string::npos);
+  EXPECT_EQ(c.count(db::Verdict::regressed), 0);
+}
+
+TEST(CompareResults, MarkdownShowsTheKeyColumnsAndTheOtherKeyFieldsWhenNeeded) {
+  db::Result sync = full_result("a", {1, 2, 3});
+  sync.config.sync_per_token = true;
+  const db::Comparison plain =
+      db::compare_results({full_result("a", {1, 2, 3})}, {full_result("a", {1, 2, 3})}, 0.03);
+  const std::string md = db::format_comparison_md(plain);
+  EXPECT_EQ(
+      md.rfind(
+          "| model | scheme | kernel | graph | context | tokens | base TPOT ms | new TPOT ms | delta | p | "
+          "verdict | device note |\n",
+          0),
+      0u)
+      << md;
+  EXPECT_NE(md.find("| a | int4 | int4.gemv | on | 512 | 40 | 2.000 | 2.000 | +0.00% | 1.000 | same | - |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("\nUnmatched in BASE: none\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("\nUnmatched in NEW: none\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("1 matched: 0 regressed, 0 improved, 1 same, 0 noise (threshold 3%"), std::string::npos)
+      << md;
+
+  const db::Comparison two =
+      db::compare_results({full_result("a", {1, 2, 3}), sync}, {sync, full_result("a", {1, 2, 3})}, 0.03);
+  const std::string md2 = db::format_comparison_md(two);
+  EXPECT_NE(md2.find("| tokens | other key | base TPOT ms |"), std::string::npos) << md2;
+  EXPECT_NE(md2.find("| 40 | sync_per_token=off |"), std::string::npos) << md2;
+  EXPECT_NE(md2.find("| 40 | sync_per_token=on |"), std::string::npos) << md2;
+
+  // group_size differs between these rows, but model tells them apart already: no column.
+  db::Result int8 = full_result("b", {1, 2, 3});
+  int8.config.group_size = 0;
+  const db::Comparison three =
+      db::compare_results({full_result("a", {1, 2, 3}), int8}, {int8, full_result("a", {1, 2, 3})}, 0.03);
+  EXPECT_EQ(db::format_comparison_md(three).find("other key"), std::string::npos)
+      << db::format_comparison_md(three);
+}
+
+// --- the binary ----------------------------------------------------------------------------
+
+TEST(CompareCli, FivePercentSlowdownWithTightSamplesRegressesAndExits1) {
+  TempDir dir;
+  const std::string base =
+      dir.write("base.json", {full_result("8b-int4", normal_samples(200, 1.0, 0.005, 21)),
+                              full_result("1b-int4", normal_samples(200, 0.5, 0.005, 22))});
+  const std::string next =
+      dir.write("new.json", {full_result("8b-int4", normal_samples(200, 1.05, 0.005, 23)),
+                             full_result("1b-int4", normal_samples(200, 0.5, 0.005, 24))});
+  const Outcome o = compare({base, next});
+  EXPECT_EQ(o.code, 1) << o.err << o.out;
+  EXPECT_EQ(o.err, "");
+  const size_t row = o.out.find("| 8b-int4 | int4 | int4.gemv | on | 512 | 40 | ");
+  ASSERT_NE(row, std::string::npos) << o.out;
+  const std::string line = o.out.substr(row, o.out.find('\n', row) - row);
+  EXPECT_NE(line.find("| regressed | - |"), std::string::npos) << line;
+  EXPECT_TRUE(std::regex_search(line, std::regex(R"(\| \+(4\.[89]|5\.[01])\d% \|)"))) << line;  // about +5%
+  EXPECT_NE(o.out.find("2 matched: 1 regressed, 0 improved, 1 same"), std::string::npos) << o.out;
+
+  // The same files the other way round: an improvement, exit 0.
+  const Outcome back = compare({next, base});
+  EXPECT_EQ(back.code, 0) << back.err;
+  EXPECT_NE(back.out.find("| improved |"), std::string::npos) << back.out;
+
+  // A threshold above the slowdown: exit 0. "10" means 10 percent.
+  EXPECT_EQ(compare({base, next, "--threshold", "10"}).code, 0);
+  EXPECT_EQ(compare({base, next, "--threshold", "10%"}).code, 0);
+  EXPECT_EQ(compare({base, next, "--threshold", "4.5%"}).code, 1);
+}
+
+TEST(CompareCli, HalfPercentShiftInsideNoiseExits0) {
+  TempDir dir;
+  const std::string base =
+      dir.write("base.json", {full_result("8b-int4", normal_samples(200, 1.0, 0.02, 31))});
+  const std::string next =
+      dir.write("new.json", {full_result("8b-int4", normal_samples(200, 1.005, 0.02, 32))});
+  const Outcome o = compare({base, next});
+  EXPECT_EQ(o.code, 0) << o.err << o.out;
+  EXPECT_EQ(o.err, "");
+  EXPECT_NE(o.out.find("| same | - |"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("regressed |"), std::string::npos) << o.out;
+}
+
+TEST(CompareCli, DifferentDevicesWarnOnStderrAndInTheTable) {
+  TempDir dir;
+  const auto s = normal_samples(100, 1.0, 0.01, 41);
+  const std::string base = dir.write("base.json", {full_result("8b-int4", s, "NVIDIA H200", 4100)});
+  const std::string next = dir.write("new.json", {full_result("8b-int4", s, "NVIDIA A100-SXM4-80GB", 4100)});
+  const std::string note =
+      "devices differ (NVIDIA H200 vs NVIDIA A100-SXM4-80GB): the byte law's premises may differ; do not "
+      "read this "
+      "as a code change";
+  const Outcome o = compare({base, next});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(lines(o.err), 1u) << o.err;
+  EXPECT_EQ(o.err.rfind("decodebench: warning: model=8b-int4 ", 0), 0u) << o.err;
+  EXPECT_NE(o.err.find(note), std::string::npos) << o.err;
+  EXPECT_NE(o.out.find("| same | " + note + " |"), std::string::npos) << o.out;
+
+  const Outcome j = compare({base, next, "--format", "json"});
+  EXPECT_EQ(j.code, 0);
+  const json doc = json::parse(j.out);
+  EXPECT_EQ(doc.at("pairs").at(0).at("device_note"), note);
+  EXPECT_EQ(doc.at("pairs").at(0).at("base_device"), "NVIDIA H200");
+  EXPECT_EQ(doc.at("pairs").at(0).at("new_device"), "NVIDIA A100-SXM4-80GB");
+}
+
+TEST(CompareCli, UnmatchedRunsAreListedOnBothSides) {
+  TempDir dir;
+  const std::vector<double> s = {1, 2, 3};
+  db::Result eager = full_result("8b-int4", s);
+  eager.config.graph = false;
+  const std::string base = dir.write("base.json", {full_result("8b-int4", s), full_result("4b-int4", s)});
+  const std::string next = dir.write("new.json", {full_result("8b-int4", s), eager});
+  const Outcome o = compare({base, next});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("\nUnmatched in BASE (1):\n- model=4b-int4 scheme=int4 "), std::string::npos) << o.out;
+  EXPECT_NE(
+      o.out.find("\nUnmatched in NEW (1):\n- model=8b-int4 scheme=int4 group_size=128 lm_head_scheme=fp16 "
+                 "kernel=int4.gemv graph=off "),
+      std::string::npos)
+      << o.out;
+
+  const Outcome j = compare({base, next, "--format", "json"});
+  EXPECT_EQ(j.code, 0);
+  const json doc = json::parse(j.out);
+  EXPECT_DOUBLE_EQ(doc.at("threshold").get<double>(), 0.03);
+  EXPECT_EQ(doc.at("regressed"), 0);
+  ASSERT_EQ(doc.at("pairs").size(), 1u);
+  EXPECT_EQ(doc.at("pairs").at(0).at("verdict"), "same");
+  EXPECT_EQ(doc.at("pairs").at(0).at("key").at("graph"), true);
+  ASSERT_EQ(doc.at("unmatched_base").size(), 1u);
+  EXPECT_EQ(doc.at("unmatched_base").at(0).at("model"), "4b-int4");
+  ASSERT_EQ(doc.at("unmatched_new").size(), 1u);
+  EXPECT_EQ(doc.at("unmatched_new").at(0).at("graph"), false);
+  EXPECT_EQ(doc.at("unmatched_new").at(0).at("context"), 512);
+}
+
+TEST(CompareCli, JsonlAndSingleObjectInputs) {
+  TempDir dir;
+  const std::string base =
+      dir.write("base.json", {full_result("8b-int4", normal_samples(200, 1.0, 0.005, 51))});  // one object
+  const std::string next = dir.write("new.jsonl",
+                                     {full_result("8b-int4", normal_samples(200, 1.05, 0.005, 52)),
+                                      full_result("1b-int4", normal_samples(200, 1.05, 0.005, 53))},
+                                     db::OutputFormat::jsonl);
+  const Outcome o = compare({base, next, "--format", "json"});
+  EXPECT_EQ(o.code, 1) << o.err;
+  const json doc = json::parse(o.out);
+  EXPECT_EQ(doc.at("regressed"), 1);
+  EXPECT_EQ(doc.at("pairs").at(0).at("verdict"), "regressed");
+  EXPECT_TRUE(doc.at("pairs").at(0).at("significant").get<bool>());
+  EXPECT_LT(doc.at("pairs").at(0).at("p_value").get<double>(), 1e-10);
+  EXPECT_NEAR(doc.at("pairs").at(0).at("delta").get<double>(), 0.05, 0.003);
+  EXPECT_EQ(doc.at("unmatched_new").size(), 1u);
+}
+
+TEST(CompareCli, DuplicateKeysWarnOnStderr) {
+  TempDir dir;
+  const std::vector<double> s = {1, 2, 3};
+  const std::string base = dir.write("base.json", {full_result("8b-int4", s), full_result("8b-int4", s)});
+  const std::string next = dir.write("new.json", {full_result("8b-int4", s)});
+  const Outcome o = compare({base, next});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_EQ(lines(o.err), 1u) << o.err;
+  EXPECT_EQ(o.err.rfind("decodebench: warning: BASE has 2 runs with key model=8b-int4 ", 0), 0u) << o.err;
+}
+
+TEST(CompareCli, BadInputExits2WithOneLine) {
+  TempDir dir;
+  const std::string good = dir.write("good.json", {full_result("8b-int4", {1, 2, 3})});
+  const std::string bad_json = dir.write_text("bad.json", "{\"schema\": ");
+  const std::string empty = dir.write_text("empty.json", "");
+  const std::string other = dir.write_text("other.json", "{\"schema\": \"decodebench/result/v2\"}");
+  const std::string missing_field = dir.write_text("partial.json", "{\"schema\": \"decodebench/result/v1\"}");
+
+  expect_one_line_error(compare({good, dir.file("nope.json")}), 2, "nope.json");
+  expect_one_line_error(compare({dir.file("nope.json"), good}), 2, "nope.json");
+  expect_one_line_error(compare({good, bad_json}), 2, "invalid JSON");
+  expect_one_line_error(compare({empty, good}), 2, "empty");
+  expect_one_line_error(compare({good, other}), 2, "decodebench/result/v2");
+  expect_one_line_error(compare({good, missing_field}), 2, "missing field");
+  expect_one_line_error(compare({good, dir.file("")}), 2, "directory");
+
+  expect_one_line_error(compare({good, good, "--threshold", "abc"}), 2, "--threshold 'abc'");
+  expect_one_line_error(compare({good, good, "--threshold=-3%"}), 2, "--threshold '-3%'");
+  expect_one_line_error(compare({good, good, "--threshold", ""}), 2, "--threshold");
+  expect_one_line_error(compare({good, good, "--threshold", "-3%"}), 2, "threshold");
+  expect_one_line_error(compare({good, good, "--format", "csv"}), 2, "--format");
+  expect_one_line_error(compare({good}), 2, "NEW");
+}

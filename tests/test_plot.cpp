@@ -1,0 +1,87 @@
+// scripts/plot.py on the committed H200 results: the roofline plot comes out as a PNG, and
+// a file that is not JSON fails with exit 2, one stderr line and no PNG (nor its .tmp).
+// matplotlib missing is a failure, not a skip: scripts/install_deps.sh installs it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli_helpers.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using db_test::quote;
+using db_test::slurp;
+
+// Debian's interpreter (where python3-matplotlib installs); python3 on PATH otherwise.
+std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
+
+class Plot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "decodebench_plot_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Runs `python scripts/plot.py args...`; returns the exit code, fills err with stderr.
+  int plot(const std::vector<std::string>& args, std::string& err) const {
+    std::string cmd = quote(python()) + " " + quote(std::string(DB_SOURCE_DIR) + "/scripts/plot.py");
+    for (const std::string& a : args) cmd += " " + quote(a);
+    cmd += " >/dev/null 2>" + quote(path("stderr")) + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    err = slurp(path("stderr"));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  fs::path dir_;
+};
+
+const std::string kResults = std::string(DB_SOURCE_DIR) + "/results/h200/";
+
+TEST(PlotDeps, MatplotlibImportable) {
+  const std::string cmd = quote(python()) + " -c 'import matplotlib' >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << python() << " cannot import matplotlib: run scripts/install_deps.sh (python3-matplotlib)";
+}
+
+TEST_F(Plot, RooflineWritesPng) {
+  std::string err;
+  const std::string out = path("r.png");
+  const int code = plot({"roofline", out, kResults + "8b-int4-graph-on.json", kResults + "8b-fp16-graph-on.json"}, err);
+  ASSERT_EQ(code, 0) << "stderr: " << err;
+  EXPECT_TRUE(err.empty()) << err;
+  ASSERT_TRUE(fs::exists(out));
+  EXPECT_GT(fs::file_size(out), 1000u);
+  const std::string png = slurp(out);
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << "not a PNG";
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+}
+
+TEST_F(Plot, NotJsonExits2WithoutPng) {
+  {
+    std::ofstream(path("bad.json")) << "this is not JSON\n";
+  }
+  std::string err;
+  const std::string out = path("r.png");
+  const int code = plot({"roofline", out, kResults + "8b-int4-graph-on.json", path("bad.json")}, err);
+  EXPECT_EQ(code, 2) << "stderr: " << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << "stderr is not one line:\n" << err;
+  EXPECT_NE(err.find("bad.json"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+}
+
+}  // namespace
