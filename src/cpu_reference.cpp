@@ -34,6 +34,7 @@ CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int thread
   if (max_positions <= 0) fail("cpu reference: need at least one position");
   threads_ = threads > 0 ? threads : std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
   const Scheme s = c_.quant.scheme;
+  if (const Adapter* a = source.adapter(); a && a->mode == AdapterMode::external) external_ = a;
   embedding_ = source.embedding();
   layers_.resize(static_cast<size_t>(c_.num_hidden_layers));
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
@@ -51,6 +52,8 @@ CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int thread
     L.gate = source.host_matrix(source.linear(l, Linear::gate), s);
     L.up = source.host_matrix(source.linear(l, Linear::up), s);
     L.down = source.host_matrix(source.linear(l, Linear::down), s);
+    if (external_)
+      for (Linear lin : kLinears) L.lora[static_cast<size_t>(lin)] = external_->find(l, lin);
   }
   final_norm_ = source.host_vector(source.vector(kFinalNormName, c_.hidden_size));
   lm_head_ = source.host_matrix(source.lm_head(), c_.quant.lm_head);
@@ -70,12 +73,17 @@ CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int thread
   u_.resize(static_cast<size_t>(c_.intermediate_size));
   scores_.resize(static_cast<size_t>(max_positions_));
   logits_.resize(static_cast<size_t>(c_.vocab_size));
+  if (external_) {
+    lora_t_.resize(static_cast<size_t>(external_->rank));
+    lora_u_.resize(static_cast<size_t>(std::max({c_.q_dim(), c_.hidden_size, c_.intermediate_size})));
+  }
 }
 
 uint64_t CpuModel::weight_bytes() const {
   auto m = [](const QuantMatrix& q) { return q.qweight.size() + 2 * q.scales.size() + q.zeros.size(); };
   uint64_t b = m(lm_head_);
   for (const Layer& L : layers_) b += m(L.wq) + m(L.wk) + m(L.wv) + m(L.wo) + m(L.gate) + m(L.up) + m(L.down);
+  if (external_) b += external_->host_bytes();
   return b;
 }
 
@@ -91,6 +99,28 @@ void CpuModel::matvec(const QuantMatrix& w, const float* x, float* y) const {
       y[r] = acc;
     }
   });
+}
+
+void CpuModel::linear(const Layer& L, Linear l, const QuantMatrix& w, const float* x, float* y) {
+  matvec(w, x, y);
+  const LoraPair* p = L.lora[static_cast<size_t>(l)];
+  if (!p) return;
+  // The low-rank path of external mode: t = A x [rank], then y += scale * B t.
+  const int64_t r = external_->rank, in = w.cols, out = w.rows;
+  for (int64_t k = 0; k < r; ++k) {
+    const float* ak = p->a.data() + k * in;
+    float acc = 0.f;
+    for (int64_t i = 0; i < in; ++i) acc += ak[i] * x[i];
+    lora_t_[k] = acc;
+  }
+  const float s = external_->scale_f();
+  for (int64_t o = 0; o < out; ++o) {
+    const float* bo = p->b.data() + o * r;
+    float acc = 0.f;
+    for (int64_t k = 0; k < r; ++k) acc += bo[k] * lora_t_[k];
+    lora_u_[o] = acc;
+  }
+  for (int64_t o = 0; o < out; ++o) y[o] += s * lora_u_[o];
 }
 
 void CpuModel::rmsnorm(const float* x, const float* w, int64_t n, float* out) const {
@@ -124,9 +154,9 @@ const std::vector<float>& CpuModel::step(int32_t token, int64_t pos) {
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const Layer& L = layers_[l];
     rmsnorm(x_.data(), L.attn_norm.data(), H, h_.data());
-    matvec(L.wq, h_.data(), q_.data());
-    matvec(L.wk, h_.data(), k_.data());
-    matvec(L.wv, h_.data(), v_.data());
+    linear(L, Linear::q, L.wq, h_.data(), q_.data());
+    linear(L, Linear::k, L.wk, h_.data(), k_.data());
+    linear(L, Linear::v, L.wv, h_.data(), v_.data());
     if (c_.arch == Arch::qwen3) {
       for (int64_t h = 0; h < heads; ++h) rmsnorm(&q_[h * hd], L.q_norm.data(), hd, &q_[h * hd]);
       for (int64_t h = 0; h < c_.num_key_value_heads; ++h) rmsnorm(&k_[h * hd], L.k_norm.data(), hd, &k_[h * hd]);
@@ -164,14 +194,14 @@ const std::vector<float>& CpuModel::step(int32_t token, int64_t pos) {
         for (int64_t i = 0; i < hd; ++i) out[i] += p * vt[i];
       }
     }
-    matvec(L.wo, att_.data(), o_.data());
+    linear(L, Linear::o, L.wo, att_.data(), o_.data());
     for (int64_t i = 0; i < H; ++i) x_[i] += o_[i];
 
     rmsnorm(x_.data(), L.mlp_norm.data(), H, h_.data());
-    matvec(L.gate, h_.data(), g_.data());
-    matvec(L.up, h_.data(), u_.data());
+    linear(L, Linear::gate, L.gate, h_.data(), g_.data());
+    linear(L, Linear::up, L.up, h_.data(), u_.data());
     for (int64_t i = 0; i < c_.intermediate_size; ++i) g_[i] = g_[i] / (1.f + std::exp(-g_[i])) * u_[i];
-    matvec(L.down, g_.data(), o_.data());
+    linear(L, Linear::down, L.down, g_.data(), o_.data());
     for (int64_t i = 0; i < H; ++i) x_[i] += o_[i];
   }
   rmsnorm(x_.data(), final_norm_.data(), H, h_.data());

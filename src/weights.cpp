@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "decodebench/adapter.h"
 #include "decodebench/error.h"
 #include "decodebench/half.h"
 #include "decodebench/quant.h"
@@ -140,8 +141,21 @@ bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType
 
 }  // namespace
 
-WeightSource::WeightSource(const ModelConfig& config, const std::string& path, uint64_t seed)
-    : config_(config), path_(path), seed_(seed) {
+WeightSource::WeightSource(const ModelConfig& config, const std::string& path, uint64_t seed,
+                           const Adapter* adapter)
+    : config_(config), path_(path), seed_(seed), adapter_(adapter) {
+  if (adapter_) {  // loaded for another config? (load_adapter validates against the one it is given)
+    bool fits = static_cast<int64_t>(adapter_->layers.size()) == config_.num_hidden_layers;
+    for (int64_t l = 0; fits && l < config_.num_hidden_layers; ++l) {
+      for (Linear lin : adapter_->targets) {
+        const LoraPair* p = adapter_->find(l, lin);
+        const MatShape s = linear_shape(config_, lin);
+        fits = fits && p && static_cast<int64_t>(p->a.size()) == adapter_->rank * s.cols &&
+               static_cast<int64_t>(p->b.size()) == s.rows * adapter_->rank;
+      }
+    }
+    if (!fits) fail("adapter {} was not loaded for the shapes of model {}", adapter_->source, config_.name);
+  }
   if (path.empty()) return;
   checkpoint_ = std::make_unique<Checkpoint>(path);
   const auto& meta = checkpoint_->metadata();
@@ -227,7 +241,10 @@ Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_
 
 Origin WeightSource::linear(int64_t layer, Linear l) const {
   const MatShape s = linear_shape(config_, l);
-  return matrix_origin(linear_name(layer, l), s.rows, s.cols, config_.quant.scheme);
+  Origin o = matrix_origin(linear_name(layer, l), s.rows, s.cols, config_.quant.scheme);
+  o.layer = layer;
+  o.linear = l;
+  return o;
 }
 
 Origin WeightSource::embedding() const {
@@ -264,6 +281,8 @@ Origin WeightSource::vector(const std::string& name, int64_t size) const {
 
 QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
   const int64_t rows = o.shape.at(0), cols = o.shape.at(1);
+  const bool merge = adapter_ && adapter_->mode == AdapterMode::merged && o.layer >= 0 &&
+                     adapter_->find(o.layer, o.linear) != nullptr;
   if (o.kind == OriginKind::quantized) {
     QuantMatrix m;
     m.scheme = scheme;
@@ -277,7 +296,13 @@ QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
       m.zero_point = config_.quant.zero_point;
       if (o.zeros) m.zeros.assign(o.zeros->data, o.zeros->data + o.zeros->nbytes);
     }
-    return m;
+    if (!merge) return m;
+    // The file's weights are all this run has of W: merge into their dequantized values and
+    // quantize again (a second rounding, as any tool that merges into a quantized model does).
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) m.row(r, w.data() + r * cols);
+    merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols);
+    return quantize_matrix(w.data(), rows, cols, scheme, config_.quant.group_size, config_.quant.zero_point);
   }
   // Every weight is rounded to fp16 before it is quantized: the synthetic model and a
   // checkpoint written by gen-weights in fp16 quantize to the same bits.
@@ -291,6 +316,7 @@ QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
       for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(f32_to_f16(out[c]));
     }
   }
+  if (merge) merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols);
   return quantize_matrix(w.data(), rows, cols, scheme, config_.quant.group_size, config_.quant.zero_point);
 }
 

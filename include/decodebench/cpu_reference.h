@@ -1,12 +1,15 @@
 // The float32 reference decode step (DESIGN.md "The decode step"), on the CPU. Clarity
 // first: it dequantizes the same canonical weights every backend uses, keeps activations
 // and the KV cache in float32, and is what every GPU kernel and the transformers goldens
-// are checked against.
+// are checked against. A LoRA adapter comes with the WeightSource: merged, it is already in
+// the weights host_matrix returns; external, each adapted linear adds scale * B (A x).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
+#include "decodebench/adapter.h"
 #include "decodebench/weights.h"
 
 namespace db {
@@ -14,7 +17,8 @@ namespace db {
 class CpuModel {
  public:
   // Materializes the weights (quantized as the config says) and a KV cache of
-  // `max_positions` positions.
+  // `max_positions` positions. The source's adapter, when it has one in external mode, is
+  // applied beside the weights in every step (it must outlive the model).
   CpuModel(const WeightSource& source, int64_t max_positions, int threads = 0);
 
   // Runs one decode step for `token` at position `pos` (positions must be fed in order
@@ -27,7 +31,7 @@ class CpuModel {
 
   const ModelConfig& config() const { return c_; }
   int threads() const { return threads_; }
-  uint64_t weight_bytes() const;  // host bytes of the materialized weights
+  uint64_t weight_bytes() const;  // host bytes of the materialized weights (and external A, B)
   uint64_t kv_cache_bytes() const;
 
  private:
@@ -35,13 +39,17 @@ class CpuModel {
     std::vector<float> attn_norm, mlp_norm;  // [hidden]
     std::vector<float> q_norm, k_norm;       // [head_dim], qwen3
     QuantMatrix wq, wk, wv, wo, gate, up, down;
+    std::array<const LoraPair*, kLinears.size()> lora{};  // external adapter, by Linear; nullptr: none
   };
   void matvec(const QuantMatrix& w, const float* x, float* y) const;
+  // y = W x (+ scale * B (A x) when `l` carries an external adapter in this layer).
+  void linear(const Layer& L, Linear l, const QuantMatrix& w, const float* x, float* y);
   void rmsnorm(const float* x, const float* w, int64_t n, float* out) const;
   void rope(float* v, int64_t heads, int64_t pos) const;
 
   ModelConfig c_;
   const WeightSource& source_;
+  const Adapter* external_ = nullptr;  // the source's adapter in external mode
   Origin embedding_;
   std::vector<Layer> layers_;
   std::vector<float> final_norm_;
@@ -52,6 +60,7 @@ class CpuModel {
   std::vector<float> k_cache_, v_cache_;  // [layers, max_positions, kv_dim]
   // scratch
   std::vector<float> x_, h_, q_, k_, v_, att_, o_, g_, u_, scores_, logits_;
+  std::vector<float> lora_t_, lora_u_;  // A x [rank], B (A x) [largest out_features]
 };
 
 }  // namespace db

@@ -7,6 +7,8 @@
 //   quantized  - decodebench's own .qweight/.scales/.zeros tensors, used as they are
 // Backends turn origins into weights where they need them: the CPU reference with the
 // host functions below, the CUDA backend with device kernels that run the same arithmetic.
+// A source may carry a LoRA adapter (adapter.h): host_matrix merges it into the linears it
+// targets when its mode is merged; in external mode it is carried for the backend to apply.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,8 @@
 #include "decodebench/synth.h"
 
 namespace db {
+
+struct Adapter;
 
 // A linear weight [rows, cols] in the canonical layout of DESIGN.md.
 struct QuantMatrix {
@@ -53,14 +57,18 @@ struct Origin {
   std::vector<int64_t> shape;
   const TensorInfo* dense = nullptr;  // kind == dense
   const TensorInfo* qweight = nullptr, *scales = nullptr, *zeros = nullptr;  // kind == quantized
+  int64_t layer = -1;         // a transformer-block linear: its layer (else -1) ...
+  Linear linear = Linear::q;  // ... and which one (LoRA targets)
 };
 
 class WeightSource {
  public:
   // `path` empty: synthetic weights from `seed`. Otherwise a safetensors file, an HF
   // directory or index, or a decodebench file. Throws db::Error naming the first tensor
-  // that is missing or has the wrong dtype or shape.
-  WeightSource(const ModelConfig& config, const std::string& path, uint64_t seed);
+  // that is missing or has the wrong dtype or shape. `adapter` (loaded for this config by
+  // load_adapter) must outlive the source.
+  WeightSource(const ModelConfig& config, const std::string& path, uint64_t seed,
+               const Adapter* adapter = nullptr);
   ~WeightSource();
   WeightSource(const WeightSource&) = delete;
   WeightSource& operator=(const WeightSource&) = delete;
@@ -70,13 +78,17 @@ class WeightSource {
   uint64_t seed() const { return seed_; }
   const std::string& path() const { return path_; }
   std::string describe() const;  // "synthetic (seed 0)" or the path with its format
+  const Adapter* adapter() const { return adapter_; }  // nullptr: none
 
   Origin linear(int64_t layer, Linear l) const;  // in config.quant.scheme
   Origin lm_head() const;                        // in config.quant.lm_head (tied: the embedding)
   Origin embedding() const;                      // fp16 [vocab, hidden]
   Origin vector(const std::string& name, int64_t size) const;  // norm weights
 
-  // Host materialization (the CPU reference, tests, file writers).
+  // Host materialization (the CPU reference, tests, file writers). With a merged adapter,
+  // a targeted linear is W + scale * B A (adapter.h merge_adapter) before it is quantized;
+  // a linear that a decodebench file holds quantized is dequantized, merged and quantized
+  // again, its scales and zeros recomputed from the merged values.
   QuantMatrix host_matrix(const Origin& o, Scheme scheme) const;
   std::vector<float> host_vector(const Origin& o) const;                 // 1-D, as float
   void host_embedding_row(const Origin& o, int64_t token, float* out) const;  // fp16-rounded values
@@ -88,6 +100,7 @@ class WeightSource {
   uint64_t seed_ = 0;
   std::unique_ptr<Checkpoint> checkpoint_;
   bool decodebench_format_ = false;
+  const Adapter* adapter_ = nullptr;
 };
 
 // Synthetic values of a tensor element, rounded as stored: matrices and the embedding are
