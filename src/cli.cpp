@@ -24,13 +24,14 @@
 #include "decodebench/kernel_registry.h"
 #include "decodebench/model.h"
 #include "decodebench/run_spec.h"
+#include "decodebench/sweep.h"
 
 namespace db {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kVerbs[] = {"run", "list", "info", "gen-weights", "quantize", "report", "compare"};
+constexpr const char* kVerbs[] = {"run", "list", "info", "gen-weights", "quantize", "report", "compare", "sweep"};
 
 const std::vector<std::string> kSchemeNames = {"fp16", "int8", "int4"};
 
@@ -185,9 +186,14 @@ struct RunArgs {
               repeat = std::to_string(spec.repeat), device = std::to_string(spec.device);
 };
 
-CLI::App* add_run(CLI::App& app, RunArgs& a) {
-  CLI::App* run = app.add_subcommand("run", "Time batch=1 decoding of one model (the default verb)");
+// The run options on `run`, or (sweep) on `sweep`, where --model, --quant, --kernel, --graph,
+// --adapter-mode, --context and --tokens take lists, checked item by item afterwards.
+void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
   RunSpec& s = a.spec;
+  const auto member = [sweep](CLI::Option* o, std::vector<std::string> names) {
+    if (!sweep) o->check(CLI::IsMember(names));
+    return o;
+  };
   run->add_option("--model", s.model,
                   "Preset (`decodebench list presets`), config file, HF config.json or model dir")
       ->capture_default_str();
@@ -195,20 +201,19 @@ CLI::App* add_run(CLI::App& app, RunArgs& a) {
       "--weights", s.weights,
       "safetensors file, sharded HF dir or decodebench file (default: synthetic weights from --seed)");
   add_integer(run, "--seed", a.seed, "Seed of the synthetic weights")->capture_default_str();
-  run->add_option("--quant", a.quant, "Weight scheme (default: the config's)")
-      ->check(CLI::IsMember(kSchemeNames));
+  member(run->add_option("--quant", a.quant, "Weight scheme (default: the config's)"), kSchemeNames);
   add_integer(run, "--group-size", a.group_size, "int4 group size (default: the config's)");
   run->add_option("--lm-head", a.lm_head, "lm_head scheme (default: the config's)")
       ->check(CLI::IsMember(kSchemeNames));
   run->add_option("--kernel", s.kernel, "GEMV kernel: auto or a name from `decodebench list kernels`")
       ->capture_default_str();
-  run->add_option("--graph", a.graph, "Replay one captured CUDA Graph per token, or launch eagerly")
-      ->check(CLI::IsMember({"on", "off"}))
+  member(run->add_option("--graph", a.graph, "Replay one captured CUDA Graph per token, or launch eagerly"),
+         {"on", "off"})
       ->capture_default_str();
   run->add_option("--adapter", s.adapter,
                   "LoRA: a PEFT directory, or synthetic:rank=R[,targets=q,k,v,o,gate,up,down]");
-  run->add_option("--adapter-mode", a.adapter_mode, "Merge the adapter into W, or apply A and B beside it")
-      ->check(CLI::IsMember({"merged", "external"}))
+  member(run->add_option("--adapter-mode", a.adapter_mode, "Merge the adapter into W, or apply A and B beside it"),
+         {"merged", "external"})
       ->capture_default_str();
   add_integer(run, "--context", a.context, "Start position (KV depth) of the timed tokens")
       ->capture_default_str();
@@ -225,10 +230,25 @@ CLI::App* add_run(CLI::App& app, RunArgs& a) {
   run->add_option("-o,--output", s.output, "Write the result to FILE (written whole or not at all)");
   run->add_option("--format", a.format, "Result file format (default: from -o's extension)")
       ->check(CLI::IsMember({"json", "jsonl", "md", "csv"}));
+}
+
+CLI::App* add_run(CLI::App& app, RunArgs& a) {
+  CLI::App* run = app.add_subcommand("run", "Time batch=1 decoding of one model (the default verb)");
+  add_run_options(run, a, false);
   return run;
 }
 
-RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::string>& argv) {
+CLI::App* add_sweep(CLI::App& app, RunArgs& a) {
+  CLI::App* sw = app.add_subcommand(
+      "sweep",
+      "Run the cartesian product of the run options; --model, --quant, --kernel, --graph, --adapter-mode, "
+      "--context and --tokens take comma lists, --context and --tokens also ranges A-B+S and A-B*F");
+  add_run_options(sw, a, true);
+  return sw;
+}
+
+RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::string>& argv,
+                        bool sweep = false) {
   RunSpec& s = a.spec;
   s.seed = parse_integer<uint64_t>("--seed", a.seed);
   s.context = parse_integer<int64_t>("--context", a.context);
@@ -274,10 +294,67 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
       if (std::optional<std::string> cfg = config_beside(s.weights)) s.model = *cfg;
   }
 
+  if (sweep) return s;  // the config, scheme and kernel are checked per instance
   const ModelConfig c = resolve_config(s.model, s.quant, s.group_size, s.lm_head);
   if (s.group_size) check_group_size_applies(c, "");
   if (s.kernel != "auto") resolve_kernel(s.kernel, c.quant.scheme);
   return s;
+}
+
+// The sweep's lists, item by item, then the other options as run checks them. Whatever
+// depends on an instance (config overrides, kernel of the instance's scheme, positions)
+// is checked per instance by run_one, a failure becoming that instance's error entry; an
+// unknown preset or kernel name fails the whole sweep before anything runs.
+SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<std::string>& argv) {
+  SweepSpec sp;
+  const auto one_of = [](const char* option, const std::string& item, const std::vector<std::string>& names) {
+    if (std::find(names.begin(), names.end(), item) == names.end()) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      usage_fail("{} {}: not one of {}", option, item, list);
+    }
+  };
+  std::vector<std::string> models = split_list("--model", a.spec.model);
+  if (!a.quant.empty()) {
+    sp.quants.clear();
+    for (const std::string& q : split_list("--quant", a.quant)) {
+      one_of("--quant", q, kSchemeNames);
+      sp.quants.push_back(parse_scheme(q));
+    }
+  }
+  sp.kernels = split_list("--kernel", a.spec.kernel);
+  for (const std::string& k : sp.kernels) {
+    const auto& reg = kernel_registry();
+    if (k != "auto" && std::none_of(reg.begin(), reg.end(), [&](const KernelInfo& i) { return i.name == k; }))
+      usage_fail("--kernel {}: not a kernel (see `decodebench list kernels`)", k);
+  }
+  sp.graphs.clear();
+  for (const std::string& g : split_list("--graph", a.graph)) {
+    one_of("--graph", g, {"on", "off"});
+    sp.graphs.push_back(g == "on");
+  }
+  sp.adapter_modes.clear();
+  for (const std::string& m : split_list("--adapter-mode", a.adapter_mode)) {
+    one_of("--adapter-mode", m, {"merged", "external"});
+    sp.adapter_modes.push_back(m == "external" ? AdapterMode::external : AdapterMode::merged);
+  }
+  sp.contexts = expand_int_list("--context", a.context);
+  sp.tokens = expand_int_list("--tokens", a.tokens);
+  for (int64_t t : sp.tokens)
+    if (t < 1) usage_fail("--tokens must be at least 1, got {}", t);
+
+  // The rest as run does, with the list options set to single placeholder values.
+  a.spec.model = models[0];
+  a.spec.kernel = "auto";
+  a.quant.clear();
+  a.graph = "on";
+  a.adapter_mode = "merged";
+  a.context = "0";
+  a.tokens = "1";
+  sp.base = finish_run_spec(a, sw, argv, true);
+  sp.models = sw.count("--model") ? models : std::vector<std::string>{sp.base.model};
+  for (const std::string& m : sp.models) load_model_config(m);  // an unknown preset or bad file: exit 1 now
+  return sp;
 }
 
 std::string verbs_list() {
@@ -335,6 +412,8 @@ int cli_main(int argc, char** argv) {
 
   RunArgs run_args;
   CLI::App* run = add_run(app, run_args);
+  RunArgs sweep_args;
+  CLI::App* sweep = add_sweep(app, sweep_args);
 
   std::string list_what;
   CLI::App* list = app.add_subcommand("list", "List presets, architectures or kernels (default: all)");
@@ -406,6 +485,11 @@ int cli_main(int argc, char** argv) {
     const RunSpec spec = finish_run_spec(run_args, *run, original);
     warn_if_not_release();
     return cmd_run(spec);
+  }
+  if (sweep->parsed()) {
+    const SweepSpec spec = finish_sweep_spec(sweep_args, *sweep, original);
+    warn_if_not_release();
+    return cmd_sweep(spec);
   }
   if (list->parsed()) return cmd_list(list_what);
   if (report->parsed()) {

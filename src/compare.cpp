@@ -414,14 +414,20 @@ int cmd_compare(const std::string& base, const std::string& next, double thresho
                 const std::string& format) {
   // Unreadable or invalid input is bad input here (exit 2), not a failed comparison (1,
   // which means "regressed").
+  // Error entries (failed sweep instances) are skipped with a warning each.
   const auto read = [](const std::string& path) {
+    ResultsAndErrors r;
     try {
-      return read_results(path);
+      r = read_results_and_errors(path);
     } catch (const UsageError&) {
       throw;
     } catch (const Error& e) {
       throw UsageError(e.what());
     }
+    for (const ErrorEntry& e : r.errors)
+      fmt::print(stderr, "decodebench: warning: {}: skipping an error entry ({}): {}\n", e.origin,
+                 error_entry_summary(e), e.error);
+    return std::move(r.results);
   };
   const std::vector<Result> b = read(base);
   const std::vector<Result> n = read(next);

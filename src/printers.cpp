@@ -165,13 +165,17 @@ std::string format_md(const std::vector<json>& rows) {
   return out;
 }
 
-std::string format_csv(const std::vector<json>& rows) {
+// errors: when non-null, a last column "error" with (*errors)[row].
+std::string format_csv(const std::vector<json>& rows, const std::vector<std::string>* errors = nullptr) {
   const auto& fields = result_fields();
   std::string out;
   for (size_t c = 0; c < fields.size(); ++c) out += (c ? "," : "") + csv_quote(fields[c].path);
+  if (errors) out += ",error";
   out += "\n";
-  for (const json& row : rows) {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const json& row = rows[r];
     for (size_t c = 0; c < fields.size(); ++c) out += (c ? "," : "") + csv_cell(at_path(row, fields[c].path));
+    if (errors) out += "," + csv_quote((*errors)[r]);
     out += "\n";
   }
   return out;
@@ -245,9 +249,71 @@ std::string format_results(const std::vector<Result>& results, OutputFormat form
   db::fail("unknown output format {}", static_cast<int>(format));
 }
 
+std::string format_entries(const std::vector<SweepEntry>& entries, OutputFormat format) {
+  bool any_error = false;
+  std::vector<Result> results;
+  for (const SweepEntry& e : entries) {
+    if (e.result)
+      results.push_back(*e.result);
+    else
+      any_error = true;
+  }
+  if (!any_error && format != OutputFormat::json) return format_results(results, format);
+  switch (format) {
+    case OutputFormat::json: {
+      if (entries.empty()) return "[]\n";
+      std::string out = "[\n";
+      for (size_t i = 0; i < entries.size(); ++i) {
+        const SweepEntry& e = entries[i];
+        out += indent_lines(e.result ? result_to_json_text(*e.result, 2) : error_entry_json_text(e.error, 2), "  ");
+        out += i + 1 < entries.size() ? ",\n" : "\n";
+      }
+      return out + "]\n";
+    }
+    case OutputFormat::jsonl: {
+      std::string out;
+      for (const SweepEntry& e : entries)
+        out += (e.result ? result_to_json_text(*e.result, -1) : error_entry_json_text(e.error, -1)) + "\n";
+      return out;
+    }
+    case OutputFormat::md:
+    case OutputFormat::csv: {
+      std::vector<json> rows;
+      std::vector<std::string> errors;
+      for (const SweepEntry& e : entries) {
+        if (e.result) {
+          rows.push_back(json(*e.result));
+          errors.emplace_back();
+        } else {
+          json cfg = json::parse(e.error.config_json, nullptr, false);
+          if (cfg.is_discarded()) cfg = json::object();
+          rows.push_back(json{{"config", cfg}});
+          errors.push_back(e.error.error);
+        }
+      }
+      if (format == OutputFormat::csv) return format_csv(rows, &errors);
+      std::string out = format_md(rows);
+      out += "\nErrors:\n\n";
+      for (size_t i = 0; i < entries.size(); ++i) {
+        if (entries[i].result) continue;
+        std::string msg = entries[i].error.error;
+        for (char& c : msg)
+          if (c == '\n' || c == '\r') c = ' ';
+        out += fmt::format("- row {} ({}): {}\n", i + 1, error_entry_summary(entries[i].error), msg);
+      }
+      return out;
+    }
+  }
+  db::fail("unknown output format {}", static_cast<int>(format));
+}
+
 void write_results_file(const std::string& path, const std::vector<Result>& results, OutputFormat format) {
   if (path.empty()) db::fail("cannot write results: the output path is empty");
-  const std::string text = format_results(results, format);
+  write_text_file_atomically(path, format_results(results, format));
+}
+
+void write_text_file_atomically(const std::string& path, const std::string& text) {
+  if (path.empty()) db::fail("cannot write results: the output path is empty");
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) db::fail("cannot write {}: {}", path, std::strerror(errno));

@@ -503,7 +503,64 @@ Result result_from_json_text(const std::string& text, const std::string& origin)
   return read_result(parse_json(text, origin.empty() ? std::string("result") : "result " + origin), origin);
 }
 
+namespace {
+
+bool is_error_entry(const json& j) {
+  return j.is_object() && j.contains("error") && j["error"].is_string() && !j.contains("timing");
+}
+
+// One element of a results file: a result or (an error entry, schema checked) an error.
+void read_entry(const json& j, const std::string& where, ResultsAndErrors& out) {
+  if (is_error_entry(j)) {
+    const auto s = j.find("schema");
+    if (s == j.end() || !s->is_string() || s->get<std::string>() != kResultSchema)
+      db::fail("{}: error entry without schema \"{}\"", where, kResultSchema);
+    ErrorEntry e;
+    e.error = j["error"].get<std::string>();
+    const auto c = j.find("config");
+    if (c != j.end() && c->is_object()) e.config_json = c->dump(-1, ' ', false, json::error_handler_t::replace);
+    e.origin = where;
+    out.errors.push_back(std::move(e));
+    return;
+  }
+  out.results.push_back(read_result(j, where));
+}
+
+}  // namespace
+
+std::string error_entry_json_text(const ErrorEntry& e, int indent) {
+  ordered_json j;
+  j["schema"] = kResultSchema;
+  j["error"] = e.error;
+  j["config"] = ordered_json::parse(e.config_json, nullptr, false);
+  if (j["config"].is_discarded() || !j["config"].is_object()) j["config"] = ordered_json::object();
+  return j.dump(indent < 0 ? -1 : indent, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+std::string error_entry_summary(const ErrorEntry& e) {
+  const json c = json::parse(e.config_json, nullptr, false);
+  std::string s;
+  if (!c.is_object()) return s;
+  for (const char* k : {"model", "scheme", "kernel", "graph", "adapter_mode", "context", "tokens"}) {
+    const auto it = c.find(k);
+    if (it == c.end() || it->is_null()) continue;
+    std::string v = it->is_string() ? it->get<std::string>() : it->dump();
+    if (it->is_boolean()) v = it->get<bool>() ? "on" : "off";
+    if (v.empty()) continue;
+    s += (s.empty() ? "" : ", ") + std::string(k) + " " + v;
+  }
+  return s;
+}
+
 std::vector<Result> read_results(const std::string& path) {
+  ResultsAndErrors r = read_results_and_errors(path);
+  if (!r.errors.empty())
+    db::fail("{}: an error entry of a failed sweep instance ({}), not a result: {}", r.errors[0].origin,
+             error_entry_summary(r.errors[0]), r.errors[0].error);
+  return std::move(r.results);
+}
+
+ResultsAndErrors read_results_and_errors(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) db::fail("cannot read results {}: it is a directory", path);
   std::ifstream f(path, std::ios::binary);
@@ -517,14 +574,13 @@ std::vector<Result> read_results(const std::string& path) {
   // One JSON document (an object or an array of objects), pretty-printed or not ...
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_discarded()) {
+    ResultsAndErrors out;
     if (doc.is_array()) {
-      std::vector<Result> out;
-      out.reserve(doc.size());
-      for (size_t i = 0; i < doc.size(); ++i)
-        out.push_back(read_result(doc[i], fmt::format("{}[{}]", path, i)));
+      for (size_t i = 0; i < doc.size(); ++i) read_entry(doc[i], fmt::format("{}[{}]", path, i), out);
       return out;
     }
-    return {read_result(doc, path)};
+    read_entry(doc, path, out);
+    return out;
   }
 
   // ... or JSONL: one object per line, blank lines ignored. A file whose first line is not
@@ -539,11 +595,11 @@ std::vector<Result> read_results(const std::string& path) {
   while (first < lines.size() && is_blank(lines[first])) ++first;
   if (json::parse(lines[first], nullptr, false).is_discarded()) parse_json(text, "results " + path);
 
-  std::vector<Result> out;
+  ResultsAndErrors out;
   for (size_t i = first; i < lines.size(); ++i) {
     if (is_blank(lines[i])) continue;
     const std::string where = fmt::format("{}:{}", path, i + 1);
-    out.push_back(read_result(parse_json(lines[i], "result " + where), where));
+    read_entry(parse_json(lines[i], "result " + where), where, out);
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <ctime>
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include "decodebench/adapter.h"
@@ -62,7 +63,7 @@ void classify(Roofline& r, const BackendRun& run, const TpotStats& t, const PerT
 
 }  // namespace
 
-int cmd_run(const RunSpec& spec) {
+Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   const ModelConfig cfg = apply_overrides(load_model_config(spec.model), spec);
   const int64_t positions = spec.context + std::max(spec.tokens, spec.warmup);
   if (positions > cfg.max_position_embeddings)
@@ -72,6 +73,9 @@ int cmd_run(const RunSpec& spec) {
   if (!spec.adapter.empty() && spec.backend == BackendKind::cuda)
     fail("--adapter {}: LoRA adapters are not implemented on the CUDA backend yet (use --backend cpu)",
          spec.adapter);
+  if (spec.group_size && cfg.quant.scheme != Scheme::int4 && cfg.quant.lm_head != Scheme::int4)
+    usage_fail("--group-size applies to int4 weights only (this run's weights are {}, lm_head {})",
+               to_string(cfg.quant.scheme), to_string(cfg.quant.lm_head));
   const KernelInfo& kernel = resolve_kernel(spec.kernel, cfg.quant.scheme);
 
   // The backend first: "no GPU" must be said before minutes of weight loading.
@@ -79,9 +83,34 @@ int cmd_run(const RunSpec& spec) {
       spec.backend == BackendKind::cpu ? make_cpu_backend() : make_cuda_backend(spec.device);
   // The adapter next: it is validated against the model before any weight is read. Its
   // synthetic values come from the run's --seed, as the model's do.
-  std::optional<Adapter> adapter;
-  if (!spec.adapter.empty()) adapter = load_adapter(spec.adapter, cfg, spec.seed, spec.adapter_mode);
-  const WeightSource weights(cfg, spec.weights, spec.seed, adapter ? &*adapter : nullptr);
+  // With `reuse`, a source of the same key (same config, file, seed and adapter) is shared.
+  const std::string key = fmt::format(
+      "{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", spec.model, to_string(cfg.quant.scheme),
+      cfg.quant.group_size, to_string(cfg.quant.lm_head), spec.weights, spec.seed, spec.adapter,
+      spec.adapter.empty() ? "" : (spec.adapter_mode == AdapterMode::external ? "external" : "merged"));
+  std::shared_ptr<Adapter> adapter_holder;
+  std::shared_ptr<WeightSource> weights_holder;
+  if (reuse && reuse->weights && reuse->key == key) {
+    adapter_holder = reuse->adapter;
+    weights_holder = reuse->weights;
+    ++reuse->reused;
+  } else {
+    if (reuse) {  // free the previous source (and then its adapter) before loading the next
+      reuse->weights.reset();
+      reuse->adapter.reset();
+      reuse->key.clear();
+    }
+    if (!spec.adapter.empty())
+      adapter_holder = std::make_shared<Adapter>(load_adapter(spec.adapter, cfg, spec.seed, spec.adapter_mode));
+    weights_holder = std::make_shared<WeightSource>(cfg, spec.weights, spec.seed, adapter_holder.get());
+    if (reuse) {
+      reuse->key = key;
+      reuse->adapter = adapter_holder;
+      reuse->weights = weights_holder;
+    }
+  }
+  const Adapter* adapter = adapter_holder.get();
+  const WeightSource& weights = *weights_holder;
   const BackendRun run = backend->run(spec, weights, kernel);
 
   Result r;
@@ -143,7 +172,11 @@ int cmd_run(const RunSpec& spec) {
   r.check.logits_checked = run.logits_max_rel_err.has_value();
   r.check.logits_max_rel_err = run.logits_max_rel_err.value_or(0.0);
   r.check.reference = run.reference;
+  return r;
+}
 
+int cmd_run(const RunSpec& spec) {
+  const Result r = run_one(spec);
   std::cout << summary_text(r) << std::flush;
   if (!spec.output.empty()) write_results_file(spec.output, {r}, spec.format);
   return 0;

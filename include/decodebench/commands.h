@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,27 @@
 
 namespace db {
 
+struct Adapter;
+class WeightSource;
+struct Result;
+
+// What consecutive runs can share (the sweep): the WeightSource (config, file mapping and
+// tensor validation) and the LoRA adapter, kept for the key (model, scheme, group size,
+// lm_head, weights path, seed, adapter, adapter mode) of the last run. The backend (CUDA
+// Engine, CPU model, device weights) is still built per run.
+struct WeightReuse {
+  std::string key;
+  std::shared_ptr<Adapter> adapter;
+  std::shared_ptr<WeightSource> weights;
+  int64_t reused = 0;  // runs that found their WeightSource here
+};
+
+// One run: config -> weights -> backend -> Result. Throws db::Error / db::UsageError on
+// anything wrong with the spec (config, kernel for its scheme, positions, ...). `reuse`:
+// null, or the sharing state of a sequence of runs.
+Result run_one(const RunSpec& spec, WeightReuse* reuse = nullptr);
+
+// run_one, the summary on stdout, and the result file with -o.
 int cmd_run(const RunSpec& spec);
 
 // what: "" (everything), "presets", "archs", "kernels"

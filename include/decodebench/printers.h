@@ -4,6 +4,7 @@
 // to the list appears in both.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,22 @@ std::string format_results(const std::vector<Result>& results, OutputFormat form
 // Writes format_results() to path + ".tmp" and renames it onto path, so a reader never sees
 // a partial file. Throws db::Error "cannot write <path>: <reason>" (the temp file removed).
 void write_results_file(const std::string& path, const std::vector<Result>& results, OutputFormat format);
+
+// One instance of a sweep: its result, or (result empty) its error entry.
+struct SweepEntry {
+  std::optional<Result> result;
+  ErrorEntry error;
+};
+
+// A sweep's entries in instance order. Without error entries md, csv and jsonl are exactly
+// format_results() of the results; json is always an array. Error entries: json/jsonl write
+// the error object in the entry's place; md shows a row with the config cells it knows
+// ("-" elsewhere) and, after the table, an "Errors" list with each message; csv gets a
+// last column "error" (empty for results) holding the message.
+std::string format_entries(const std::vector<SweepEntry>& entries, OutputFormat format);
+
+// Writes text to path + ".tmp" and renames it onto path (as write_results_file).
+void write_text_file_atomically(const std::string& path, const std::string& text);
 
 // The human summary of one run (a few aligned lines, newline-terminated), printed on stdout.
 std::string summary_text(const Result& r);

@@ -134,8 +134,33 @@ void from_json(const nlohmann::json& j, Result& r);
 std::string result_to_json_text(const Result& r, int indent = 2);
 Result result_from_json_text(const std::string& text, const std::string& origin);
 
-// Reads a file holding one result, a JSON array of results, or JSONL.
+// A failed sweep instance, as the sweep writes it in place of its result:
+//   {"schema": "decodebench/result/v1", "error": "<message>", "config": {...}}
+// where config holds the instance's config fields that were known (model, weights, seed,
+// scheme, kernel, graph, adapter, adapter_mode, context, tokens, ...). An object is an error
+// entry when it has a string "error" and no "timing".
+struct ErrorEntry {
+  std::string error;
+  std::string config_json = "{}";  // the "config" object, compact JSON text
+  std::string origin;              // where it was read ("file[2]", "file:3"); "" when made here
+};
+
+// The entry as JSON text (indent < 0: one compact line).
+std::string error_entry_json_text(const ErrorEntry& e, int indent = 2);
+// "model tiny-fp16, kernel int4.gemv, context 0, tokens 8": the config, short.
+std::string error_entry_summary(const ErrorEntry& e);
+
+// Reads a file holding one result, a JSON array of results, or JSONL. Strict: an error
+// entry of a sweep is a db::Error naming it (use read_results_and_errors to skip them).
 std::vector<Result> read_results(const std::string& path);
+
+struct ResultsAndErrors {
+  std::vector<Result> results;    // in file order
+  std::vector<ErrorEntry> errors; // in file order
+};
+// As read_results, but error entries are returned apart instead of failing (compare and
+// report skip them with a warning). Anything else that is not a valid result still throws.
+ResultsAndErrors read_results_and_errors(const std::string& path);
 
 // Summary statistics of samples (linear-interpolated percentiles).
 TpotStats compute_stats(const std::vector<double>& samples);

@@ -1,0 +1,51 @@
+// The sweep verb: the run options with lists (and, for --context and --tokens, ranges),
+// expanded into the cartesian product of runs, each run like `decodebench run` would, a
+// failing one recorded as an error entry (result.h ErrorEntry) and the sweep going on.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "decodebench/config.h"
+#include "decodebench/run_spec.h"
+
+namespace db {
+
+struct SweepSpec {
+  RunSpec base;  // every option that is not a list; output and format are the sweep's
+  std::vector<std::string> models{"8b-int4"};
+  std::vector<std::optional<Scheme>> quants{std::nullopt};  // nullopt: the config's scheme
+  std::vector<std::string> kernels{"auto"};
+  std::vector<bool> graphs{true};
+  std::vector<AdapterMode> adapter_modes{AdapterMode::merged};
+  std::vector<int64_t> contexts{0};
+  std::vector<int64_t> tokens{128};
+};
+
+// "a,b,c" -> {a, b, c}. An empty item ("a,,b", "a,") is a db::UsageError naming `option`.
+std::vector<std::string> split_list(const std::string& option, const std::string& text);
+
+// A comma list of items, each one of
+//   N        the number
+//   A-B+S    arithmetic: A, A+S, A+2S, ... <= B (S >= 1)
+//   A-B*F    geometric: A, A*F, A*F^2, ... <= B (F >= 2); when A is 0: 0, then 1, F, F^2, ... <= B
+// concatenated in the order written; a value already produced is dropped (first one kept).
+// A > B, a bad number or step is a db::UsageError naming `option`. Values are >= 0.
+std::vector<int64_t> expand_int_list(const std::string& option, const std::string& text);
+
+// The instances in the fixed order: model outermost, then quant, kernel, graph,
+// adapter-mode, context, tokens (innermost). Each is `base` with those fields set and its
+// command_line the equivalent `decodebench run ...`. Pure: nothing is loaded or checked.
+std::vector<RunSpec> expand_sweep(const SweepSpec& spec);
+
+// "model tiny-int4, quant int4, kernel auto, graph on, context 0, tokens 8" (quant and
+// adapter-mode only when given).
+std::string instance_summary(const RunSpec& s);
+
+// Runs every instance; progress on stderr, the md table of the entries on stdout, the file
+// with -o. Returns 0 when every instance produced a result, 1 when any failed.
+int cmd_sweep(const SweepSpec& spec);
+
+}  // namespace db

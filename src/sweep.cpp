@@ -1,0 +1,245 @@
+// The sweep verb (include/decodebench/sweep.h): list and range expansion, the cartesian
+// product of runs, progress on stderr, error entries, and the output file.
+#include "decodebench/sweep.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <limits>
+
+#include "cli.h"
+#include "decodebench/commands.h"
+#include "decodebench/error.h"
+#include "decodebench/printers.h"
+#include "decodebench/result.h"
+
+namespace db {
+namespace {
+
+int64_t parse_value(const std::string& option, const std::string& item, const std::string& text) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec == std::errc::result_out_of_range) usage_fail("{} {}: {} is out of range", option, item, text);
+  if (ec != std::errc() || ptr != end || text.empty() || v < 0)
+    usage_fail("{} '{}': '{}' is not a non-negative integer (items: N, A-B+S or A-B*F)", option, item, text);
+  return v;
+}
+
+const char* on_off(bool b) { return b ? "on" : "off"; }
+const char* mode_name(AdapterMode m) { return m == AdapterMode::external ? "external" : "merged"; }
+
+}  // namespace
+
+std::vector<std::string> split_list(const std::string& option, const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) usage_fail("{} '{}': empty item in the list", option, text);
+    out.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<int64_t> expand_int_list(const std::string& option, const std::string& text) {
+  std::vector<int64_t> out;
+  const auto add = [&](int64_t v) {
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  };
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (const std::string& item : split_list(option, text)) {
+    const size_t dash = item.find('-');
+    if (dash == std::string::npos) {
+      add(parse_value(option, item, item));
+      continue;
+    }
+    const size_t op = item.find_first_of("+*", dash + 1);
+    if (op == std::string::npos)
+      usage_fail("{} '{}': a range needs a step: A-B+S (arithmetic) or A-B*F (geometric)", option, item);
+    const int64_t a = parse_value(option, item, item.substr(0, dash));
+    const int64_t b = parse_value(option, item, item.substr(dash + 1, op - dash - 1));
+    const int64_t step = parse_value(option, item, item.substr(op + 1));
+    if (a > b) usage_fail("{} '{}': the range starts above its end ({} > {})", option, item, a, b);
+    if (item[op] == '+') {
+      if (step < 1) usage_fail("{} '{}': the step S of A-B+S must be at least 1", option, item);
+      for (int64_t v = a; v <= b; v = v > kMax - step ? b + 1 : v + step) {
+        add(v);
+        if (v > kMax - step) break;
+      }
+    } else {
+      if (step < 2) usage_fail("{} '{}': the factor F of A-B*F must be at least 2", option, item);
+      int64_t v = a;
+      if (v == 0) {
+        add(0);
+        v = 1;
+      }
+      while (v <= b) {
+        add(v);
+        if (v > kMax / step) break;
+        v *= step;
+      }
+    }
+  }
+  return out;
+}
+
+std::string instance_summary(const RunSpec& s) {
+  std::string out = "model " + s.model;
+  if (s.quant) out += fmt::format(", quant {}", to_string(*s.quant));
+  out += fmt::format(", kernel {}, graph {}", s.kernel, on_off(s.graph));
+  if (!s.adapter.empty()) out += fmt::format(", adapter-mode {}", mode_name(s.adapter_mode));
+  out += fmt::format(", context {}, tokens {}", s.context, s.tokens);
+  return out;
+}
+
+namespace {
+
+// The `decodebench run` command line that runs this one instance.
+std::string run_command(const RunSpec& s) {
+  std::vector<std::string> a = {"decodebench", "run", "--model", s.model};
+  if (!s.weights.empty()) a.insert(a.end(), {"--weights", s.weights});
+  a.insert(a.end(), {"--seed", std::to_string(s.seed)});
+  if (s.quant) a.insert(a.end(), {"--quant", to_string(*s.quant)});
+  if (s.group_size) a.insert(a.end(), {"--group-size", std::to_string(*s.group_size)});
+  if (s.lm_head) a.insert(a.end(), {"--lm-head", to_string(*s.lm_head)});
+  a.insert(a.end(), {"--kernel", s.kernel, "--graph", on_off(s.graph)});
+  if (!s.adapter.empty()) a.insert(a.end(), {"--adapter", s.adapter, "--adapter-mode", mode_name(s.adapter_mode)});
+  a.insert(a.end(), {"--context", std::to_string(s.context), "--tokens", std::to_string(s.tokens), "--warmup",
+                     std::to_string(s.warmup), "--repeat", std::to_string(s.repeat)});
+  if (s.sync_per_token) a.push_back("--sync-per-token");
+  if (s.check) a.push_back("--check");
+  a.insert(a.end(), {"--backend", to_string(s.backend), "--device", std::to_string(s.device)});
+  return shell_join(a);
+}
+
+// The config fields of an instance that failed, as far as they are known.
+ErrorEntry error_entry(const RunSpec& s, const std::string& message) {
+  nlohmann::ordered_json c;
+  c["model"] = s.model;
+  c["weights"] = s.weights.empty() ? "synthetic" : s.weights;
+  c["seed"] = s.seed;
+  try {
+    c["scheme"] = to_string(apply_overrides(load_model_config(s.model), s).quant.scheme);
+  } catch (const std::exception&) {
+    if (s.quant) c["scheme"] = to_string(*s.quant);
+  }
+  c["kernel"] = s.kernel;
+  c["graph"] = s.backend == BackendKind::cuda && s.graph;
+  c["adapter"] = s.adapter.empty() ? "none" : s.adapter;
+  c["adapter_mode"] = s.adapter.empty() ? "" : mode_name(s.adapter_mode);
+  c["context"] = s.context;
+  c["tokens"] = s.tokens;
+  c["warmup"] = s.warmup;
+  c["repeat"] = s.repeat;
+  c["sync_per_token"] = s.sync_per_token;
+  ErrorEntry e;
+  e.error = message;
+  e.config_json = c.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return e;
+}
+
+std::string one_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  for (char& ch : s)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return s;
+}
+
+}  // namespace
+
+std::vector<RunSpec> expand_sweep(const SweepSpec& sp) {
+  std::vector<RunSpec> out;
+  for (const std::string& model : sp.models)
+    for (const std::optional<Scheme>& quant : sp.quants)
+      for (const std::string& kernel : sp.kernels)
+        for (bool graph : sp.graphs)
+          for (AdapterMode mode : sp.adapter_modes)
+            for (int64_t context : sp.contexts)
+              for (int64_t tokens : sp.tokens) {
+                RunSpec s = sp.base;
+                s.model = model;
+                s.quant = quant;
+                s.kernel = kernel;
+                s.graph = graph;
+                s.adapter_mode = mode;
+                s.context = context;
+                s.tokens = tokens;
+                s.output.clear();
+                s.command_line = run_command(s);
+                out.push_back(std::move(s));
+              }
+  return out;
+}
+
+int cmd_sweep(const SweepSpec& sp) {
+  const std::vector<RunSpec> instances = expand_sweep(sp);
+  const std::string& output = sp.base.output;
+  const bool jsonl = !output.empty() && sp.base.format == OutputFormat::jsonl;
+
+  // jsonl: appended to the final path line by line, flushed as each instance finishes.
+  std::FILE* lines = nullptr;
+  if (jsonl) {
+    lines = std::fopen(output.c_str(), "ab");
+    if (!lines) fail("cannot write {}: {}", output, std::strerror(errno));
+  }
+  const auto append = [&](const std::string& line) {
+    if (!lines) return;
+    const std::string text = line + "\n";
+    if (std::fwrite(text.data(), 1, text.size(), lines) != text.size() || std::fflush(lines) != 0) {
+      const int err = errno;
+      std::fclose(lines);
+      lines = nullptr;
+      fail("cannot write {}: {}", output, std::strerror(err));
+    }
+  };
+
+  std::vector<SweepEntry> entries;
+  WeightReuse reuse;
+  size_t failed = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const size_t n = instances.size();
+  for (size_t i = 0; i < n; ++i) {
+    const RunSpec& s = instances[i];
+    SweepEntry e;
+    std::string outcome;
+    try {
+      e.result = run_one(s, &reuse);
+      outcome = fmt::format("{:.3f} ms", e.result->timing.tpot_ms.median);
+    } catch (const std::exception& ex) {
+      e.result.reset();
+      e.error = error_entry(s, one_line(ex.what()));
+      outcome = "error: " + e.error.error;
+      ++failed;
+    }
+    append(e.result ? result_to_json_text(*e.result, -1) : error_entry_json_text(e.error, -1));
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double left = elapsed / static_cast<double>(i + 1) * static_cast<double>(n - i - 1);
+    fmt::print(stderr, "[{}/{}] {} ... {} (elapsed {:.1f}s, ~{:.1f}s left)\n", i + 1, n, instance_summary(s),
+               outcome, elapsed, left);
+    std::fflush(stderr);
+    entries.push_back(std::move(e));
+  }
+  if (lines && std::fclose(lines) != 0) fail("cannot write {}: {}", output, std::strerror(errno));
+
+  std::cout << format_entries(entries, OutputFormat::md) << std::flush;
+  if (!output.empty() && !jsonl) write_text_file_atomically(output, format_entries(entries, sp.base.format));
+  if (failed)
+    fmt::print(stderr, "decodebench: warning: sweep: {} of {} instances failed (error entries{})\n", failed, n,
+               output.empty() ? "" : " in " + output);
+  if (reuse.reused)
+    fmt::print(stderr, "decodebench: sweep: {} of {} instances reused a WeightSource\n", reuse.reused, n);
+  return failed ? 1 : 0;
+}
+
+}  // namespace db

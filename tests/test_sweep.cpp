@@ -1,0 +1,302 @@
+// The sweep verb: list and range expansion and the instance order (pure functions), then
+// end to end on the CPU backend with tiny models: error entries, output formats, the
+// progress lines, compare on a file with error entries, and scripts/ci_regression.sh.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli_helpers.h"
+#include "decodebench/error.h"
+#include "decodebench/result.h"
+#include "decodebench/sweep.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using db_test::Outcome;
+
+Outcome run(const std::vector<std::string>& args) { return db_test::run(args, DB_SOURCE_DIR); }
+
+std::vector<int64_t> ints(std::initializer_list<int64_t> v) { return v; }
+
+TEST(SweepExpand, PlainListsAndRanges) {
+  EXPECT_EQ(db::expand_int_list("--context", "0"), ints({0}));
+  EXPECT_EQ(db::expand_int_list("--context", "512,0,128"), ints({512, 0, 128}));
+  EXPECT_EQ(db::expand_int_list("--context", "0-4096*2"),
+            ints({0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}));
+  EXPECT_EQ(db::expand_int_list("--context", "1-1000*10"), ints({1, 10, 100, 1000}));
+  EXPECT_EQ(db::expand_int_list("--context", "3-50*4"), ints({3, 12, 48}));
+  EXPECT_EQ(db::expand_int_list("--tokens", "0-10+5"), ints({0, 5, 10}));
+  EXPECT_EQ(db::expand_int_list("--tokens", "1-10+4"), ints({1, 5, 9}));
+  EXPECT_EQ(db::expand_int_list("--tokens", "7-7+3"), ints({7}));
+  // Concatenated in order; a value already produced is dropped.
+  EXPECT_EQ(db::expand_int_list("--tokens", "128,0-8+4,128,8"), ints({128, 0, 4, 8}));
+}
+
+TEST(SweepExpand, BadItemsAreUsageErrors) {
+  for (const char* bad : {"", "1,,2", "1,", "a", "-3", "8-4+1", "0-8*1", "0-8+0", "1-8", "1-8/2", "1-x+2",
+                          "99999999999999999999"}) {
+    EXPECT_THROW(db::expand_int_list("--context", bad), db::UsageError) << bad;
+  }
+  try {
+    db::expand_int_list("--context", "8-4+1");
+  } catch (const db::UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--context"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SweepExpand, SplitList) {
+  EXPECT_EQ(db::split_list("--model", "a"), std::vector<std::string>({"a"}));
+  EXPECT_EQ(db::split_list("--model", "a,b,c"), std::vector<std::string>({"a", "b", "c"}));
+  EXPECT_THROW(db::split_list("--model", "a,,b"), db::UsageError);
+}
+
+TEST(SweepExpand, CartesianProductInTheDocumentedOrder) {
+  db::SweepSpec sp;
+  sp.base.backend = db::BackendKind::cpu;
+  sp.base.adapter = "synthetic:rank=2";
+  sp.models = {"m1", "m2"};
+  sp.quants = {db::Scheme::int4, std::nullopt};
+  sp.kernels = {"auto", "k"};
+  sp.graphs = {true, false};
+  sp.adapter_modes = {db::AdapterMode::merged, db::AdapterMode::external};
+  sp.contexts = {0, 16};
+  sp.tokens = {1, 2};
+  const std::vector<db::RunSpec> v = db::expand_sweep(sp);
+  ASSERT_EQ(v.size(), 128u);
+  size_t i = 0;
+  for (const char* m : {"m1", "m2"})
+    for (int q = 0; q < 2; ++q)
+      for (const char* k : {"auto", "k"})
+        for (bool g : {true, false})
+          for (auto mode : {db::AdapterMode::merged, db::AdapterMode::external})
+            for (int64_t c : {0, 16})
+              for (int64_t t : {1, 2}) {
+                const db::RunSpec& s = v[i++];
+                EXPECT_EQ(s.model, m);
+                EXPECT_EQ(s.quant.has_value(), q == 0);
+                EXPECT_EQ(s.kernel, k);
+                EXPECT_EQ(s.graph, g);
+                EXPECT_EQ(s.adapter_mode, mode);
+                EXPECT_EQ(s.context, c);
+                EXPECT_EQ(s.tokens, t);
+                EXPECT_EQ(s.backend, db::BackendKind::cpu);
+              }
+  EXPECT_EQ(v[0].command_line,
+            "decodebench run --model m1 --seed 0 --quant int4 --kernel auto --graph on --adapter "
+            "synthetic:rank=2 --adapter-mode merged --context 0 --tokens 1 --warmup 16 --repeat 5 --backend cpu "
+            "--device 0");
+  EXPECT_EQ(db::instance_summary(v[0]),
+            "model m1, quant int4, kernel auto, graph on, adapter-mode merged, context 0, tokens 1");
+}
+
+class Sweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "decodebench_sweep_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // tiny-int4 and tiny-fp16 with --kernel int4.gemv: the fp16 instances fail.
+  Outcome sweep_with_failure(const std::string& out, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"sweep", "--model", "tiny-int4,tiny-fp16", "--kernel", "int4.gemv",
+                                     "--tokens", "2,3", "--warmup", "0", "--repeat", "2", "--backend", "cpu",
+                                     "-o", path(out)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  }
+
+  fs::path dir_;
+};
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string l;
+  while (std::getline(in, l))
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+TEST_F(Sweep, AFailingInstanceBecomesAnErrorEntryAndTheSweepGoesOn) {
+  const Outcome o = sweep_with_failure("s.json");
+  EXPECT_EQ(o.code, 1) << o.err;  // some instance failed
+  const db::ResultsAndErrors r = db::read_results_and_errors(path("s.json"));
+  ASSERT_EQ(r.results.size(), 2u);
+  ASSERT_EQ(r.errors.size(), 2u);
+  EXPECT_EQ(r.results[0].config.model, "tiny-int4");
+  EXPECT_EQ(r.results[0].config.tokens, 2);
+  EXPECT_EQ(r.results[1].config.tokens, 3);
+  EXPECT_NE(r.results[0].command.find("decodebench run --model tiny-int4"), std::string::npos);
+  EXPECT_NE(r.errors[0].error.find("not a kernel for fp16"), std::string::npos) << r.errors[0].error;
+  EXPECT_NE(r.errors[0].config_json.find("\"model\":\"tiny-fp16\""), std::string::npos) << r.errors[0].config_json;
+  EXPECT_NE(r.errors[0].config_json.find("\"kernel\":\"int4.gemv\""), std::string::npos);
+  // The strict reader refuses error entries, naming them.
+  try {
+    db::read_results(path("s.json"));
+    ADD_FAILURE() << "read_results accepted an error entry";
+  } catch (const db::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("error entry"), std::string::npos) << e.what();
+  }
+  // The raw JSON: an array, an error entry has schema, error and config.
+  const std::string text = db_test::slurp(path("s.json"));
+  EXPECT_EQ(text.rfind("[\n", 0), 0u);
+  EXPECT_NE(text.find("\"error\": \"--kernel int4.gemv"), std::string::npos);
+  EXPECT_NE(o.err.find("2 of 4 instances failed"), std::string::npos) << o.err;
+}
+
+TEST_F(Sweep, ProgressLinesOnStderr) {
+  const Outcome o = sweep_with_failure("s.json");
+  const std::regex ok(R"(\[[12]/4\] model tiny-int4, kernel int4\.gemv, graph on, context 0, tokens [23] \.\.\. )"
+                      R"([0-9]+\.[0-9]{3} ms \(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
+  const std::regex bad(R"(\[[34]/4\] model tiny-fp16, kernel int4\.gemv, graph on, context 0, tokens [23] \.\.\. )"
+                       R"(error: --kernel int4\.gemv: .* \(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
+  const std::vector<std::string> l = lines_of(o.err);
+  ASSERT_GE(l.size(), 4u) << o.err;
+  EXPECT_TRUE(std::regex_match(l[0], ok)) << l[0];
+  EXPECT_TRUE(std::regex_match(l[1], ok)) << l[1];
+  EXPECT_TRUE(std::regex_match(l[2], bad)) << l[2];
+  EXPECT_TRUE(std::regex_match(l[3], bad)) << l[3];
+  EXPECT_EQ(l[0].rfind("[1/4]", 0), 0u);
+  EXPECT_EQ(l[3].rfind("[4/4]", 0), 0u);
+  EXPECT_NE(l[3].find("~0.0s left"), std::string::npos) << l[3];
+}
+
+TEST_F(Sweep, JsonlHasOneLinePerInstanceAndAppends) {
+  ASSERT_EQ(sweep_with_failure("s.jsonl").code, 1);
+  std::vector<std::string> l = lines_of(db_test::slurp(path("s.jsonl")));
+  ASSERT_EQ(l.size(), 4u);
+  EXPECT_NE(l[0].find("\"timing\""), std::string::npos);
+  EXPECT_NE(l[2].find("\"error\""), std::string::npos);
+  const db::ResultsAndErrors r = db::read_results_and_errors(path("s.jsonl"));
+  EXPECT_EQ(r.results.size(), 2u);
+  EXPECT_EQ(r.errors.size(), 2u);
+  EXPECT_FALSE(fs::exists(path("s.jsonl.tmp")));
+  // A second sweep to the same path appends.
+  ASSERT_EQ(sweep_with_failure("s.jsonl").code, 1);
+  EXPECT_EQ(lines_of(db_test::slurp(path("s.jsonl"))).size(), 8u);
+}
+
+TEST_F(Sweep, MdAndCsvShowErrorEntries) {
+  ASSERT_EQ(sweep_with_failure("s.md").code, 1);
+  const std::string md = db_test::slurp(path("s.md"));
+  const std::vector<std::string> l = lines_of(md);
+  ASSERT_GE(l.size(), 9u) << md;
+  EXPECT_EQ(l[0].rfind("| model", 0), 0u);
+  EXPECT_NE(l[4].find("tiny-fp16"), std::string::npos) << md;  // an error row, config cells only
+  EXPECT_EQ(l[6], "Errors:");
+  EXPECT_EQ(l[7].rfind("- row 3 (model tiny-fp16, scheme fp16, kernel int4.gemv", 0), 0u) << l[7];
+  EXPECT_NE(l[7].find("not a kernel for fp16"), std::string::npos);
+
+  ASSERT_EQ(sweep_with_failure("s.csv").code, 1);
+  const std::vector<std::string> c = lines_of(db_test::slurp(path("s.csv")));
+  ASSERT_EQ(c.size(), 5u);
+  EXPECT_EQ(c[0].rfind("config.model,", 0), 0u);
+  EXPECT_NE(c[0].find(",error"), std::string::npos);
+  EXPECT_EQ(c[1].back(), ',');  // a result: empty error cell
+  EXPECT_EQ(c[3].rfind("tiny-fp16,fp16,int4.gemv,", 0), 0u) << c[3];
+  EXPECT_NE(c[3].find("not a kernel for fp16"), std::string::npos);
+}
+
+TEST_F(Sweep, WithoutErrorsMdAndCsvAreTheReportTables) {
+  const Outcome o = run({"sweep", "--model", "tiny-int4", "--context", "0-2+2", "--tokens", "2", "--warmup", "0",
+                         "--repeat", "1", "--backend", "cpu", "-o", path("s.csv")});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::vector<std::string> c = lines_of(db_test::slurp(path("s.csv")));
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].find(",error"), std::string::npos);
+  EXPECT_NE(o.err.find("reused a WeightSource"), std::string::npos) << o.err;
+  // The same results as report prints them.
+  const Outcome j = run({"sweep", "--model", "tiny-int4", "--tokens", "2", "--warmup", "0", "--repeat", "1",
+                         "--backend", "cpu", "-o", path("s.json")});
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(db::read_results(path("s.json")).size(), 1u);
+  EXPECT_EQ(db_test::slurp(path("s.json")).rfind("[\n", 0), 0u);  // json: always an array
+}
+
+TEST_F(Sweep, AReusedWeightSourceGivesTheTokensOfAStandaloneRun) {
+  const Outcome o = run({"sweep", "--model", "tiny-int4", "--adapter", "synthetic:rank=2", "--tokens", "2,5",
+                         "--warmup", "0", "--repeat", "1", "--backend", "cpu", "-o", path("s.json")});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("1 of 2 instances reused a WeightSource"), std::string::npos) << o.err;
+  const Outcome r = run({"run", "--model", "tiny-int4", "--adapter", "synthetic:rank=2", "--tokens", "5",
+                         "--warmup", "0", "--repeat", "1", "--backend", "cpu", "-o", path("r.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<db::Result> s = db::read_results(path("s.json"));
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[1].check.tokens_hash, db::read_results(path("r.json"))[0].check.tokens_hash);
+}
+
+TEST_F(Sweep, BadListsFailBeforeAnythingRuns) {
+  db_test::expect_one_line_error(run({"sweep", "--model", "tiny-int4", "--tokens", "8-2+1", "--backend", "cpu"}),
+                                 2, "--tokens '8-2+1'");
+  db_test::expect_one_line_error(run({"sweep", "--model", "tiny-int4", "--graph", "on,maybe", "--backend", "cpu"}),
+                                 2, "--graph maybe");
+  db_test::expect_one_line_error(run({"sweep", "--model", "tiny-int4", "--kernel", "int4.nope", "--backend", "cpu"}),
+                                 2, "--kernel int4.nope");
+  db_test::expect_one_line_error(run({"sweep", "--model", "tiny-int4,no-such-preset", "--backend", "cpu"}), 1,
+                                 "no-such-preset");
+}
+
+TEST_F(Sweep, CompareSkipsErrorEntriesWithAWarning) {
+  ASSERT_EQ(sweep_with_failure("s.json").code, 1);
+  const Outcome o = run({"compare", path("s.json"), path("s.json")});
+  EXPECT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("skipping an error entry (model tiny-fp16"), std::string::npos) << o.err;
+  EXPECT_NE(o.out.find("2 matched: 0 regressed, 0 improved, 2 same"), std::string::npos) << o.out;
+  const Outcome r = run({"report", path("s.json")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("skipping an error entry"), std::string::npos) << r.err;
+  EXPECT_EQ(lines_of(r.out).size(), 4u) << r.out;  // header, rule, two results
+}
+
+TEST_F(Sweep, CiRegressionScript) {
+  const std::string build = fs::path(DB_BINARY).parent_path().string();
+  const std::string script = std::string(DB_SOURCE_DIR) + "/scripts/ci_regression.sh";
+  const std::vector<std::string> matrix = {"--model", "tiny-int4,tiny-int8", "--tokens", "4", "--warmup", "1",
+                                           "--repeat", "2", "--backend", "cpu"};
+  std::vector<std::string> args = {"sweep"};
+  args.insert(args.end(), matrix.begin(), matrix.end());
+  args.insert(args.end(), {"-o", path("baseline.json")});
+  ASSERT_EQ(run(args).code, 0);
+
+  const auto script_cmd = [&](const std::string& env) {
+    std::string cmd = "cd " + db_test::quote(DB_SOURCE_DIR) + " && " + env + " " + db_test::quote(script) + " " +
+                      db_test::quote(path("baseline.json")) + " " + db_test::quote(build);
+    for (const std::string& a : matrix) cmd += " " + db_test::quote(a);
+    return cmd + " >" + db_test::quote(path("out.txt")) + " 2>" + db_test::quote(path("err.txt"));
+  };
+  // The baseline against itself: every run "same", exit 0.
+  int status = std::system(script_cmd("DB_CI_NEW=" + db_test::quote(path("baseline.json"))).c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << db_test::slurp(path("err.txt"));
+  EXPECT_NE(db_test::slurp(path("out.txt")).find("2 matched: 0 regressed, 0 improved, 2 same"), std::string::npos)
+      << db_test::slurp(path("out.txt"));
+
+  // A real sweep: compare's exit code (0, or 1 on a timing regression: not asserted), the
+  // new results written where DB_CI_OUT says, the table printed.
+  status = std::system(script_cmd("DB_CI_OUT=" + db_test::quote(path("new.json"))).c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_TRUE(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1) << db_test::slurp(path("err.txt"));
+  EXPECT_EQ(db::read_results(path("new.json")).size(), 2u);
+  EXPECT_NE(db_test::slurp(path("out.txt")).find("2 matched"), std::string::npos) << db_test::slurp(path("out.txt"));
+
+  // A missing baseline is bad input.
+  status = std::system(("cd " + db_test::quote(DB_SOURCE_DIR) + " && " + db_test::quote(script) +
+                        " /nonexistent.json " + db_test::quote(build) + " >/dev/null 2>&1")
+                           .c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+}
+
+}  // namespace
