@@ -1,6 +1,7 @@
 // The compare verb: BASE and NEW result files, runs matched by config key, TPOT delta and a
 // two-sided Mann-Whitney U test on the per-token samples of every matched pair.
 #include "decodebench/compare.h"
+#include "decodebench/printers.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -51,19 +52,7 @@ ordered_json number(double v) {
   return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr);
 }
 
-std::string md_cell(const std::string& s) {
-  if (s.empty()) return "-";
-  std::string out;
-  for (char c : s) {
-    if (c == '|')
-      out += "\\|";
-    else if (c == '\n' || c == '\r')
-      out += ' ';
-    else
-      out += c;
-  }
-  return out;
-}
+std::string md_cell(const std::string& s) { return md_escape(s); }
 
 std::string fmt_ms(double v) {
   return std::isfinite(v) ? fmt::format("{:.3f}", v) : "-";

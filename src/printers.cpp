@@ -97,7 +97,12 @@ std::string md_cell(const json* v, CellFormat f) {
     const bool b = v->get<bool>();
     return f == CellFormat::on_off ? (b ? "on" : "off") : (b ? "true" : "false");
   }
-  std::string s = v->is_string() ? v->get<std::string>() : json_text(*v);
+  return md_escape(v->is_string() ? v->get<std::string>() : json_text(*v));
+}
+
+}  // namespace
+
+std::string md_escape(const std::string& s) {
   if (s.empty()) return "-";
   std::string out;
   for (char c : s) {
@@ -110,6 +115,8 @@ std::string md_cell(const json* v, CellFormat f) {
   }
   return out;
 }
+
+namespace {
 
 std::string csv_quote(const std::string& s) {
   if (s.find_first_of(",\"\r\n") == std::string::npos) return s;

@@ -1,6 +1,7 @@
 // LoRA adapters on the CPU reference: the synthetic spec, PEFT directories and their
 // validation, merged against external mode, the merge arithmetic in each scheme, and a run
 // through the binary (result fields, byte accounting, the CUDA backend's refusal).
+#include "temp_dir.h"
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -281,19 +282,8 @@ TEST(Adapter, MergedIntoAQuantizedFileRequantizesTheDequantizedMergedWeight) {
 
 // ---------------------------------------------------------------------------- PEFT directories
 
-class PeftDir : public ::testing::Test {
+class PeftDir : public db_test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "decodebench_adapter_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
   // Writes `name`/adapter_config.json (with `config_json`) and adapter_model.safetensors
   // holding `tensors` (name -> shape, values, dtype).
   struct Tensor {
@@ -348,7 +338,6 @@ class PeftDir : public ::testing::Test {
         r, alpha, targets, extra.empty() ? "" : ", " + extra);
   }
 
-  fs::path dir_;
 };
 
 // The synthetic adapter written out as PEFT would save it loads back as the same adapter:

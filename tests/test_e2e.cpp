@@ -2,6 +2,7 @@
 // back, the committed HF checkpoint runs through --weights, a file written by gen-weights or
 // quantize generates exactly the tokens of the weights it was made from, and bad input
 // fails with one stderr line and leaves no result file (or temp file) behind.
+#include "temp_dir.h"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,19 +26,8 @@ const std::string kTinyLlama = "tests/data/hf/tiny-llama";  // relative to the s
 // relative paths a user would type.
 Outcome run(const std::vector<std::string>& args) { return db_test::run(args, DB_SOURCE_DIR); }
 
-class E2e : public ::testing::Test {
+class E2e : public db_test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "decodebench_e2e_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // Files in the temp directory, by name.
   std::vector<std::string> listing() const {
@@ -70,7 +60,6 @@ class E2e : public ::testing::Test {
     EXPECT_EQ(left, expected) << "a failed run left files behind";
   }
 
-  fs::path dir_;
 };
 
 TEST_F(E2e, CpuRunWritesAResultThatReadsBack) {

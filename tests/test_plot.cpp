@@ -1,6 +1,7 @@
 // scripts/plot.py on the committed H200 results: the roofline plot comes out as a PNG, and
 // a file that is not JSON fails with exit 2, one stderr line and no PNG (nor its .tmp).
 // matplotlib missing is a failure, not a skip: scripts/install_deps.sh installs it.
+#include "temp_dir.h"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,19 +22,8 @@ using db_test::slurp;
 // Debian's interpreter (where python3-matplotlib installs); python3 on PATH otherwise.
 std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
 
-class Plot : public ::testing::Test {
+class Plot : public db_test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "decodebench_plot_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   // Runs `python scripts/plot.py args...`; returns the exit code, fills err with stderr.
   int plot(const std::vector<std::string>& args, std::string& err) const {
@@ -45,7 +35,6 @@ class Plot : public ::testing::Test {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
-  fs::path dir_;
 };
 
 const std::string kResults = std::string(DB_SOURCE_DIR) + "/results/h200/";

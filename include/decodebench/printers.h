@@ -59,6 +59,9 @@ std::string format_entries(const std::vector<SweepEntry>& entries, OutputFormat 
 // Writes text to path + ".tmp" and renames it onto path (as write_results_file).
 void write_text_file_atomically(const std::string& path, const std::string& text);
 
+// A GitHub-table cell: '|' escaped, line breaks as spaces, "" shown as "-".
+std::string md_escape(const std::string& s);
+
 // The human summary of one run (a few aligned lines, newline-terminated), printed on stdout.
 std::string summary_text(const Result& r);
 
