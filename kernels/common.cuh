@@ -65,6 +65,28 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
 // 128-byte line by (piece / 8) spreads them over all 8 for the fp16, int8 and int4 reads.
 __device__ __forceinline__ int swizzle_piece(int p) { return (p & ~7) | ((p + (p >> 3)) & 7); }
 
+// RMSNorm statistics handed from kernel to kernel. The kernel that writes the final value of
+// the residual stream (the embedding, the O and down GEMVs) adds the sum of squares of what
+// it wrote into kNormSlots slots, as fixed-point integers: integer addition is associative,
+// so the total is the same whatever order the blocks finish in (a float atomicAdd would make
+// the normalized input, and so the tokens, vary from run to run). The next GEMV reads the
+// slots instead of re-reading the whole residual stream in every block.
+constexpr int kNormSlots = 16;
+constexpr float kSumsqScale = 1048576.f;  // 2^20: exact to 1e-6, room for sums up to 8.8e12
+
+__device__ __forceinline__ void add_sumsq(unsigned long long* slots, float block_partial) {
+  atomicAdd(&slots[blockIdx.x % kNormSlots], __float2ull_rn(block_partial * kSumsqScale));
+}
+
+// 1 / rms(resid) from the slots; every lane of the calling warp gets it.
+__device__ __forceinline__ float inv_rms(const unsigned long long* slots, int64_t n, float eps) {
+  const int lane = threadIdx.x % kWarp;
+  unsigned long long s = lane < kNormSlots ? __ldcg(slots + lane) : 0ull;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return rsqrtf(static_cast<float>(s) * (1.f / kSumsqScale) / static_cast<float>(n) + eps);
+}
+
 __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
 

@@ -1,16 +1,16 @@
-// GEMV kernels for batch=1 decode. Kernels first, the launcher last.
+// GEMV kernels for batch=1 decode. Kernels first, the launchers last.
 //
-// Shape of the work: a block of 8 warps stages x (the input vector, RMSNorm applied on the
-// fly when it comes from the residual stream) into shared memory once, then each warp
-// takes two rows at a time (a "task") and walks them with 16-byte weight loads, several in
-// flight per lane, reducing with shuffles. The grid is sized to the number of blocks that
-// fit on the GPU at once and strides over the tasks, so x is staged once per resident
-// block rather than once per row; the first weight loads are issued before the staging so
-// its latency hides behind them.
+// The fast kernel (the rows kernel, below) keeps the input vector x in registers: each
+// thread owns the same 16-byte weight chunks of every row, loads its slice of x once
+// (RMSNorm applied on the fly, with the sum of squares its producer left) and walks a
+// balanced range of rows a few at a time. The two-row warp kernel it replaced stages x in
+// shared memory per block (summing the residual stream first) and is kept to be checked and
+// timed side by side; the naive kernel dequantizes one weight at a time.
 #include <algorithm>
 #include <type_traits>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "common.cuh"
@@ -28,7 +28,9 @@ __device__ void stage_x(const GemvInput& in, int64_t cols, uint4* xs, float* red
   const int pieces = static_cast<int>((cols + 7) / 8);
   const bool vec = cols % 8 == 0;
   float inv = 1.f;
-  if (in.resid) {
+  if (in.resid && in.sumsq) {
+    inv = inv_rms(in.sumsq, cols, in.eps);
+  } else if (in.resid) {
     float ss = 0.f;
     if (vec) {
       const float4* r4 = reinterpret_cast<const float4*>(in.resid);
@@ -66,17 +68,29 @@ __device__ __forceinline__ float x_at(const uint4* xs, int64_t c) {
 }
 
 // Lane 0 of a warp finishes a task of rows r0 and r0 + 1 (r1_valid false on an odd tail).
+// `ssq` collects the squares of the residual stream's new values when out.sumsq is set.
 __device__ __forceinline__ void finish_task(const GemvOutput& out, int64_t r0, bool r1_valid, float v0, float v1,
-                                            unsigned long long& best) {
+                                            unsigned long long& best, float& ssq) {
+  if (out.addend) {
+    v0 += out.addend[r0];
+    if (r1_valid) v1 += out.addend[r0 + 1];
+  }
   switch (out.epilogue) {
     case Epilogue::store:
       out.y[r0] = v0;
       if (r1_valid) out.y[r0 + 1] = v1;
       break;
-    case Epilogue::residual:
-      out.resid[r0] += v0;
-      if (r1_valid) out.resid[r0 + 1] += v1;
+    case Epilogue::residual: {
+      const float n0 = out.resid[r0] + v0;
+      out.resid[r0] = n0;
+      ssq += n0 * n0;
+      if (r1_valid) {
+        const float n1 = out.resid[r0 + 1] + v1;
+        out.resid[r0 + 1] = n1;
+        ssq += n1 * n1;
+      }
       break;
+    }
     case Epilogue::silu_mul:  // rows come in (gate, up) pairs; the launcher checks rows is even
       out.act[r0 / 2] = __float2half_rn(v0 / (1.f + expf(-v0)) * v1);
       break;
@@ -91,8 +105,20 @@ __device__ __forceinline__ void finish_task(const GemvOutput& out, int64_t r0, b
   }
 }
 
-// One atomic per block for the argmax: per-row atomics on one address would serialize.
-__device__ void finish_block(const GemvOutput& out, unsigned long long best) {
+// One atomic per block for the argmax (per-row atomics on one address would serialize) and
+// one for the norm statistics. Lane 0 of each warp holds `best` and `ssq`.
+__device__ void finish_block(const GemvOutput& out, unsigned long long best, float ssq) {
+  __shared__ float block_ssq[kWarpsPerBlock];
+  const bool stats = out.epilogue == Epilogue::residual && out.sumsq;
+  if (stats) {
+    if (threadIdx.x % kWarp == 0) block_ssq[threadIdx.x / kWarp] = ssq;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float t = 0.f;
+      for (int i = 0; i < kWarpsPerBlock; ++i) t += block_ssq[i];  // a fixed order: deterministic
+      add_sumsq(out.sumsq, t);
+    }
+  }
   if (out.epilogue != Epilogue::logits) return;
   __shared__ unsigned long long block_best[kWarpsPerBlock];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -259,6 +285,7 @@ __global__ void __launch_bounds__(kThreads) gemv_warp_kernel(DeviceMatrix m, Gem
   stage_x(in, m.cols, xs, red);
 
   unsigned long long best = 0;
+  float ssq = 0.f;
   bool loaded = true;
   for (; task < tasks; task += stride) {
     const int64_t r0 = 2 * task;
@@ -279,87 +306,203 @@ __global__ void __launch_bounds__(kThreads) gemv_warp_kernel(DeviceMatrix m, Gem
     }
     a0 = warp_sum(a0);
     a1 = warp_sum(a1);
-    if (lane == 0) finish_task(out, r0, r1_valid, a0, a1, best);
+    if (lane == 0) finish_task(out, r0, r1_valid, a0, a1, best, ssq);
     loaded = false;
   }
-  finish_block(out, best);
+  finish_block(out, best, ssq);
 }
 
-// ------------------------------------------------------------------ the sliced kernel
-// Measured on H200 (decodebench_gemv_bench, 28672 x 4096): the two-row warp kernel reaches
-// 1.9 TB/s on int4 and this one 2.6 TB/s. A block of 128 threads owns R consecutive rows;
-// thread t owns the 32-column chunks t, t + 128, ... of all R rows, so the x slice it reads
-// from shared memory once per chunk serves R rows (the warp kernel re-reads x per row: 64
-// bytes of shared memory per 16 bytes of int4 weights). Every weight, scale and zero-point
-// load of the block is issued first, then x is staged, then the math; rows are reduced
-// across the block at the end.
-constexpr int kSlicedThreads = 128;
+// ------------------------------------------------------------------ the rows kernel
+// The fast kernel for every scheme. x lives in registers: thread t of a block owns the
+// 16-byte weight chunks t, t + T, ... (KPT of them) of every row, so it loads its slice of x
+// once (RMSNorm applied on the fly from the producer's statistics when x is the residual
+// stream) and keeps it for all the rows of the block. Nothing is staged through shared
+// memory and no block re-reads the whole of x: the warp kernel's prologue (sum resid, sync,
+// stage x, sync) cost every block a few microseconds in which only its first weight loads
+// were in flight. A block walks a contiguous, balanced range of rows R at a time: R x KPT
+// weight loads per thread issued together, the next group's issued before this group's
+// reduction; the reduction is a transposing warp shuffle (R rows in R - 1 + 5 - log2 R
+// shuffles instead of 5R) and one shared-memory exchange across warps per group.
+constexpr int kRowsMaxThreads = 512;  // 128 registers a thread: no spills at 16 loads in flight
 
-template <Scheme S, int R, int KMAX>
-__global__ void __launch_bounds__(kSlicedThreads) gemv_sliced_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
-                                                                     int group_shift) {
+// Sums a[0..R) over the warp, transposed: afterwards every lane holds the warp total of row
+// lane_row<R>(lane). Each halving step trades half of the rows with the lane `o` away.
+template <int R>
+__device__ __forceinline__ float reduce_rows(float (&a)[R], int lane) {
+#pragma unroll
+  for (int n = R, o = kWarp / 2; n > 1; n /= 2, o /= 2) {
+    const bool upper = lane & o;
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float send = upper ? a[i] : a[i + n / 2];
+      const float keep = upper ? a[i + n / 2] : a[i];
+      a[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  float v = a[0];
+#pragma unroll
+  for (int o = kWarp / 2 / R; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <int R>
+__device__ __forceinline__ int lane_row(int lane) {
+  int row = 0;
+#pragma unroll
+  for (int n = R, o = kWarp / 2; n > 1; n /= 2, o /= 2)
+    if (lane & o) row += n / 2;
+  return row;
+}
+
+// This thread's slice of x: P 16-byte pieces of fp16 per chunk it owns, zero past the last
+// chunk. From the residual stream it is normalized exactly as stage_x does.
+template <int KPT, int P>
+__device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, int chunks, uint4 (&xv)[KPT][P],
+                                             float* red) {
+  const int T = blockDim.x;
+  if (!in.resid) {
+#pragma unroll
+    for (int k = 0; k < KPT; ++k) {
+      const int c = threadIdx.x + k * T;
+#pragma unroll
+      for (int j = 0; j < P; ++j)
+        xv[k][j] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(in.x) + c * P + j) : make_uint4(0, 0, 0, 0);
+    }
+    return;
+  }
+  float inv;
+  if (in.sumsq) {
+    inv = inv_rms(in.sumsq, cols, in.eps);
+  } else {  // no statistics: the whole block sums the residual stream (cols % 8 == 0 here)
+    float ss = 0.f;
+    const float4* r4 = reinterpret_cast<const float4*>(in.resid);
+    for (int i = threadIdx.x; i < cols / 4; i += T) {
+      const float4 v = r4[i];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    inv = rsqrtf(block_sum(ss, red) / static_cast<float>(cols) + in.eps);
+  }
+#pragma unroll
+  for (int k = 0; k < KPT; ++k) {
+    const int c = threadIdx.x + k * T;
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      if (c >= chunks) {
+        xv[k][j] = make_uint4(0, 0, 0, 0);
+        continue;
+      }
+      const int piece = c * P + j;
+      const float4 a = __ldg(reinterpret_cast<const float4*>(in.resid) + 2 * piece);
+      const float4 b = __ldg(reinterpret_cast<const float4*>(in.resid) + 2 * piece + 1);
+      const uint4 nw = __ldg(reinterpret_cast<const uint4*>(in.norm_w) + piece);
+      const float r[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      const uint32_t n[4] = {nw.x, nw.y, nw.z, nw.w};
+      uint32_t h[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 g = __half22float2(bits_h2(n[e]));
+        h[e] = h2_bits(__halves2half2(__float2half_rn(r[2 * e] * inv * g.x), __float2half_rn(r[2 * e + 1] * inv * g.y)));
+      }
+      xv[k][j] = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+  }
+}
+
+template <Scheme S, int KPT, int R>
+__global__ void __launch_bounds__(kRowsMaxThreads) gemv_rows_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
+                                                                   int group_shift) {
+  static_assert(R >= 2 && R % 2 == 0 && R <= kWarp, "rows are finished in pairs");
   using F = Fast<S>;
   constexpr int P = F::kCols / 8;  // 16-byte pieces of x per chunk
-  extern __shared__ uint4 xs[];
+  __shared__ float part[2][kRowsMaxThreads / kWarp][R];
   __shared__ float red[kWarp];
-  __shared__ float part[kSlicedThreads / kWarp][R];
+  const int T = blockDim.x, warps = T / kWarp;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int C = static_cast<int>(m.cols / F::kCols);
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * R;
+  const int64_t groups = (m.rows + R - 1) / R;
+  int64_t g = groups * blockIdx.x / gridDim.x;
+  const int64_t g_end = groups * (blockIdx.x + 1) / gridDim.x;
   const uint4* base = static_cast<const uint4*>(m.qweight);
-  uint4 w[KMAX][R];
-  Meta mt[KMAX][R];
+
+  // Per-thread constants of the loads, so that a group costs one multiply and then a short
+  // offset per row (64-bit index arithmetic per load was a third of the int4 kernel's
+  // instructions). A thread past the last chunk loads the last chunk again (x is zero there
+  // and its dot is skipped), so the loads need no branch.
+  const int G = S == Scheme::int4 ? static_cast<int>(m.cols >> (group_shift + 5)) : 1;  // meta per row
+  int col[KPT], gcol[KPT];
+  bool live[KPT];
 #pragma unroll
-  for (int k = 0; k < KMAX; ++k) {
-    const int c = threadIdx.x + k * kSlicedThreads;
+  for (int k = 0; k < KPT; ++k) {
+    live[k] = threadIdx.x + k * T < C;
+    col[k] = min(static_cast<int>(threadIdx.x) + k * T, C - 1);
+    gcol[k] = S == Scheme::int4 ? col[k] >> group_shift : 0;
+  }
+  const uint16_t* scales = reinterpret_cast<const uint16_t*>(m.scales);
+  uint4 w[R][KPT];
+  Meta mt[R][KPT];
+  auto load = [&](int64_t group) {
+    const int64_t row0 = group * R;
+    const int last = (m.rows - row0 < R ? static_cast<int>(m.rows - row0) : R) - 1;  // a tail group repeats its last row
+    const uint4* wrow = base + row0 * C;
+    const uint16_t* srow = scales + row0 * G;
+    const uint8_t* zrow = m.zeros + row0 * G;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const int64_t row = min(row0 + r, m.rows - 1);
-      if (c < C) {
-        w[k][r] = ld_stream(base + row * C + c);
-        mt[k][r] = F::meta(m, row, c, group_shift);
+      const int rr = min(r, last);
+#pragma unroll
+      for (int k = 0; k < KPT; ++k) {
+        w[r][k] = ld_stream(wrow + rr * C + col[k]);
+        if (S == Scheme::int8) mt[r][k] = {__ldg(srow + rr), 0};
+        if (S == Scheme::int4)
+          mt[r][k] = {__ldg(srow + rr * G + gcol[k]),
+                      static_cast<uint8_t>(m.zero_point ? __ldg(zrow + rr * G + gcol[k]) : 8)};
       }
     }
-  }
-  stage_x(in, m.cols, xs, red);
+  };
+  if (g < g_end) load(g);  // in flight while x is fetched
+  uint4 xv[KPT][P];
+  load_x_slice<KPT, P>(in, m.cols, C, xv, red);
 
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.f;
-#pragma unroll
-  for (int k = 0; k < KMAX; ++k) {
-    const int c = threadIdx.x + k * kSlicedThreads;
-    if (c < C) {
-      uint4 xv[P];
-#pragma unroll
-      for (int j = 0; j < P; ++j) xv[j] = xs[swizzle_piece(P * c + j)];
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += F::dot_x(w[k][r], xv, mt[k][r]);
-    }
-  }
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float v = warp_sum(acc[r]);
-    if (lane == 0) part[warp][r] = v;
-  }
-  __syncthreads();
   unsigned long long best = 0;
-  if (threadIdx.x < R / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
-    const int64_t r = row0 + 2 * threadIdx.x;
-    if (r < m.rows) {
-      float v0 = 0.f, v1 = 0.f;
-      for (int i = 0; i < kSlicedThreads / kWarp; ++i) {
-        v0 += part[i][2 * threadIdx.x];
-        v1 += part[i][2 * threadIdx.x + 1];
+  float ssq = 0.f;
+  for (int buf = 0; g < g_end; ++g, buf ^= 1) {
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      acc[r] = 0.f;
+#pragma unroll
+      for (int k = 0; k < KPT; ++k)
+        if (live[k]) acc[r] += F::dot_x(w[r][k], xv[k], mt[r][k]);
+    }
+    if (g + 1 < g_end) load(g + 1);
+    const float v = reduce_rows<R>(acc, lane);
+    if (lane % (kWarp / R) == 0) part[buf][warp][lane_row<R>(lane)] = v;
+    __syncthreads();  // part[buf] is rewritten two groups later, after the next barrier
+    if (threadIdx.x < R / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
+      const int64_t r = g * R + 2 * threadIdx.x;
+      if (r < m.rows) {
+        float v0 = 0.f, v1 = 0.f;
+        for (int i = 0; i < warps; ++i) {
+          v0 += part[buf][i][2 * threadIdx.x];
+          v1 += part[buf][i][2 * threadIdx.x + 1];
+        }
+        finish_task(out, r, r + 1 < m.rows, v0, v1, best, ssq);
       }
-      finish_task(out, r, r + 1 < m.rows, v0, v1, best);
     }
   }
-  if (out.epilogue == Epilogue::logits) {
-    for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
-    if (threadIdx.x == 0) atomicMax(out.argmax_key, best);
+  if (warp == 0) {  // only threads of warp 0 finished rows
+    if (out.epilogue == Epilogue::logits) {
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+      if (lane == 0) atomicMax(out.argmax_key, best);
+    }
+    if (out.epilogue == Epilogue::residual && out.sumsq) {
+      ssq = warp_sum(ssq);
+      if (lane == 0) add_sumsq(out.sumsq, ssq);
+    }
   }
 }
+
 
 // ------------------------------------------------------------------ naive (the slow path)
 
@@ -385,6 +528,7 @@ __global__ void __launch_bounds__(kThreads) gemv_naive_kernel(DeviceMatrix m, Ge
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t tasks = (m.rows + 1) / 2;
   unsigned long long best = 0;
+  float ssq = 0.f;
   for (int64_t task = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp; task < tasks;
        task += static_cast<int64_t>(gridDim.x) * kWarpsPerBlock) {
     const int64_t r0 = 2 * task;
@@ -397,9 +541,9 @@ __global__ void __launch_bounds__(kThreads) gemv_naive_kernel(DeviceMatrix m, Ge
     }
     a0 = warp_sum(a0);
     a1 = warp_sum(a1);
-    if (lane == 0) finish_task(out, r0, r1_valid, a0, a1, best);
+    if (lane == 0) finish_task(out, r0, r1_valid, a0, a1, best, ssq);
   }
-  finish_block(out, best);
+  finish_block(out, best, ssq);
 }
 
 // ------------------------------------------------------------------ launcher
@@ -418,20 +562,89 @@ int sm_count() {
 // shared-memory limit when x needs more than the default 48 KB (70B's down_proj: 56 KB).
 int blocks_per_sm(const void* kernel, size_t smem, int threads = kThreads) {
   static std::mutex mu;
-  static std::map<std::pair<const void*, size_t>, int> cache;
+  static std::map<std::tuple<const void*, size_t, int>, int> cache;
   std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(kernel, smem);
+  const auto key = std::make_tuple(kernel, smem, threads);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   if (smem > 48 * 1024)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   int n = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-  if (n < 1) fail("gemv: a block with {} bytes of shared memory does not fit on this GPU", smem);
+  if (n < 1) fail("gemv: a block of {} threads with {} bytes of shared memory does not fit on this GPU", threads, smem);
   cache[key] = n;
   return n;
 }
 
 int cols_per_chunk(Scheme s) { return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32); }
+
+template <int N>
+using Int = std::integral_constant<int, N>;
+
+// Instantiated where R x KPT <= 16 (16 weight loads in flight; more spills registers).
+template <Scheme S, int KPT>
+const void* rows_kernel_r(int rows) {
+  if constexpr (KPT <= 8) if (rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 2>);
+  if constexpr (KPT <= 4) if (rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 4>);
+  if constexpr (KPT <= 2) if (rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 8>);
+  fail("gemv: no rows kernel for {} rows per group x {} chunks per thread", rows, KPT);
+}
+
+template <Scheme S>
+const void* rows_kernel(int kpt, int rows) {
+  switch (kpt) {
+    case 1: return rows_kernel_r<S, 1>(rows);
+    case 2: return rows_kernel_r<S, 2>(rows);
+    case 4: return rows_kernel_r<S, 4>(rows);
+    case 8: return rows_kernel_r<S, 8>(rows);
+  }
+  fail("gemv: {} chunks per thread is not one of 1, 2, 4, 8", kpt);
+}
+
+int chunks_per_thread(const DeviceMatrix& m, int wanted) {
+  const int64_t chunks = m.cols / cols_per_chunk(m.scheme);
+  int kpt = wanted ? wanted : (m.scheme == Scheme::fp16 ? 4 : (m.scheme == Scheme::int8 ? 2 : 1));
+  while (kpt < 8 && (chunks + kpt - 1) / kpt > kRowsMaxThreads) kpt *= 2;  // long rows: more chunks per thread
+  if ((chunks + kpt - 1) / kpt > kRowsMaxThreads) fail("gemv: {} columns is too many for one block", m.cols);
+  return kpt;
+}
+
+int threads_for(const DeviceMatrix& m, int kpt) {
+  const int64_t per_thread = (m.cols / cols_per_chunk(m.scheme) + kpt - 1) / kpt;
+  return static_cast<int>(std::max<int64_t>(kWarp, (per_thread + kWarp - 1) / kWarp * kWarp));
+}
+
+// One wave of equal blocks: as many groups per block as the resident slots require, then as
+// few blocks as carry them (a block with one group more than the others is the tail).
+int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
+  const int64_t groups = (rows + rows_per_group - 1) / rows_per_group;
+  const int64_t slots = int64_t{sm_count()} * occupancy;
+  const int64_t per_block = (groups + slots - 1) / slots;
+  return std::max<int64_t>(1, (groups + per_block - 1) / per_block);
+}
+
+// Defaults: 8 weight loads of 16 bytes in flight per thread and 64 bytes of x in registers
+// (fp16: 4 chunks x 2 rows, int8: 2 x 4, int4: 1 x 8).
+void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t, int group_shift,
+                 cudaStream_t stream) {
+  const int kpt = chunks_per_thread(m, t.chunks);
+  const int threads = threads_for(m, kpt);
+  int rows = t.rows_per_group ? t.rows_per_group : (m.scheme == Scheme::fp16 ? 2 : (m.scheme == Scheme::int8 ? 4 : 8));
+  if (!t.rows_per_group) rows = std::max(2, std::min(rows, 8 / kpt));  // R x KPT <= 8 spills nothing (ptxas -v)
+  const void* kernel = nullptr;
+  switch (m.scheme) {
+    case Scheme::fp16: kernel = rows_kernel<Scheme::fp16>(kpt, rows); break;
+    case Scheme::int8: kernel = rows_kernel<Scheme::int8>(kpt, rows); break;
+    case Scheme::int4: kernel = rows_kernel<Scheme::int4>(kpt, rows); break;
+  }
+  int occupancy = blocks_per_sm(kernel, 0, threads);
+  if (t.blocks_per_sm > 0) occupancy = std::min(occupancy, t.blocks_per_sm);
+  const int64_t grid = balanced_grid(m.rows, rows, occupancy);
+  DeviceMatrix mm = m;
+  GemvInput ii = in;
+  GemvOutput oo = out;
+  void* args[] = {&mm, &ii, &oo, &group_shift};
+  CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), args, 0, stream));
+}
 
 }  // namespace
 
@@ -474,34 +687,9 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
   DeviceMatrix m = w;
   GemvInput i = in;
   GemvOutput o = out;
-  // int4 only: on int8 the sliced kernel measured slower than the warp kernel (8b-int8 end to
-  // end 0.53 -> 0.36 of the floor, results/NOTES.md), so fp16 and int8 keep the warp kernel.
-  if (v == GemvVariant::fast && w.scheme == Scheme::int4) {
-    // Rows per block and chunks per thread: every thread issues at most 8-16 weight loads.
-    const int64_t kiters = (w.cols / cols_per_chunk(w.scheme) + kSlicedThreads - 1) / kSlicedThreads;
-    const void* sliced = nullptr;
-    int rows_per_block = 0;
-    auto pick = [&](auto r_tag, auto k_tag) {
-      constexpr int R = decltype(r_tag)::value, K = decltype(k_tag)::value;
-      rows_per_block = R;
-      sliced = reinterpret_cast<const void*>(&gemv_sliced_kernel<Scheme::int4, R, K>);
-    };
-    using I1 = std::integral_constant<int, 1>;
-    using I2 = std::integral_constant<int, 2>;
-    using I4 = std::integral_constant<int, 4>;
-    using I8 = std::integral_constant<int, 8>;
-    if (kiters <= 1) pick(I8{}, I1{});
-    else if (kiters <= 2) pick(I4{}, I2{});
-    else if (kiters <= 4) pick(I4{}, I4{});
-    else if (kiters <= 8) pick(I2{}, I8{});
-    if (sliced) {
-      blocks_per_sm(sliced, smem, kSlicedThreads);  // raises the shared-memory limit when x needs it
-      const int64_t grid = (w.rows + rows_per_block - 1) / rows_per_block;
-      if (grid > 0x7fffffff) fail("gemv: {} rows is too many", w.rows);
-      void* args[] = {&m, &i, &o, &group_shift};
-      CUDA_CHECK(cudaLaunchKernel(sliced, dim3(static_cast<unsigned>(grid)), dim3(kSlicedThreads), args, smem, stream));
-      return;
-    }
+  if (v == GemvVariant::fast) {
+    launch_rows(m, i, o, GemvTuning{}, group_shift, stream);
+    return;
   }
   const int64_t tasks = (w.rows + 1) / 2;
   const int64_t needed = (tasks + kWarpsPerBlock - 1) / kWarpsPerBlock;
@@ -510,6 +698,14 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
   void* args_naive[] = {&m, &i, &o};
   void** args = v == GemvVariant::naive ? args_naive : args_fast;
   CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(kThreads), args, smem, stream));
+}
+
+void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t, cudaStream_t stream) {
+  const char* why = nullptr;
+  if (!gemv_supports(w, GemvVariant::fast, &why)) fail("gemv [{}x{}]: {}", w.rows, w.cols, why);
+  int group_shift = 0;
+  while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
+  launch_rows(w, in, out, t, group_shift, stream);
 }
 
 }  // namespace db::cuda

@@ -26,9 +26,9 @@ struct DeviceMatrix {
   uint8_t* zeros = nullptr;    // int4 with zero point: [rows, cols/group]
 };
 
-// fast: the quickest kernel measured for the scheme and shape (int4: the sliced kernel; fp16,
-// int8 and rows too long for it: the two-row warp kernel); warp: always the two-row warp kernel
-// (kept to be checked and timed side by side); naive: one weight at a time.
+// fast: the rows kernel (x in registers, a balanced range of rows per block, the next group's
+// weights prefetched into registers); warp: the two-row warp kernel it replaced (kept to be
+// checked and timed side by side); naive: one weight at a time.
 enum class GemvVariant { fast, warp, naive };
 
 enum class Epilogue {
@@ -45,6 +45,9 @@ struct GemvInput {
   const float* resid = nullptr;
   const __half* norm_w = nullptr;
   float eps = 0.f;
+  // With `resid`: the norm statistics its producer left (common.cuh, kNormSlots slots), so
+  // a block reads only its own slice of resid. Null: every block sums all of resid itself.
+  const unsigned long long* sumsq = nullptr;
 };
 
 struct GemvOutput {
@@ -53,12 +56,26 @@ struct GemvOutput {
   float* resid = nullptr;
   __half* act = nullptr;
   unsigned long long* argmax_key = nullptr;
+  // Optional [rows] floats added to each row's W x before the epilogue (a LoRA adapter's
+  // external delta, scale * B (A x), computed before this GEMV).
+  const float* addend = nullptr;
+  // Residual epilogue: the squares of the updated resid are added here (common.cuh) for the
+  // RMSNorm of the next GEMV. Null: nothing is recorded.
+  unsigned long long* sumsq = nullptr;
 };
 
 // Whether the variant supports this matrix (vector widths), with the reason when not.
 bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why);
 
 void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v, cudaStream_t stream);
+
+// The fast kernel with its shape chosen by hand (decodebench_gemv_bench explores them):
+// rows per group (2, 4 or 8), 16-byte chunks per thread (1, 2, 4 or 8; 0: the default for
+// the scheme) and resident blocks per SM (0: as many as fit).
+struct GemvTuning {
+  int rows_per_group = 0, chunks = 0, blocks_per_sm = 0;
+};
+void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t, cudaStream_t stream);
 
 // The argmax key: an order-preserving encoding of the float in the high 32 bits and the
 // complement of the index in the low 32, so one atomicMax keeps the largest logit and,

@@ -5,13 +5,24 @@
 namespace db::cuda {
 namespace {
 
-__global__ void embed_kernel(const __half* table, int64_t hidden, StepState st, float* resid) {
+__global__ void embed_kernel(const __half* table, int64_t hidden, StepState st, float* resid,
+                             unsigned long long* sumsq) {
+  __shared__ float red[kWarp];
   const int64_t row = *st.token;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < hidden; i += int64_t{gridDim.x} * blockDim.x)
-    resid[i] = __half2float(table[row * hidden + i]);
+  float ss = 0.f;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < hidden; i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = __half2float(table[row * hidden + i]);
+    resid[i] = v;
+    ss += v * v;
+  }
+  if (!sumsq) return;  // uniform across the block
+  ss = block_sum(ss, red);
+  if (threadIdx.x == 0) add_sumsq(sumsq, ss);
 }
 
 __global__ void finish_step_kernel(StepState st) {
+  for (int i = threadIdx.x; i < st.norm_stats_count; i += blockDim.x) st.norm_stats[i] = 0;
+  if (threadIdx.x != 0) return;
   const int32_t t = static_cast<int32_t>(argmax_index(*st.argmax_key));
   const int32_t p = *st.pos;
   st.tokens_out[p - *st.first_pos] = t;
@@ -46,13 +57,14 @@ __global__ void argmax_kernel(const float* logits, int64_t n, unsigned long long
 
 }  // namespace
 
-void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, cudaStream_t s) {
-  embed_kernel<<<static_cast<int>((hidden + 255) / 256), 256, 0, s>>>(table, hidden, st, resid);
+void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, unsigned long long* sumsq,
+           cudaStream_t s) {
+  embed_kernel<<<static_cast<int>((hidden + 255) / 256), 256, 0, s>>>(table, hidden, st, resid, sumsq);
   CUDA_CHECK_LAUNCH();
 }
 
 void finish_step(const StepState& st, cudaStream_t s) {
-  finish_step_kernel<<<1, 1, 0, s>>>(st);
+  finish_step_kernel<<<1, 256, 0, s>>>(st);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -17,11 +17,15 @@ struct StepState {
   int32_t* first_pos = nullptr;           // position of the first generated token (--context)
   int32_t* tokens_out = nullptr;          // [positions]: generated token written at pos - first_pos
   unsigned long long* argmax_key = nullptr;
+  unsigned long long* norm_stats = nullptr;  // [norm_stats_count] RMSNorm statistics (common.cuh), zeroed per step
+  int norm_stats_count = 0;
 };
 
-// resid[i] = embedding[token, i]
-void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, cudaStream_t s);
-// The argmax key becomes the next input token and is recorded; pos advances; key resets.
+// resid[i] = embedding[token, i]; the squares go to `sumsq` (common.cuh) when it is set.
+void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, unsigned long long* sumsq,
+           cudaStream_t s);
+// The argmax key becomes the next input token and is recorded; pos advances; key and norm
+// statistics reset.
 void finish_step(const StepState& st, cudaStream_t s);
 
 // For the cuBLAS paths.

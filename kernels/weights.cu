@@ -93,6 +93,37 @@ struct DenseRows : DenseValue {
   __device__ int64_t row_base() const { return s.row0; }
 };
 
+// W + scale * B A from a canonical base matrix (weights.cuh MergeSource). The quantizers call
+// it twice per element (range, then value); both calls give the same bits.
+struct MergedRows {
+  MergeSource s;
+  __device__ int64_t row_base() const { return 0; }
+  __device__ float base(int64_t r, int64_t c) const {
+    const DeviceMatrix& m = s.base;
+    const uint16_t* scales = reinterpret_cast<const uint16_t*>(m.scales);
+    switch (m.scheme) {
+      case Scheme::fp16: return f16_to_f32(static_cast<const uint16_t*>(m.qweight)[r * m.cols + c]);
+      case Scheme::int8: {
+        const int8_t q = static_cast<const int8_t*>(m.qweight)[r * m.cols + c];
+        return quant::dequantize_int8(q, f16_to_f32(scales[r]));
+      }
+      default: {
+        const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
+        const uint8_t q = quant::unpack_int4(static_cast<const uint8_t*>(m.qweight)[(r * m.cols + c) / 2],
+                                             static_cast<int>(c));
+        const int zero = m.zero_point ? m.zeros[g] : quant::kInt4SymmetricZero;
+        return quant::dequantize_int4(q, f16_to_f32(scales[g]), zero);
+      }
+    }
+  }
+  __device__ float operator()(int64_t r, int64_t c) const {
+    float d = 0.f;
+    for (int64_t k = 0; k < s.rank; ++k)
+      d = fmaf(__half2float(s.b[r * s.rank + k]), __half2float(s.a[k * s.base.cols + c]), d);
+    return fmaf(s.scale, d, base(r, c));
+  }
+};
+
 template <class V>
 void produce(const DeviceMatrix& d, RowMap map, int64_t rows, V value, cudaStream_t s) {
   if (rows <= 0) return;
@@ -170,6 +201,15 @@ void produce_dense(const DeviceMatrix& dst, RowMap map, int64_t rows, DenseSourc
   v.s = src;
   v.cols = dst.cols;
   produce(dst, map, rows, v, s);
+}
+
+void produce_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s) {
+  if (src.base.cols != dst.cols)
+    fail("produce_merged: base [{}, {}] into [{}, {}]", src.base.rows, src.base.cols, dst.rows, dst.cols);
+  if (src.base.int4_repacked) fail("produce_merged: expects the canonical int4 layout");
+  MergedRows v;
+  v.s = src;
+  produce(dst, map, src.base.rows, v, s);
 }
 
 void fill_synthetic_f16(__half* dst, int64_t n, SyntheticSource src, cudaStream_t s) {

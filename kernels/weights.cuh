@@ -44,6 +44,26 @@ void produce_dense(const DeviceMatrix& dst, RowMap map, int64_t rows, DenseSourc
 void fill_synthetic_f16(__half* dst, int64_t n, SyntheticSource src, cudaStream_t s);
 void convert_to_f16(__half* dst, const void* src, DType dtype, int64_t n, cudaStream_t s);
 
+// A LoRA adapter merged into a weight (--adapter-mode merged; adapter.h merge_adapter). The
+// value of element (r, c) is
+//   d = 0; for k in 0..rank-1: d = fmaf(B[r, k], A[k, c], d)
+//   fmaf(scale, d, base(r, c))
+// with base(r, c) read from `base` in its canonical layout: fp16 for synthetic and dense
+// origins (exactly their fp16-rounded values), a decodebench file's own int8/int4 weights
+// (dequantized as QuantMatrix::at does). The same fmaf order as the host's merge_adapter, so
+// the merged matrix quantizes to the bits of WeightSource::host_matrix.
+struct MergeSource {
+  DeviceMatrix base;          // [rows, cols], canonical layout (never repacked)
+  const __half* a = nullptr;  // [rank, cols]
+  const __half* b = nullptr;  // [rows, rank]
+  int64_t rank = 0;
+  float scale = 0.f;          // Adapter::scale_f()
+};
+
+// Quantizes the merged matrix (all base.rows rows) into `dst` with the canonical quantizer
+// of dst's scheme, the code produce_synthetic and produce_dense run.
+void produce_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s);
+
 // Canonical int4 -> the fast kernel's nibble order (in place).
 void repack_int4(DeviceMatrix& m, cudaStream_t s);
 

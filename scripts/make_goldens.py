@@ -14,9 +14,19 @@ at least 1% of the largest logit (and whose tokens do not just repeat), so fp16 
 (~1e-3 relative error) must reproduce transformers' tokens exactly: a mismatch is a bug,
 not a coin flip.
 
-Run on the GPU machine (transformers and torch are there; the computation itself runs on
-the CPU in float32 with eager attention):
-    python3 scripts/make_goldens.py tests/data/hf
+Then a LoRA golden for the saved tiny-llama (peft): an adapter of rank 4, lora_alpha 8 (scale
+2) on all seven linears (q/k/v/o/gate/up/down_proj), A and B random and non-zero (PEFT would
+initialize B to zero), rounded to fp16-representable values, saved with save_pretrained in
+tiny-llama-lora/ (adapter_config.json + adapter_model.safetensors) with golden.safetensors
+beside it: the greedy tokens and float32 logits of base + adapter under transformers + peft.
+The adapter's seed is the first with the same decisive-gap rule whose tokens differ from the
+base model's.
+
+Run on the GPU machine (transformers, torch and peft are there; the computation itself runs
+on the CPU in float32 with eager attention):
+    python3 scripts/make_goldens.py tests/data/hf              # everything
+    python3 scripts/make_goldens.py tests/data/hf --lora-only  # only the LoRA golden, for the
+                                                               # committed tiny-llama
 """
 import json
 import os
@@ -110,13 +120,80 @@ def make(out_dir, name, cls, config_fn, linear_std):
     print(f"{name}: seed {seed}, tokens {seq[len(PROMPT):]}, min relative top-2 gap {gap:.4f}")
 
 
+LORA_RANK = 4
+LORA_ALPHA = 8
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def load_saved(cls, d):
+    """A checkpoint saved by make(), in float32 (its fp16 values exactly) with eager attention."""
+    dtype = {"dtype": torch.float32} if int(transformers.__version__.split(".")[0]) >= 5 \
+        else {"torch_dtype": torch.float32}
+    return cls.from_pretrained(d, attn_implementation="eager", **dtype).float().eval()
+
+
+def make_lora(out_dir, base_name, cls):
+    try:
+        import peft
+    except ImportError:
+        sys.exit("the LoRA golden needs peft (pip install peft)")
+    from safetensors.torch import load_file
+    base_dir = os.path.join(out_dir, base_name)
+    base_tokens = load_file(os.path.join(base_dir, "golden.safetensors"))["tokens"].tolist()
+    new = slice(len(PROMPT), None)
+    for seed in range(1000):
+        config = peft.LoraConfig(r=LORA_RANK, lora_alpha=LORA_ALPHA, target_modules=LORA_TARGETS, lora_dropout=0.0,
+                                 bias="none", task_type="CAUSAL_LM")
+        model = peft.get_peft_model(load_saved(cls, base_dir), config)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                # Spread: delta = 2 * B (A x) comes to about a third of W x (linear_std 0.05).
+                if "lora_A" in name:
+                    p.copy_(0.1 * torch.randn_like(p))
+                elif "lora_B" in name:
+                    p.copy_(0.05 * torch.randn_like(p))
+                else:
+                    continue
+                p.copy_(p.half().float())  # exactly representable in fp16, as decodebench stores them
+                p[p == 0] = 2.0 ** -10     # non-zero, or the adapter would not be all there
+        model.eval()
+        seq, logits = greedy(model)
+        gap = min_relative_gap(logits, len(PROMPT) - 1)
+        if (gap >= MIN_RELATIVE_GAP and len(set(seq[new])) > NEW_TOKENS // 2
+                and seq[new] != base_tokens[new]):
+            break
+    else:
+        sys.exit(f"{base_name}-lora: no seed gives decisive greedy steps that differ from the base model")
+    d = os.path.join(out_dir, base_name + "-lora")
+    os.makedirs(d, exist_ok=True)
+    model.save_pretrained(d, safe_serialization=True)
+    for extra in ("README.md",):  # the model card peft writes
+        p = os.path.join(d, extra)
+        if os.path.exists(p):
+            os.remove(p)
+    save_file({"tokens": torch.tensor(seq, dtype=torch.int32), "logits": logits.contiguous()},
+              os.path.join(d, "golden.safetensors"),
+              metadata={"prompt_length": str(len(PROMPT)), "new_tokens": str(NEW_TOKENS), "seed": str(seed),
+                        "base_model": base_name, "r": str(LORA_RANK), "lora_alpha": str(LORA_ALPHA),
+                        "min_relative_gap": f"{gap:.4f}", "transformers": transformers.__version__,
+                        "torch": torch.__version__, "peft": peft.__version__,
+                        "command": " ".join(["python3", "scripts/make_goldens.py"] + sys.argv[1:])})
+    print(f"{base_name}-lora: seed {seed}, tokens {seq[new]}, min relative top-2 gap {gap:.4f}")
+
+
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/hf"
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    lora_only = "--lora-only" in sys.argv[1:]
+    out = args[0] if args else "tests/data/hf"
     torch.set_num_threads(4)
-    make(out, "tiny-llama", transformers.LlamaForCausalLM, llama_config, 0.05)
-    # Tied embeddings: with small layers the residual stays close to the input token's
-    # embedding and greedy decoding repeats it; larger layers make the tokens move.
-    make(out, "tiny-qwen3", transformers.Qwen3ForCausalLM, qwen3_config, 0.15)
+    if not lora_only:
+        make(out, "tiny-llama", transformers.LlamaForCausalLM, llama_config, 0.05)
+        # Tied embeddings: with small layers the residual stays close to the input token's
+        # embedding and greedy decoding repeats it; larger layers make the tokens move.
+        make(out, "tiny-qwen3", transformers.Qwen3ForCausalLM, qwen3_config, 0.15)
+    # On the checkpoint as saved (and committed): the adapter golden must fit those weights.
+    make_lora(out, "tiny-llama", transformers.LlamaForCausalLM)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 
 #include "attention.cuh"
 #include "common.cuh"
+#include "cuda_engine_lora.cuh"
 #include "decodebench/accounting.h"
 #include "decodebench/cuda_engine.cuh"
 #include "decodebench/rope.h"
@@ -45,6 +46,7 @@ struct Engine::Buffers {
   int32_t* state = nullptr;        // token, pos, first_pos
   int32_t* tokens_out = nullptr;   // [positions]
   unsigned long long* key = nullptr;
+  unsigned long long* norm_stats = nullptr;  // [2 L + 1][kNormSlots]: per RMSNorm, its input's sum of squares
   void* cublas_workspace = nullptr;
   int max_splits = 0;
 };
@@ -164,9 +166,13 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
   const bool uses_cublas = impl == LinearImpl::cublas || impl == LinearImpl::dequant_cublas;
   memory_.scratch_bytes = 4 * H + 4 * (qd + 2 * kvd) + 2 * qd + 2 * I + 4 * V + 2 * max_in + 4 * 2 * I +
                           4ull * positions * hd + 4ull * c_.num_attention_heads * buf_->max_splits * (hd + 2) +
-                          4 * c_.num_key_value_heads + 4 * (3 + positions) + 8 +
+                          4 * c_.num_key_value_heads + 4 * (3 + positions) + 8 + 8 * (2 * L + 1) * kNormSlots +
                           (impl == LinearImpl::dequant_cublas ? 2ull * largest : 0) +
                           (uses_cublas ? kCublasWorkspace : 0) + kStageBytes;
+  // A LoRA adapter: external A and B and their scratch, or a merge's load-time scratch.
+  const LoraBytes lora_mem = lora_bytes(ws);
+  memory_.weights_bytes += lora_mem.weights;
+  memory_.scratch_bytes += lora_mem.scratch + lora_mem.load;
   memory_.total_bytes = memory_.weights_bytes + memory_.kv_cache_bytes + memory_.scratch_bytes;
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -191,6 +197,13 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
 
   // --- weights
   Stager stager;
+  LoraMerger merger(ws, stream_);  // a merged adapter: W + s B A into the linears it targets
+  auto produce_linear = [&](const Origin& o, const DeviceMatrix& dst, RowMap map) {
+    if (merger.merges(o))
+      merger.merge(o, dst, map, [&](const DeviceMatrix& base) { produce(ws, o, base, {}, stager, stream_); });
+    else
+      produce(ws, o, dst, map, stager, stream_);
+  };
   auto vec = [&](const Origin& o) {
     auto* p = static_cast<__half*>(alloc(o.shape[0] * 2));
     if (o.kind == OriginKind::synthetic) {
@@ -218,13 +231,13 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
       ops[i]->impl = impl;
       alloc_matrix(ops[i]->m);
     }
-    produce(ws, ws.linear(l, Linear::q), d.qkv.m, {0, 1}, stager, stream_);
-    produce(ws, ws.linear(l, Linear::k), d.qkv.m, {qd, 1}, stager, stream_);
-    produce(ws, ws.linear(l, Linear::v), d.qkv.m, {qd + kvd, 1}, stager, stream_);
-    produce(ws, ws.linear(l, Linear::o), d.o.m, {0, 1}, stager, stream_);
-    produce(ws, ws.linear(l, Linear::gate), d.gate_up.m, {0, 2}, stager, stream_);
-    produce(ws, ws.linear(l, Linear::up), d.gate_up.m, {1, 2}, stager, stream_);
-    produce(ws, ws.linear(l, Linear::down), d.down.m, {0, 1}, stager, stream_);
+    produce_linear(ws.linear(l, Linear::q), d.qkv.m, {0, 1});
+    produce_linear(ws.linear(l, Linear::k), d.qkv.m, {qd, 1});
+    produce_linear(ws.linear(l, Linear::v), d.qkv.m, {qd + kvd, 1});
+    produce_linear(ws.linear(l, Linear::o), d.o.m, {0, 1});
+    produce_linear(ws.linear(l, Linear::gate), d.gate_up.m, {0, 2});
+    produce_linear(ws.linear(l, Linear::up), d.gate_up.m, {1, 2});
+    produce_linear(ws.linear(l, Linear::down), d.down.m, {0, 1});
     d.k_cache = static_cast<__half*>(alloc(positions * kvd * 2));
     d.v_cache = static_cast<__half*>(alloc(positions * kvd * 2));
   }
@@ -273,16 +286,25 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
   b.tokens_out = static_cast<int32_t*>(alloc(4 * positions));
   b.key = static_cast<unsigned long long*>(alloc(8));
   CUDA_CHECK(cudaMemsetAsync(b.key, 0, 8, stream_));
-  st_ = StepState{b.state, b.state + 1, b.state + 2, b.tokens_out, b.key};
+  // RMSNorm statistics flow from kernel to kernel only when every linear of the blocks is one
+  // of our GEMVs (they write and read them); the cuBLAS paths normalize in a kernel of their own.
+  const int stats_count = static_cast<int>((2 * L + 1) * kNormSlots);
+  b.norm_stats = static_cast<unsigned long long*>(alloc(8ull * stats_count));
+  CUDA_CHECK(cudaMemsetAsync(b.norm_stats, 0, 8ull * stats_count, stream_));
+  norm_stats_ = impl == LinearImpl::gemv_fast || impl == LinearImpl::gemv_naive;
+  st_ = StepState{b.state, b.state + 1, b.state + 2, b.tokens_out, b.key, b.norm_stats, stats_count};
   if (uses_cublas || head_impl == LinearImpl::cublas || head_impl == LinearImpl::dequant_cublas) {
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     b.cublas_workspace = alloc(kCublasWorkspace);
     CUBLAS_CHECK(cublasSetWorkspace(cublas_, b.cublas_workspace, kCublasWorkspace));
   }
+  setup_lora(ws);
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   memory_.scratch_bytes -= kStageBytes;  // the stage is gone once loading is done
   memory_.total_bytes -= kStageBytes;
+  memory_.scratch_bytes -= lora_mem.load;  // and so is a merge's scratch
+  memory_.total_bytes -= lora_mem.load;
   capture_graph();
   load_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -323,8 +345,17 @@ void Engine::run_linear(const LinearOp& op, const GemvInput& in, const GemvOutpu
     w = buf_->dequant;
   }
   const float alpha = 1.f;
-  const float beta = out.epilogue == Epilogue::residual ? 1.f : 0.f;
+  float beta = out.epilogue == Epilogue::residual ? 1.f : 0.f;
   float* y = out.epilogue == Epilogue::residual ? out.resid : (out.epilogue == Epilogue::silu_mul ? buf_->gate_up : out.y);
+  // An addend (a LoRA delta) enters as cuBLAS's C, before the epilogue kernels as in the GEMVs:
+  // added to the residual, or copied into y with beta 1.
+  if (out.addend) {
+    if (out.epilogue == Epilogue::residual)
+      add_rows(y, out.addend, op.m.rows, stream_);
+    else
+      CUDA_CHECK(cudaMemcpyAsync(y, out.addend, 4 * op.m.rows, cudaMemcpyDeviceToDevice, stream_));
+    beta = 1.f;
+  }
   // Row-major W [rows, cols] is column-major W^T: y = op(W^T)^T x with op = transpose.
   CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(op.m.rows), 1,
                             static_cast<int>(op.m.cols), &alpha, w, CUDA_R_16F, static_cast<int>(op.m.cols), x,
@@ -337,10 +368,15 @@ void Engine::run_linear(const LinearOp& op, const GemvInput& in, const GemvOutpu
 void Engine::enqueue_step() {
   Buffers& b = *buf_;
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, st_, b.resid, stream_);
+  // The statistics of RMSNorm site s: 2l before layer l's attention, 2l + 1 before its MLP,
+  // 2L before the lm_head; each is written by the kernel that last writes resid before it.
+  auto stats = [&](int64_t site) { return norm_stats_ ? b.norm_stats + site * kNormSlots : nullptr; };
+  embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, st_, b.resid, stats(0), stream_);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const DeviceLayer& d = layers_[l];
-    run_linear(d.qkv, {nullptr, b.resid, d.attn_norm, eps}, {Epilogue::store, b.qkv});
+    const float* qkv_delta = lora_delta(l, LoraSite::qkv, b.resid, d.attn_norm);  // external LoRA, else null
+    run_linear(d.qkv, {nullptr, b.resid, d.attn_norm, eps, stats(2 * l)},
+               with_addend({Epilogue::store, b.qkv}, qkv_delta));
 
     AttentionArgs a;
     a.qkv = b.qkv;
@@ -362,11 +398,20 @@ void Engine::enqueue_step() {
     a.out = b.attn;
     attention(a, stream_);
 
-    run_linear(d.o, {b.attn}, {Epilogue::residual, nullptr, b.resid});
-    run_linear(d.gate_up, {nullptr, b.resid, d.mlp_norm, eps}, {Epilogue::silu_mul, nullptr, nullptr, b.act});
-    run_linear(d.down, {b.act}, {Epilogue::residual, nullptr, b.resid});
+    GemvOutput o_out{Epilogue::residual, nullptr, b.resid};
+    o_out.sumsq = stats(2 * l + 1);
+    o_out.addend = lora_delta(l, LoraSite::o, b.attn);
+    run_linear(d.o, {b.attn}, o_out);
+    const float* gate_up_delta = lora_delta(l, LoraSite::gate_up, b.resid, d.mlp_norm);
+    run_linear(d.gate_up, {nullptr, b.resid, d.mlp_norm, eps, stats(2 * l + 1)},
+               with_addend({Epilogue::silu_mul, nullptr, nullptr, b.act}, gate_up_delta));
+    GemvOutput down_out{Epilogue::residual, nullptr, b.resid};
+    down_out.sumsq = stats(2 * l + 2);
+    down_out.addend = lora_delta(l, LoraSite::down, b.act);
+    run_linear(d.down, {b.act}, down_out);
   }
-  run_linear(lm_head_, {nullptr, b.resid, final_norm_, eps}, {Epilogue::logits, b.logits, nullptr, nullptr, b.key});
+  run_linear(lm_head_, {nullptr, b.resid, final_norm_, eps, stats(2 * c_.num_hidden_layers)},
+             {Epilogue::logits, b.logits, nullptr, nullptr, b.key});
   finish_step(st_, stream_);
 }
 

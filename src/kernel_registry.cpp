@@ -10,15 +10,15 @@ namespace db {
 const std::vector<KernelInfo>& kernel_registry() {
   // dequant-cublas writes an fp16 copy of each weight (2 bytes) and cuBLAS reads it back (2).
   static const std::vector<KernelInfo> table = {
-      {"fp16.gemv", Scheme::fp16, true, "two rows per warp, 16-byte loads, half2 dot per chunk, fp32 sum", {}},
+      {"fp16.gemv", Scheme::fp16, true, "x in registers, 2 rows per group, 16-byte loads, half2 dot per chunk, fp32 sum", {}},
       {"fp16.cublas", Scheme::fp16, false, "cublasGemmEx with n=1 (cuBLAS picks its own GEMV)", {}},
       {"int8.gemv", Scheme::int8, true,
-       "16-byte loads, int8->fp16 by byte permute + one subtract, per-row scale after the dot", {}},
+       "x in registers, 4 rows per group, 16-byte loads, int8->fp16 by byte permute + one subtract", {}},
       {"int8.naive", Scheme::int8, false, "one weight at a time: load byte, convert, multiply (slow path)", {}},
       {"int8.dequant-cublas", Scheme::int8, false,
        "dequantize to an fp16 scratch matrix, then cuBLAS (the 'fast kernel not used' case)", {4.0}},
       {"int4.gemv", Scheme::int4, true,
-       "repacked nibble order, lop3-style unpack to half2, 16-byte loads, x shared by 2-8 rows per block", {}},
+       "x in registers, 8 rows per group, repacked nibbles, lop3-style unpack to half2, 16-byte loads", {}},
       {"int4.naive", Scheme::int4, false, "shift/mask/convert per element from the canonical layout (slow path)",
        {}},
       {"int4.dequant-cublas", Scheme::int4, false,

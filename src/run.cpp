@@ -69,10 +69,6 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   if (positions > cfg.max_position_embeddings)
     fail("--context {} + max(--tokens, --warmup) {} = {} positions exceed max_position_embeddings {} of {}",
          spec.context, std::max(spec.tokens, spec.warmup), positions, cfg.max_position_embeddings, cfg.name);
-  // Before the CUDA backend is made: on a machine without a GPU, this is still what to fix.
-  if (!spec.adapter.empty() && spec.backend == BackendKind::cuda)
-    fail("--adapter {}: LoRA adapters are not implemented on the CUDA backend yet (use --backend cpu)",
-         spec.adapter);
   if (spec.group_size && cfg.quant.scheme != Scheme::int4 && cfg.quant.lm_head != Scheme::int4)
     usage_fail("--group-size applies to int4 weights only (this run's weights are {}, lm_head {})",
                to_string(cfg.quant.scheme), to_string(cfg.quant.lm_head));

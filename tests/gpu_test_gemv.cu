@@ -21,7 +21,12 @@ struct Case {
 };
 
 const char* variant_name(GemvVariant v) {
-  return v == GemvVariant::fast ? "gemv" : (v == GemvVariant::warp ? "warp" : "naive");
+  switch (v) {
+    case GemvVariant::fast: return "gemv";
+    case GemvVariant::warp: return "warp";
+    case GemvVariant::naive: return "naive";
+  }
+  return "?";
 }
 
 std::string name(const Case& c) {
@@ -115,16 +120,28 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](cons
 });
 
 // The epilogues and the fused RMSNorm prologue, on one int4 matrix with the fast kernel.
-TEST(GemvEpilogue, NormResidualSiluAndArgmax) {
+struct EpilogueCase {
+  GemvVariant variant;
+  int64_t rows, cols;
+};
+
+class GemvEpilogue : public ::testing::TestWithParam<EpilogueCase> {};
+
+// Every epilogue, the addend, and the RMSNorm statistics a residual epilogue hands to the
+// next GEMV, against a host computation: the rows kernel with and without a tail group, and
+// the warp kernel.
+TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
   REQUIRE_GPU();
-  std::mt19937 rng(99);
-  const int64_t rows = 258, cols = 512;
+  const EpilogueCase c = GetParam();
+  const int64_t rows = c.rows, cols = c.cols;
+  std::mt19937 rng(static_cast<unsigned>(99 + rows));
   std::normal_distribution<float> d(0.f, 1.f);
-  std::vector<float> resid(cols), prev(rows);
+  std::vector<float> resid(cols), prev(rows), addend(rows);
   std::vector<uint16_t> norm_w(cols);
   for (float& v : resid) v = d(rng);
   for (auto& h : norm_w) h = f32_to_f16(1.f + 0.1f * d(rng));
   for (float& v : prev) v = d(rng);
+  for (float& v : addend) v = d(rng);
   std::vector<float> w(rows * cols);
   for (float& v : w) v = 0.02f * d(rng);
   const QuantMatrix q = quantize_matrix(w.data(), rows, cols, Scheme::int4, 128, true);
@@ -147,9 +164,10 @@ TEST(GemvEpilogue, NormResidualSiluAndArgmax) {
 
   DeviceQuant dq(q);
   repack_int4(dq.m, nullptr);
-  DeviceBuffer<float> dres(resid), dprev(prev), dy(rows);
+  DeviceBuffer<float> dres(resid), dprev(prev), dadd(addend), dy(rows), dy2(rows);
   DeviceBuffer<uint16_t> dnorm(norm_w), dact(rows / 2);
-  DeviceBuffer<unsigned long long> key(1);
+  DeviceBuffer<unsigned long long> key(1), slots(std::vector<unsigned long long>(kNormSlots, 0)),
+      in_slots(std::vector<unsigned long long>(kNormSlots, 0));
   CUDA_CHECK(cudaMemset(key.p, 0, 8));
   GemvInput in;
   in.resid = dres.p;
@@ -159,23 +177,46 @@ TEST(GemvEpilogue, NormResidualSiluAndArgmax) {
   GemvOutput out;
   out.epilogue = Epilogue::residual;
   out.resid = dprev.p;
-  gemv(dq.m, in, out, GemvVariant::fast, nullptr);
+  out.addend = dadd.p;
+  out.sumsq = slots.p;
+  gemv(dq.m, in, out, c.variant, nullptr);
+  out.addend = nullptr;
+  out.sumsq = nullptr;
   out.epilogue = Epilogue::silu_mul;
   out.act = reinterpret_cast<__half*>(dact.p);
   dact.poison();
-  gemv(dq.m, in, out, GemvVariant::fast, nullptr);
+  gemv(dq.m, in, out, c.variant, nullptr);
   out.epilogue = Epilogue::logits;
   out.y = dy.p;
   out.argmax_key = key.p;
-  gemv(dq.m, in, out, GemvVariant::fast, nullptr);
+  gemv(dq.m, in, out, c.variant, nullptr);
+  // The same product with the statistics given instead of summed by the kernel.
+  std::vector<unsigned long long> given(kNormSlots, 0);
+  given[3] = static_cast<unsigned long long>(std::llround(ss * kSumsqScale));
+  in_slots.upload(given);
+  GemvInput in2 = in;
+  in2.sumsq = in_slots.p;
+  GemvOutput out2;
+  out2.epilogue = Epilogue::store;
+  out2.y = dy2.p;
+  dy2.poison();
+  gemv(dq.m, in2, out2, c.variant, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
 
-  const std::vector<float> got_res = dprev.download(), got_y = dy.download();
+  const std::vector<float> got_res = dprev.download(), got_y = dy.download(), got_y2 = dy2.download();
   const std::vector<uint16_t> got_act = dact.download();
+  double new_ss = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    ASSERT_LE(std::fabs(got_res[r] - (prev[r] + y[r])), tol * mag[r] + 1e-5) << "residual row " << r;
+    ASSERT_LE(std::fabs(got_res[r] - (prev[r] + addend[r] + y[r])), tol * mag[r] + 1e-5) << "residual row " << r;
     ASSERT_LE(std::fabs(got_y[r] - y[r]), tol * mag[r] + 1e-5) << "logits row " << r;
+    // rsqrt of a sum that differs in its last bits: x may move by one fp16 ulp per element.
+    ASSERT_LE(std::fabs(got_y2[r] - y[r]), 2 * tol * mag[r] + 1e-5) << "with given statistics, row " << r;
+    new_ss += double(got_res[r]) * got_res[r];
   }
+  unsigned long long total = 0;
+  for (unsigned long long v : slots.download()) total += v;
+  // Each block's float partial rounds once to 2^-20: error <= blocks * 2^-21 plus float sums.
+  EXPECT_NEAR(static_cast<double>(total) / kSumsqScale, new_ss, 1e-5 * new_ss + 1e-3) << "residual statistics";
   for (int64_t i = 0; i < rows / 2; ++i) {
     const double g = got_y[2 * i], u = got_y[2 * i + 1];  // the kernel's own rows, so only the epilogue is tested
     const double want = g / (1 + std::exp(-g)) * u;
@@ -186,6 +227,15 @@ TEST(GemvEpilogue, NormResidualSiluAndArgmax) {
     if (got_y[r] > got_y[best]) best = r;
   EXPECT_EQ(argmax_index(key.download()[0]), static_cast<uint32_t>(best));
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, GemvEpilogue,
+                         ::testing::Values(EpilogueCase{GemvVariant::fast, 256, 4096},
+                                           EpilogueCase{GemvVariant::fast, 258, 512},
+                                           EpilogueCase{GemvVariant::warp, 258, 512}),
+                         [](const auto& info) {
+                           return fmt::format("{}_{}x{}", variant_name(info.param.variant), info.param.rows,
+                                              info.param.cols);
+                         });
 
 TEST(ArgmaxKey, LargestValueThenLowestIndex) {
   EXPECT_GT(argmax_key(1.0f, 5), argmax_key(0.5f, 1));

@@ -1,9 +1,10 @@
 // LoRA adapters on the CPU reference: the synthetic spec, PEFT directories and their
 // validation, merged against external mode, the merge arithmetic in each scheme, and a run
-// through the binary (result fields, byte accounting, the CUDA backend's refusal).
+// through the binary (result fields, byte accounting, the same fields from the CUDA backend).
 #include "temp_dir.h"
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -563,10 +564,42 @@ TEST_F(PeftDir, RunReportsTheAdapterAndAccountsExternalBytes) {
   EXPECT_EQ(mer.bytes.per_token.total, base.bytes.per_token.total);
 }
 
-TEST(AdapterRun, CudaBackendRefusesAdaptersInOneLineBeforeAnythingElse) {
-  db_test::expect_one_line_error(
-      run({"--model", "tiny-fp16", "--backend", "cuda", "--adapter", "synthetic:rank=4", "--tokens", "2"}), 1,
-      "LoRA adapters are not implemented on the CUDA backend yet (use --backend cpu)");
+// The CUDA backend runs adapters in both modes (tests/gpu_test_lora.cu checks its numbers).
+// Through the binary: on a GPU its result describes the adapter exactly as the CPU backend's
+// does; without one the run fails in one line for that reason, not because of the adapter.
+TEST_F(PeftDir, CudaBackendReportsTheAdapterAsTheCpuBackendDoes) {
+  for (const std::string mode : {"merged", "external"}) {
+    SCOPED_TRACE(mode);
+    const std::string adapter = "synthetic:rank=4,alpha=8,targets=q,v,down";
+    auto args = [&](const std::string& backend, const std::string& out) {
+      return std::vector<std::string>{"--model",  "tiny-int8", "--adapter",  adapter, "--adapter-mode", mode,
+                                      "--backend", backend,    "--tokens",   "3",     "--warmup",       "1",
+                                      "--repeat", "1",         "-o",         path(out)};
+    };
+    const db_test::Outcome cpu = run(args("cpu", mode + "-cpu.json"));
+    ASSERT_EQ(cpu.code, 0) << cpu.err;
+    const db_test::Outcome cuda = run(args("cuda", mode + "-cuda.json"));
+    if (cuda.code != 0) {
+      EXPECT_EQ(cuda.code, 1) << cuda.err;
+      EXPECT_TRUE(cuda.err.find("no CUDA GPU found") != std::string::npos ||
+                  cuda.err.find("built without a CUDA backend") != std::string::npos)
+          << "the CUDA backend failed for another reason than a missing GPU: " << cuda.err;
+      EXPECT_EQ(std::count(cuda.err.begin(), cuda.err.end(), '\n'), 1) << cuda.err;
+      continue;
+    }
+    const Result c = read_results(path(mode + "-cpu.json")).at(0);
+    const Result g = read_results(path(mode + "-cuda.json")).at(0);
+    EXPECT_EQ(g.device.backend, "cuda");
+    EXPECT_EQ(g.config.adapter, c.config.adapter);
+    EXPECT_EQ(g.config.adapter_mode, mode);
+    EXPECT_EQ(g.config.adapter_mode, c.config.adapter_mode);
+    EXPECT_EQ(g.config.adapter_rank, c.config.adapter_rank);
+    EXPECT_EQ(g.config.adapter_targets, c.config.adapter_targets);
+    EXPECT_EQ(g.config.adapter_scale, c.config.adapter_scale);
+    EXPECT_EQ(g.bytes.per_token.adapter, c.bytes.per_token.adapter);
+    EXPECT_EQ(g.bytes.stored.adapter, c.bytes.stored.adapter);
+    EXPECT_EQ(g.bytes.per_token.total, c.bytes.per_token.total);  // int8.gemv moves no extra bytes
+  }
 }
 
 TEST(AdapterRun, BadAdapterFailsInOneLine) {

@@ -1,10 +1,13 @@
 // The CPU reference against transformers (scripts/make_goldens.py): tiny random Llama (GQA,
 // llama3 rope scaling) and Qwen3 (q/k norm, tied embeddings) checkpoints loaded through
-// --weights, with the logits transformers computed in float32.
+// --weights, with the logits transformers computed in float32; and tiny-llama with a LoRA
+// adapter saved by peft, against transformers + peft.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
+#include "decodebench/adapter.h"
 #include "decodebench/cpu_reference.h"
 #include "decodebench/run_spec.h"
 #include "decodebench/safetensors.h"
@@ -117,6 +120,81 @@ TEST_P(GoldenTest, QuantizedLogitsStayWithinTheBoundTheirRoundingImplies) {
     EXPECT_LE(worst, bound) << GetParam() << " " << to_string(s) << ": per-matrix error " << e;
     EXPECT_GT(worst, 0.0);  // quantization did change something
   }
+}
+
+// transformers + peft: tiny-llama with a LoRA adapter of rank 4, lora_alpha 8 (scale 2) on all
+// seven linears, random non-zero fp16-exact A and B, as peft's save_pretrained wrote it
+// (tests/data/hf/tiny-llama-lora), with the greedy tokens and float32 logits of base + adapter.
+//   external: both sides compute W x + 2 B (A x) in float32 on the same fp16-exact values;
+//             only summation order differs (~1e-6), so the base golden's bound 1e-4 holds.
+//   merged:   decodebench stores fl16(W + 2 B A): one fp16 rounding of each adapted weight,
+//             a relative (Frobenius) error e <= 2^-11 per matrix, measured below. As in
+//             test_adapter.cpp, 7 L perturbed matrices move the logits' RMS by about
+//             e sqrt(7 L); the test allows 3x that (plus the external bound).
+// Both modes give peft's tokens: the script picks an adapter whose greedy steps all have a
+// top-2 gap of at least 1% of the largest logit, far above either error.
+TEST(GoldenLora, PeftAdapterReproducesTransformersPlusPeftInBothModes) {
+  if (!std::filesystem::exists(dir("tiny-llama-lora") + "/golden.safetensors"))
+    GTEST_SKIP() << dir("tiny-llama-lora") << " is not there yet: run `python3 scripts/make_goldens.py "
+                 << "tests/data/hf --lora-only` on a machine with torch, transformers and peft, and commit "
+                 << "tests/data/hf/tiny-llama-lora";
+  const Golden g = load_golden("tiny-llama-lora");
+  const ModelConfig c = config_of("tiny-llama", Scheme::fp16);
+  const WeightSource base(c, dir("tiny-llama"), 0);
+  const int64_t steps = static_cast<int64_t>(g.tokens.size()) - 1;
+  const double L = static_cast<double>(c.num_hidden_layers);
+  double merged_bound = 0;
+  for (AdapterMode mode : {AdapterMode::external, AdapterMode::merged}) {
+    const bool merged = mode == AdapterMode::merged;
+    SCOPED_TRACE(merged ? "merged" : "external");
+    const Adapter a = load_adapter(dir("tiny-llama-lora"), c, 0, mode);
+    EXPECT_EQ(a.rank, 4);
+    EXPECT_EQ(a.scale, 2.0);
+    EXPECT_EQ(a.target_names(), (std::vector<std::string>{"q", "k", "v", "o", "gate", "up", "down"}));
+    const WeightSource ws(c, dir("tiny-llama"), 0, &a);
+    double bound = 1e-4;
+    if (merged) {
+      double e = 0;
+      for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+        for (Linear lin : kLinears) {
+          const Origin o = base.linear(l, lin);
+          const QuantMatrix w = base.host_matrix(o, Scheme::fp16), m = ws.host_matrix(o, Scheme::fp16);
+          const LoraPair& p = *a.find(l, lin);
+          double d = 0, n = 0;
+          for (int64_t r = 0; r < w.rows; ++r)
+            for (int64_t k = 0; k < w.cols; ++k) {
+              double ba = 0;
+              for (int64_t j = 0; j < a.rank; ++j) ba += double(p.b[r * a.rank + j]) * p.a[j * w.cols + k];
+              const double x = w.at(r, k) + a.scale * ba;
+              d += std::pow(m.at(r, k) - x, 2);
+              n += x * x;
+            }
+          e = std::max(e, std::sqrt(d / n));
+        }
+      EXPECT_LE(e, std::ldexp(1.0, -11));
+      bound += 3 * e * std::sqrt(7 * L);
+      merged_bound = bound;
+    }
+    CpuModel m(ws, steps);
+    for (int64_t p = 0; p < steps; ++p) {  // teacher forcing: the golden sequence
+      const std::vector<float>& l = m.step(g.tokens[p], p);
+      const float* want = &g.logits[p * g.vocab];
+      const double err = merged ? rms_rel(l.data(), want, g.vocab) : max_rel(l.data(), want, g.vocab);
+      ASSERT_LE(err, bound) << "position " << p;
+    }
+    CpuModel free(ws, steps);
+    int32_t token = 0;
+    for (int64_t p = 0; p < steps; ++p) {
+      token = CpuModel::argmax(free.step(p < g.prompt ? g.tokens[p] : token, p));
+      if (p >= g.prompt - 1) ASSERT_EQ(token, g.tokens[p + 1]) << "generated position " << p + 1;
+    }
+  }
+  // The bounds can tell the adapter from none: without it the same sequence's logits are far off.
+  CpuModel m(base, steps);
+  double worst = 0;
+  for (int64_t p = 0; p < steps; ++p)
+    worst = std::max(worst, rms_rel(m.step(g.tokens[p], p).data(), &g.logits[p * g.vocab], g.vocab));
+  EXPECT_GT(worst, 10 * merged_bound) << "the adapter barely changes the model";
 }
 
 INSTANTIATE_TEST_SUITE_P(Hf, GoldenTest, ::testing::Values("tiny-llama", "tiny-qwen3"),

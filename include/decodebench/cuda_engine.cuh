@@ -15,6 +15,7 @@
 #include "decodebench/result.h"
 #include "decodebench/weights.h"
 #include "gemv.cuh"
+#include "lora.cuh"
 #include "step.cuh"
 
 namespace db::cuda {
@@ -66,6 +67,8 @@ class Engine {
   MemoryUse memory() const { return memory_; }
   double load_seconds() const { return load_s_; }
   const ModelConfig& config() const { return c_; }
+  // The layers' weights as the kernels read them (tests compare merged weights with the host's).
+  const std::vector<DeviceLayer>& device_layers() const { return layers_; }
 
  private:
   struct Buffers;
@@ -84,8 +87,22 @@ class Engine {
   StepState st_;
   cudaGraphExec_t graph_ = nullptr;
   int launches_per_step_ = 0;
+  bool norm_stats_ = false;  // the GEMVs hand RMSNorm statistics to each other (step.cuh)
   MemoryUse memory_;
   double load_s_ = 0;
+
+  // A LoRA adapter in external mode (lora.cuh): its A and B on the device and the shrink and
+  // expand launches that precede each adapted fused linear. Null without one (or merged: a
+  // merged adapter is in the weights already).
+  enum class LoraSite { qkv, o, gate_up, down };  // the fused linears of a layer
+  struct Lora;
+  void setup_lora(const WeightSource& ws);
+  // Enqueues the low-rank path of one site of a layer and returns its delta, the addend of
+  // the site's GEMV; nullptr when nothing there is adapted. `x` is the GEMV's input vector;
+  // the overload with the residual and norm weight (q/k/v, gate/up) normalizes it first.
+  const float* lora_delta(int64_t layer, LoraSite site, const __half* x);
+  const float* lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* norm_w);
+  std::unique_ptr<Lora> lora_;
 };
 
 // Device name, capability, memory, NVML state, and the measured read bandwidth.
