@@ -391,19 +391,7 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
         xv[k][j] = make_uint4(0, 0, 0, 0);
         continue;
       }
-      const int piece = c * P + j;
-      const float4 a = __ldg(reinterpret_cast<const float4*>(in.resid) + 2 * piece);
-      const float4 b = __ldg(reinterpret_cast<const float4*>(in.resid) + 2 * piece + 1);
-      const uint4 nw = __ldg(reinterpret_cast<const uint4*>(in.norm_w) + piece);
-      const float r[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-      const uint32_t n[4] = {nw.x, nw.y, nw.z, nw.w};
-      uint32_t h[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 g = __half22float2(bits_h2(n[e]));
-        h[e] = h2_bits(__halves2half2(__float2half_rn(r[2 * e] * inv * g.x), __float2half_rn(r[2 * e + 1] * inv * g.y)));
-      }
-      xv[k][j] = make_uint4(h[0], h[1], h[2], h[3]);
+      xv[k][j] = normalized_piece(in.resid, in.norm_w, c * P + j, inv);
     }
   }
 }

@@ -13,8 +13,10 @@ namespace db::cuda {
 namespace {
 
 constexpr int kShrinkThreads = 256;
-// Rows of A per shrink block: each 16-byte piece of x a thread loads serves all of them.
-constexpr int kShrinkRows = 4;
+// Rows of A per shrink block. One: the block count (targets x rank, 16-48 at rank 16) is the
+// kernel's only parallelism, and each row costs a block-wide reduction (measured on the H200:
+// the external mode's added kernels took ~5 us each with 4 rows per block).
+constexpr int kShrinkRows = 1;
 constexpr int kExpandThreads = 256;
 
 // Eight fp16 products summed into `acc` in fp32, in column order.
@@ -31,9 +33,20 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 x, float acc) {
 
 // A block owns kShrinkRows consecutive rows of A; its threads stride over the input (16-byte
 // pieces when `vec`, single elements otherwise) and the block reduces each row at the end.
+// x: either `x` or, with `resid`, the normalized residual stream (LoraGroup).
+struct ShrinkInput {
+  const __half* x = nullptr;
+  const float* resid = nullptr;
+  const __half* norm_w = nullptr;
+  const unsigned long long* sumsq = nullptr;
+  float eps = 0.f;
+};
+
 __global__ void __launch_bounds__(kShrinkThreads)
-    lora_shrink_kernel(const __half* a, int64_t rows, int64_t in, const __half* x, float* t, bool vec) {
+    lora_shrink_kernel(const __half* a, int64_t rows, int64_t in, ShrinkInput src, float* t, bool vec) {
   __shared__ float red[kWarp];
+  const __half* x = src.x;
+  const float inv = src.resid ? inv_rms(src.sumsq, in, src.eps) : 1.f;  // resid: vec is true
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kShrinkRows;
   float acc[kShrinkRows];
 #pragma unroll
@@ -42,7 +55,7 @@ __global__ void __launch_bounds__(kShrinkThreads)
     const int64_t pieces = in / 8;
     const uint4* x4 = reinterpret_cast<const uint4*>(x);
     for (int64_t p = threadIdx.x; p < pieces; p += blockDim.x) {
-      const uint4 xv = x4[p];
+      const uint4 xv = src.resid ? normalized_piece(src.resid, src.norm_w, p, inv) : x4[p];
 #pragma unroll
       for (int r = 0; r < kShrinkRows; ++r)
         if (r0 + r < rows)
@@ -65,7 +78,8 @@ __global__ void __launch_bounds__(kShrinkThreads)
 
 // One thread per output row of the group (the segments' rows, in order), t staged in shared
 // memory. Writes every row of the fused layout, so the delta buffer needs no clearing.
-__global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraGroup g, int64_t total) {
+// `vec`: every B row is whole, 16-byte aligned pieces (rank % 8 == 0, aligned bases).
+__global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraGroup g, int64_t total, bool vec) {
   extern __shared__ float ts[];
   const int n = g.targets * g.rank;
   for (int i = threadIdx.x; i < n; i += blockDim.x) ts[i] = g.t[i];
@@ -84,7 +98,20 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraGroup g
       const __half* br = sg.b + local * g.rank;
       const float* tk = ts + sg.slot * g.rank;
       float acc = 0.f;
-      for (int k = 0; k < g.rank; ++k) acc = fmaf(__half2float(br[k]), tk[k], acc);
+      int k = 0;
+      if (vec) {  // the row of B in 16-byte pieces; the same fmaf order as the scalar loop
+        for (; k < g.rank; k += 8) {
+          const uint4 piece = __ldg(reinterpret_cast<const uint4*>(br + k));
+          const uint32_t hw[4] = {piece.x, piece.y, piece.z, piece.w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float2 bf = __half22float2(bits_h2(hw[j]));
+            acc = fmaf(bf.x, tk[k + 2 * j], acc);
+            acc = fmaf(bf.y, tk[k + 2 * j + 1], acc);
+          }
+        }
+      }
+      for (; k < g.rank; ++k) acc = fmaf(__half2float(br[k]), tk[k], acc);
       v = g.scale * acc;
     }
     g.delta[sg.offset + local * sg.stride] = v;
@@ -103,14 +130,24 @@ int grid_for(int64_t n, int threads) {
 
 }  // namespace
 
-void lora_shrink(const __half* a, int64_t rows, int64_t in, const __half* x, float* t, cudaStream_t s) {
+static void shrink(const __half* a, int64_t rows, int64_t in, const ShrinkInput& src, float* t, cudaStream_t s) {
   if (rows <= 0) return;
   const int64_t blocks = (rows + kShrinkRows - 1) / kShrinkRows;
   if (blocks > 0x7fffffff) fail("lora_shrink: {} rows is too many", rows);
   // 16-byte loads need whole 8-element pieces and 16-byte aligned rows.
-  const bool vec = in % 8 == 0 && (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(x)) % 16 == 0;
-  lora_shrink_kernel<<<static_cast<unsigned>(blocks), kShrinkThreads, 0, s>>>(a, rows, in, x, t, vec);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(a) |
+                         (src.resid ? reinterpret_cast<uintptr_t>(src.resid) | reinterpret_cast<uintptr_t>(src.norm_w)
+                                    : reinterpret_cast<uintptr_t>(src.x));
+  const bool vec = in % 8 == 0 && base % 16 == 0;
+  if (src.resid && !vec) fail("lora_shrink: the normalizing shrink needs 16-byte pieces ({} inputs)", in);
+  lora_shrink_kernel<<<static_cast<unsigned>(blocks), kShrinkThreads, 0, s>>>(a, rows, in, src, t, vec);
   CUDA_CHECK_LAUNCH();
+}
+
+void lora_shrink(const __half* a, int64_t rows, int64_t in, const __half* x, float* t, cudaStream_t s) {
+  ShrinkInput src;
+  src.x = x;
+  shrink(a, rows, in, src, t, s);
 }
 
 void lora_expand(const LoraGroup& g, cudaStream_t s) {
@@ -122,12 +159,20 @@ void lora_expand(const LoraGroup& g, cudaStream_t s) {
   if (smem > 48 * 1024)
     fail("lora_expand: rank {} x {} adapted linears needs {} bytes of shared memory, more than 48 KB", g.rank,
          g.targets, smem);
-  lora_expand_kernel<<<grid_for(total, kExpandThreads), kExpandThreads, smem, s>>>(g, total);
+  bool vec = g.rank % 8 == 0;
+  for (int i = 0; i < g.segments; ++i) vec = vec && reinterpret_cast<uintptr_t>(g.seg[i].b) % 16 == 0;
+  lora_expand_kernel<<<grid_for(total, kExpandThreads), kExpandThreads, smem, s>>>(g, total, vec);
   CUDA_CHECK_LAUNCH();
 }
 
 void lora_apply(const LoraGroup& g, cudaStream_t s) {
-  lora_shrink(g.a, static_cast<int64_t>(g.targets) * g.rank, g.in, g.x, g.t, s);
+  ShrinkInput src;
+  src.x = g.x;
+  src.resid = g.resid;
+  src.norm_w = g.norm_w;
+  src.sumsq = g.sumsq;
+  src.eps = g.eps;
+  shrink(g.a, static_cast<int64_t>(g.targets) * g.rank, g.in, src, g.t, s);
   lora_expand(g, s);
 }
 

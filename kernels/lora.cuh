@@ -33,6 +33,13 @@ constexpr int kLoraMaxSegments = 3;  // q, k, v
 // The adapted linears of one fused matrix, which share one input vector.
 struct LoraGroup {
   const __half* x = nullptr;  // [in]
+  // Or the residual stream, normalized by the shrink exactly as the GEMVs do it (x =
+  // fp16(resid * inv * norm_w)) from the statistics its producer left (common.cuh): no
+  // RMSNorm kernel of its own. Needs in % 8 == 0.
+  const float* resid = nullptr;
+  const __half* norm_w = nullptr;
+  const unsigned long long* sumsq = nullptr;
+  float eps = 0.f;
   int64_t in = 0;
   const __half* a = nullptr;  // [targets * rank, in]: the A of each adapted linear, by slot
   int targets = 0;            // 0: no linear of this matrix is adapted

@@ -167,6 +167,7 @@ __global__ void repack_int4_kernel(uint32_t* words, int64_t n) {
   }
 }
 
+// The element-wise form (any shape): a 64-bit division per element, so only the fallback.
 __global__ void dequantize_kernel(DeviceMatrix m, __half* out) {
   const int64_t n = m.rows * m.cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -180,6 +181,40 @@ __global__ void dequantize_kernel(DeviceMatrix m, __half* out) {
       v = quant::dequantize_int4(q, __half2float(m.scales[g]), m.zero_point ? m.zeros[g] : quant::kInt4SymmetricZero);
     }
     out[i] = __float2half_rn(v);
+  }
+}
+
+// Eight columns per thread (one 16-byte store), rows over blockIdx.y: no division, one scale
+// (and zero point) per eight values. The same arithmetic per element as above. dequant-cublas
+// is the "fast kernel not used" path; its cost should be the bytes it moves, not this kernel.
+__global__ void dequantize8_kernel(DeviceMatrix m, __half* out) {
+  const int64_t pieces = m.cols / 8;
+  const int64_t groups = m.scheme == Scheme::int4 ? m.cols / m.group_size : 1;
+  for (int64_t r = blockIdx.y; r < m.rows; r += gridDim.y) {
+    for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pieces; p += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t c = p * 8;
+      float v[8];
+      if (m.scheme == Scheme::int8) {
+        const uint2 q = reinterpret_cast<const uint2*>(static_cast<const int8_t*>(m.qweight) + r * m.cols)[p];
+        const float scale = __half2float(m.scales[r]);
+        const uint32_t w[2] = {q.x, q.y};
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          v[j] = quant::dequantize_int8(static_cast<int8_t>((w[j / 4] >> (8 * (j % 4))) & 0xff), scale);
+      } else {
+        const uint32_t q = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) + r * m.cols / 2)[p];
+        const int64_t g = r * groups + c / m.group_size;
+        const float scale = __half2float(m.scales[g]);
+        const int zero = m.zero_point ? m.zeros[g] : quant::kInt4SymmetricZero;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          v[j] = quant::dequantize_int4(quant::unpack_int4(static_cast<uint8_t>(q >> (8 * (j / 2))), j), scale, zero);
+      }
+      uint32_t h[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) h[j] = h2_bits(__floats2half2_rn(v[2 * j], v[2 * j + 1]));
+      reinterpret_cast<uint4*>(out + r * m.cols)[p] = make_uint4(h[0], h[1], h[2], h[3]);
+    }
   }
 }
 
@@ -233,7 +268,15 @@ void repack_int4(DeviceMatrix& m, cudaStream_t s) {
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   if (m.scheme == Scheme::fp16) fail("dequantize_to_f16: the matrix is already fp16");
   if (m.int4_repacked) fail("dequantize_to_f16: expects the canonical int4 layout");
-  dequantize_kernel<<<grid_for(m.rows * m.cols), kThreads, 0, s>>>(m, out);
+  // Whole 8-column pieces that never straddle an int4 group: the vector kernel.
+  if (m.cols % 8 == 0 && (m.scheme == Scheme::int8 || m.group_size % 8 == 0)) {
+    const int64_t pieces = m.cols / 8;
+    const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads),
+                    static_cast<unsigned>(std::min<int64_t>(m.rows, 65535)));
+    dequantize8_kernel<<<grid, kThreads, 0, s>>>(m, out);
+  } else {
+    dequantize_kernel<<<grid_for(m.rows * m.cols), kThreads, 0, s>>>(m, out);
+  }
   CUDA_CHECK_LAUNCH();
 }
 

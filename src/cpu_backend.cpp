@@ -60,8 +60,10 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 class CpuBackend final : public Backend {
  public:
-  BackendRun run(const RunSpec& spec, const WeightSource& weights, const KernelInfo& kernel) override {
+  BackendRun run(const RunSpec& spec, const WeightSource& weights, const KernelInfo& kernel,
+                 BackendReuse* reuse) override {
     (void)kernel;  // the reference has one way to multiply: dequantize, then dot in float32
+    (void)reuse;   // the float32 model is made per run (its load_s says how long that takes)
     BackendRun out;
     out.clock = "host";
     const ModelConfig& c = weights.config();

@@ -1,7 +1,9 @@
-// The CUDA decode engine (see include/decodebench/cuda_engine.cuh).
+// The CUDA decode engine and its device weights (see include/decodebench/cuda_engine.cuh).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include "attention.cuh"
 #include "common.cuh"
@@ -125,18 +127,22 @@ void produce(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, R
 
 std::string gb(uint64_t b) { return fmt::format("{:.2f} GB", b / 1e9); }
 
-}  // namespace
+// The lm_head runs the blocks' kernel when it has their scheme, else the fast GEMV.
+LinearImpl head_impl_of(const ModelConfig& c, LinearImpl impl) {
+  return c.quant.lm_head == c.quant.scheme ? impl : LinearImpl::gemv_fast;
+}
 
-Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positions)
-    : c_(ws.config()), positions_(positions), buf_(std::make_unique<Buffers>()) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const QuantConfig& q = c_.quant;
-  const int64_t H = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size, L = c_.num_hidden_layers;
-  const int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
-  const LinearImpl impl = linear_impl(kernel);
-  const LinearImpl head_impl = q.lm_head == q.scheme ? impl : LinearImpl::gemv_fast;
-  const bool tied_head = c_.tie_word_embeddings && q.lm_head == Scheme::fp16;
+// The weights' matrices as descriptors (shape and quantization, no memory), canonical layout:
+// a layer's four fused linears in DeviceLayer order, the lm_head and the embedding.
+struct Shapes {
+  std::array<DeviceMatrix, 4> block;
+  DeviceMatrix head, embedding;
+  bool tied_head = false;  // the lm_head is the fp16 embedding itself
+};
 
+Shapes shapes(const ModelConfig& c) {
+  const QuantConfig& q = c.quant;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, qd = c.q_dim(), kvd = c.kv_dim();
   auto matrix = [&](int64_t rows, int64_t cols, Scheme s) {
     DeviceMatrix m;
     m.scheme = s;
@@ -146,42 +152,113 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
     m.zero_point = s == Scheme::int4 && q.zero_point;
     return m;
   };
-  std::vector<DeviceMatrix> block = {matrix(qd + 2 * kvd, H, q.scheme), matrix(H, qd, q.scheme),
-                                     matrix(2 * I, H, q.scheme), matrix(H, I, q.scheme)};
-  DeviceMatrix head = matrix(V, H, q.lm_head);
-  embedding_ = matrix(V, H, Scheme::fp16);
+  Shapes sh;
+  sh.block = {matrix(qd + 2 * kvd, H, q.scheme), matrix(H, qd, q.scheme), matrix(2 * I, H, q.scheme),
+              matrix(H, I, q.scheme)};
+  sh.head = matrix(V, H, q.lm_head);
+  sh.embedding = matrix(V, H, Scheme::fp16);
+  sh.tied_head = c.tie_word_embeddings && q.lm_head == Scheme::fp16;
+  return sh;
+}
 
-  // --- the memory plan, checked against free memory before anything is allocated
-  uint64_t per_layer = 0;
-  for (const DeviceMatrix& m : block) per_layer += matrix_alloc_bytes(m);
-  per_layer += 2 * H * 2 + (c_.arch == Arch::qwen3 ? 2 * hd * 2 : 0);
-  memory_.weights_bytes = per_layer * L + matrix_alloc_bytes(embedding_) + (tied_head ? 0 : matrix_alloc_bytes(head)) +
-                          H * 2;
-  memory_.kv_cache_bytes = 2ull * L * positions * kvd * 2;
-  buf_->max_splits = attention_splits(positions);
-  const int64_t max_in = std::max({H, I, qd});
-  int64_t largest = 0;
-  for (const DeviceMatrix& m : block) largest = std::max(largest, m.rows * m.cols);
-  if (head_impl == LinearImpl::dequant_cublas) largest = std::max(largest, V * H);
-  const bool uses_cublas = impl == LinearImpl::cublas || impl == LinearImpl::dequant_cublas;
-  memory_.scratch_bytes = 4 * H + 4 * (qd + 2 * kvd) + 2 * qd + 2 * I + 4 * V + 2 * max_in + 4 * 2 * I +
-                          4ull * positions * hd + 4ull * c_.num_attention_heads * buf_->max_splits * (hd + 2) +
-                          4 * c_.num_key_value_heads + 4 * (3 + positions) + 8 + 8 * (2 * L + 1) * kNormSlots +
-                          (impl == LinearImpl::dequant_cublas ? 2ull * largest : 0) +
-                          (uses_cublas ? kCublasWorkspace : 0) + kStageBytes;
-  // A LoRA adapter: external A and B and their scratch, or a merge's load-time scratch.
-  const LoraBytes lora_mem = lora_bytes(ws);
-  memory_.weights_bytes += lora_mem.weights;
-  memory_.scratch_bytes += lora_mem.scratch + lora_mem.load;
-  memory_.total_bytes = memory_.weights_bytes + memory_.kv_cache_bytes + memory_.scratch_bytes;
+// What sizes an engine's scratch: derived alike by Engine::plan and the constructor.
+struct ScratchDims {
+  LinearImpl impl = LinearImpl::gemv_fast, head_impl = LinearImpl::gemv_fast;
+  int64_t max_in = 0;        // the largest GEMV input (the cuBLAS paths' normalized x)
+  int64_t largest = 0;       // elements of the largest matrix dequant-cublas materializes
+  bool uses_cublas = false;  // the blocks' linears run cuBLAS (the lm_head then too)
+};
+
+ScratchDims scratch_dims(const ModelConfig& c, const KernelInfo& kernel) {
+  ScratchDims d;
+  d.impl = linear_impl(kernel);
+  d.head_impl = head_impl_of(c, d.impl);
+  d.max_in = std::max({c.hidden_size, c.intermediate_size, c.q_dim()});
+  for (const DeviceMatrix& m : shapes(c).block) d.largest = std::max(d.largest, m.rows * m.cols);
+  if (d.head_impl == LinearImpl::dequant_cublas) d.largest = std::max(d.largest, c.vocab_size * c.hidden_size);
+  d.uses_cublas = d.impl == LinearImpl::cublas || d.impl == LinearImpl::dequant_cublas;
+  return d;
+}
+
+void check_free_memory(uint64_t need, const std::function<std::string()>& message) {
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  if (memory_.total_bytes > free_b)
-    fail("not enough GPU memory for {} at {} positions: need {} (weights {}, KV cache {}, scratch {}), {} free of {}",
-         c_.name, positions, gb(memory_.total_bytes), gb(memory_.weights_bytes), gb(memory_.kv_cache_bytes),
-         gb(memory_.scratch_bytes), gb(free_b), gb(total_b));
+  if (need > free_b) fail("{}, {} free of {}", message(), gb(free_b), gb(total_b));
+}
 
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}  // namespace
+
+// ------------------------------------------------------------------------ weight layout
+
+WeightLayout weight_layout(const ModelConfig& c, const KernelInfo& kernel) {
+  const LinearImpl impl = linear_impl(kernel);
+  WeightLayout l;
+  l.block_int4_repacked = c.quant.scheme == Scheme::int4 && impl == LinearImpl::gemv_fast;
+  l.head_int4_repacked = c.quant.lm_head == Scheme::int4 && head_impl_of(c, impl) == LinearImpl::gemv_fast;
+  return l;
+}
+
+std::string WeightLayout::name() const {
+  if (block_int4_repacked && head_int4_repacked) return "int4-repacked";
+  if (block_int4_repacked) return "int4-repacked (lm_head canonical)";
+  if (head_int4_repacked) return "canonical (lm_head int4-repacked)";
+  return "canonical";
+}
+
+// ------------------------------------------------------------------------ device weights
+
+DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws) {
+  const ModelConfig& c = ws.config();
+  const Shapes sh = shapes(c);
+  uint64_t per_layer = 2 * c.hidden_size * 2 + (c.arch == Arch::qwen3 ? 2 * c.head_dim * 2 : 0);  // norms
+  for (const DeviceMatrix& m : sh.block) per_layer += matrix_alloc_bytes(m);
+  const LoraBytes lora = lora_bytes(ws);
+  Plan p;
+  p.weights_bytes = per_layer * c.num_hidden_layers + matrix_alloc_bytes(sh.embedding) +
+                    (sh.tied_head ? 0 : matrix_alloc_bytes(sh.head)) + c.hidden_size * 2 + lora.weights;
+  p.load_bytes = kStageBytes + lora.load;
+  return p;
+}
+
+DeviceWeights::DeviceWeights(const WeightSource& ws, const WeightLayout& layout)
+    : c_(ws.config()), layout_(layout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CUDA_CHECK(cudaGetDevice(&device_));
+  const Plan p = plan(ws);
+  check_free_memory(p.weights_bytes + p.load_bytes, [&] {
+    return fmt::format("not enough GPU memory for the weights of {}: need {} (weights {}, loading buffers {})",
+                       c_.name, gb(p.weights_bytes + p.load_bytes), gb(p.weights_bytes), gb(p.load_bytes));
+  });
+  bytes_ = p.weights_bytes;
+  // The destructor does not run when a constructor throws, and a sweep goes on after a failed
+  // instance: free what was allocated before passing the error on.
+  try {
+    fill(ws);
+  } catch (...) {
+    release();
+    throw;
+  }
+  load_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+DeviceWeights::~DeviceWeights() { release(); }
+
+void DeviceWeights::release() {
+  for (void* p : allocations_) cudaFree(p);
+  allocations_.clear();
+}
+
+void DeviceWeights::fill(const WeightSource& ws) {
+  const int64_t H = c_.hidden_size, L = c_.num_hidden_layers, qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
+  // A stream of its own, synchronized before returning: engines on other streams read the result.
+  struct Stream {
+    cudaStream_t s = nullptr;
+    ~Stream() {
+      if (s) cudaStreamDestroy(s);
+    }
+  } stream;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking));
+  const cudaStream_t s = stream.s;
   auto alloc = [&](size_t bytes) {
     void* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
@@ -195,73 +272,199 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
     if (b.zeros) m.zeros = static_cast<uint8_t*>(alloc(b.zeros));
   };
 
-  // --- weights
   Stager stager;
-  LoraMerger merger(ws, stream_);  // a merged adapter: W + s B A into the linears it targets
+  LoraMerger merger(ws, s);  // a merged adapter: W + s B A into the linears it targets
   auto produce_linear = [&](const Origin& o, const DeviceMatrix& dst, RowMap map) {
     if (merger.merges(o))
-      merger.merge(o, dst, map, [&](const DeviceMatrix& base) { produce(ws, o, base, {}, stager, stream_); });
+      merger.merge(o, dst, map, [&](const DeviceMatrix& base) { produce(ws, o, base, {}, stager, s); });
     else
-      produce(ws, o, dst, map, stager, stream_);
+      produce(ws, o, dst, map, stager, s);
   };
   auto vec = [&](const Origin& o) {
     auto* p = static_cast<__half*>(alloc(o.shape[0] * 2));
     if (o.kind == OriginKind::synthetic) {
-      fill_synthetic_f16(p, o.shape[0], SyntheticSource{ws.seed(), o.tensor_id, o.dist}, stream_);
+      fill_synthetic_f16(p, o.shape[0], SyntheticSource{ws.seed(), o.tensor_id, o.dist}, s);
     } else {
-      const void* d = stager.upload(o.dense->data, o.dense->nbytes, stream_);
-      convert_to_f16(p, d, o.dense->dtype, o.shape[0], stream_);
+      const void* d = stager.upload(o.dense->data, o.dense->nbytes, s);
+      convert_to_f16(p, d, o.dense->dtype, o.shape[0], s);
     }
     return p;
   };
+  const Shapes sh = shapes(c_);
+  embedding_ = sh.embedding;
   alloc_matrix(embedding_);
-  produce(ws, ws.embedding(), embedding_, {}, stager, stream_);
+  produce(ws, ws.embedding(), embedding_, {}, stager, s);
   layers_.resize(L);
   for (int64_t l = 0; l < L; ++l) {
-    DeviceLayer& d = layers_[l];
+    Layer& d = layers_[l];
     d.attn_norm = vec(ws.vector(layer_norm_name(l, false), H));
     d.mlp_norm = vec(ws.vector(layer_norm_name(l, true), H));
     if (c_.arch == Arch::qwen3) {
       d.q_norm = vec(ws.vector(qk_norm_name(l, false), hd));
       d.k_norm = vec(ws.vector(qk_norm_name(l, true), hd));
     }
-    LinearOp* ops[] = {&d.qkv, &d.o, &d.gate_up, &d.down};
+    DeviceMatrix* ms[] = {&d.qkv, &d.o, &d.gate_up, &d.down};
     for (int i = 0; i < 4; ++i) {
-      ops[i]->m = block[i];
-      ops[i]->impl = impl;
-      alloc_matrix(ops[i]->m);
+      *ms[i] = sh.block[i];
+      alloc_matrix(*ms[i]);
     }
-    produce_linear(ws.linear(l, Linear::q), d.qkv.m, {0, 1});
-    produce_linear(ws.linear(l, Linear::k), d.qkv.m, {qd, 1});
-    produce_linear(ws.linear(l, Linear::v), d.qkv.m, {qd + kvd, 1});
-    produce_linear(ws.linear(l, Linear::o), d.o.m, {0, 1});
-    produce_linear(ws.linear(l, Linear::gate), d.gate_up.m, {0, 2});
-    produce_linear(ws.linear(l, Linear::up), d.gate_up.m, {1, 2});
-    produce_linear(ws.linear(l, Linear::down), d.down.m, {0, 1});
+    produce_linear(ws.linear(l, Linear::q), d.qkv, {0, 1});
+    produce_linear(ws.linear(l, Linear::k), d.qkv, {qd, 1});
+    produce_linear(ws.linear(l, Linear::v), d.qkv, {qd + kvd, 1});
+    produce_linear(ws.linear(l, Linear::o), d.o, {0, 1});
+    produce_linear(ws.linear(l, Linear::gate), d.gate_up, {0, 2});
+    produce_linear(ws.linear(l, Linear::up), d.gate_up, {1, 2});
+    produce_linear(ws.linear(l, Linear::down), d.down, {0, 1});
+  }
+  final_norm_ = vec(ws.vector(kFinalNormName, H));
+  if (sh.tied_head) {
+    lm_head_ = embedding_;
+  } else {
+    lm_head_ = sh.head;
+    alloc_matrix(lm_head_);
+    produce(ws, ws.lm_head(), lm_head_, {}, stager, s);
+  }
+  // Each kernel reads its own layout: the fast int4 GEMV the repacked one (weight_layout).
+  for (Layer& d : layers_)
+    for (DeviceMatrix* m : {&d.qkv, &d.o, &d.gate_up, &d.down})
+      if (layout_.block_int4_repacked && m->scheme == Scheme::int4) repack_int4(*m, s);
+  if (layout_.head_int4_repacked && !sh.tied_head && lm_head_.scheme == Scheme::int4) repack_int4(lm_head_, s);
+  lora_groups_ = upload_external_lora(ws, alloc, s);
+  lora_rank_ = lora_groups_.empty() ? 0 : ws.adapter()->rank;
+  CUDA_CHECK(cudaStreamSynchronize(s));  // before the stager, the merger and the stream go
+}
+
+std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws, const KernelInfo& kernel,
+                                                         int64_t positions) {
+  const ModelConfig& c = ws.config();
+  Engine::check_kernel(c, kernel);  // a kernel that cannot run these shapes fails before loading
+  const DeviceWeights::Plan w = DeviceWeights::plan(ws);
+  const MemoryUse e = Engine::plan(c, kernel, positions, external_lora_rank(ws));
+  // Conservative by the loading buffers, which are freed before the engine allocates.
+  const uint64_t need = w.weights_bytes + w.load_bytes + e.total_bytes;
+  check_free_memory(need, [&] {
+    return fmt::format(
+        "not enough GPU memory for {} at {} positions: need {} (weights {}, KV cache {}, scratch {}, loading "
+        "buffers {})",
+        c.name, positions, gb(need), gb(w.weights_bytes), gb(e.kv_cache_bytes), gb(e.scratch_bytes),
+        gb(w.load_bytes));
+  });
+  return std::make_shared<const DeviceWeights>(ws, weight_layout(c, kernel));
+}
+
+// ------------------------------------------------------------------------ engine
+
+MemoryUse Engine::plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, L = c.num_hidden_layers;
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+  const ScratchDims d = scratch_dims(c, kernel);
+  MemoryUse m;
+  m.kv_cache_bytes = 2ull * L * positions * kvd * 2;
+  m.scratch_bytes = 4 * H + 4 * (qd + 2 * kvd) + 2 * qd + 2 * I + 4 * V + 2 * d.max_in + 4 * 2 * I +
+                    4ull * positions * hd + 4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
+                    4 * c.num_key_value_heads + 4 * (3 + positions) + 8 + 8 * (2 * L + 1) * kNormSlots +
+                    (d.impl == LinearImpl::dequant_cublas ? 2ull * d.largest : 0) +
+                    (d.uses_cublas ? kCublasWorkspace : 0) + lora_scratch_bytes(c, lora_rank);
+  m.total_bytes = m.kv_cache_bytes + m.scratch_bytes;
+  return m;
+}
+
+void Engine::check_kernel(const ModelConfig& c, const KernelInfo& kernel) {
+  const LinearImpl impl = linear_impl(kernel);
+  const WeightLayout layout = weight_layout(c, kernel);
+  const Shapes sh = shapes(c);
+  auto check = [&](DeviceMatrix m, LinearImpl li, bool repacked) {
+    m.int4_repacked = repacked && m.scheme == Scheme::int4;
+    const char* why = nullptr;
+    if ((li == LinearImpl::gemv_fast || li == LinearImpl::gemv_naive) &&
+        !gemv_supports(m, li == LinearImpl::gemv_fast ? GemvVariant::fast : GemvVariant::naive, &why))
+      fail("kernel {} cannot run {} [{} x {}]: {}", kernel.name, c.name, m.rows, m.cols, why);
+    if (li == LinearImpl::cublas && m.scheme != Scheme::fp16) fail("kernel {} needs fp16 weights", kernel.name);
+  };
+  for (const DeviceMatrix& m : sh.block) check(m, impl, layout.block_int4_repacked);
+  check(sh.tied_head ? sh.embedding : sh.head, head_impl_of(c, impl), layout.head_int4_repacked);
+}
+
+namespace {
+const DeviceWeights& non_null(const std::shared_ptr<const DeviceWeights>& w) {
+  if (!w) fail("Engine: no weights");
+  return *w;
+}
+}  // namespace
+
+Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positions)
+    : Engine(load_device_weights(ws, kernel, positions), kernel, positions) {
+  load_s_ += weights_->load_seconds();  // it loaded them for itself
+}
+
+Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions)
+    : c_(non_null(weights).config()), positions_(positions), weights_(std::move(weights)),
+      buf_(std::make_unique<Buffers>()) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const DeviceWeights& w = *weights_;
+  const int64_t H = c_.hidden_size, I = c_.intermediate_size, V = c_.vocab_size, L = c_.num_hidden_layers;
+  const int64_t qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
+
+  // --- checks, before anything is allocated
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  if (device != w.device()) fail("the weights are on GPU {}, the engine would run on GPU {}", w.device(), device);
+  if (w.layout() != weight_layout(c_, kernel))
+    fail("kernel {} reads the {} weight layout, these weights are in the {} layout", kernel.name,
+         weight_layout(c_, kernel).name(), w.layout().name());
+  check_kernel(c_, kernel);
+  const ScratchDims dims = scratch_dims(c_, kernel);
+  const LinearImpl impl = dims.impl, head_impl = dims.head_impl;
+
+  // --- the memory plan: the weights are resident already, so free memory need only hold the
+  // engine's own part (counting the weights again would refuse runs that fit).
+  const MemoryUse own = plan(c_, kernel, positions, w.lora_rank());
+  memory_ = own;
+  memory_.weights_bytes = w.bytes();
+  memory_.total_bytes = w.bytes() + own.total_bytes;
+  check_free_memory(own.total_bytes, [&] {
+    return fmt::format(
+        "not enough GPU memory for {} at {} positions: need {} (KV cache {}, scratch {}; the weights' {} are on "
+        "the device already)",
+        c_.name, positions, gb(own.total_bytes), gb(own.kv_cache_bytes), gb(own.scratch_bytes), gb(w.bytes()));
+  });
+  buf_->max_splits = attention_splits(positions);
+
+  // The destructor does not run when a constructor throws, and a sweep goes on after a failed
+  // instance: release what was made so far then.
+  struct Guard {
+    Engine* e;
+    ~Guard() {
+      if (e) e->release();
+    }
+  } guard{this};
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  auto alloc = [&](size_t bytes) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    allocations_.push_back(p);
+    return p;
+  };
+
+  // --- the layers as the step runs them: the shared weights with this engine's kernel choice
+  layers_.resize(L);
+  for (int64_t l = 0; l < L; ++l) {
+    const DeviceWeights::Layer& src = w.layers()[l];
+    DeviceLayer& d = layers_[l];
+    d.attn_norm = src.attn_norm;
+    d.mlp_norm = src.mlp_norm;
+    d.q_norm = src.q_norm;
+    d.k_norm = src.k_norm;
+    d.qkv = {src.qkv, impl};
+    d.o = {src.o, impl};
+    d.gate_up = {src.gate_up, impl};
+    d.down = {src.down, impl};
     d.k_cache = static_cast<__half*>(alloc(positions * kvd * 2));
     d.v_cache = static_cast<__half*>(alloc(positions * kvd * 2));
   }
-  final_norm_ = vec(ws.vector(kFinalNormName, H));
-  lm_head_.impl = head_impl;
-  if (tied_head) {
-    lm_head_.m = embedding_;
-  } else {
-    lm_head_.m = head;
-    alloc_matrix(lm_head_.m);
-    produce(ws, ws.lm_head(), lm_head_.m, {}, stager, stream_);
-  }
-  // Each kernel reads its own layout: the fast int4 GEMV the repacked one.
-  std::vector<LinearOp*> all = {&lm_head_};
-  for (DeviceLayer& d : layers_) all.insert(all.end(), {&d.qkv, &d.o, &d.gate_up, &d.down});
-  for (LinearOp* op : all) {
-    if (op->impl == LinearImpl::gemv_fast && op->m.scheme == Scheme::int4) repack_int4(op->m, stream_);
-    const char* why = nullptr;
-    if ((op->impl == LinearImpl::gemv_fast || op->impl == LinearImpl::gemv_naive) &&
-        !gemv_supports(op->m, op->impl == LinearImpl::gemv_fast ? GemvVariant::fast : GemvVariant::naive, &why))
-      fail("kernel {} cannot run {} [{} x {}]: {}", kernel.name, c_.name, op->m.rows, op->m.cols, why);
-    if (op->impl == LinearImpl::cublas && op->m.scheme != Scheme::fp16)
-      fail("kernel {} needs fp16 weights", kernel.name);
-  }
+  embedding_ = w.embedding();
+  lm_head_ = {w.lm_head(), head_impl};
+  final_norm_ = w.final_norm();
 
   // --- activations and state
   Buffers& b = *buf_;
@@ -270,10 +473,10 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
   b.attn = static_cast<__half*>(alloc(2 * qd));
   b.act = static_cast<__half*>(alloc(2 * I));
   b.logits = static_cast<float*>(alloc(4 * V));
-  b.xnorm = static_cast<__half*>(alloc(2 * max_in));
+  b.xnorm = static_cast<__half*>(alloc(2 * dims.max_in));
   b.gate_up = static_cast<float*>(alloc(4 * 2 * I));
   if (impl == LinearImpl::dequant_cublas || head_impl == LinearImpl::dequant_cublas)
-    b.dequant = static_cast<__half*>(alloc(2 * largest));
+    b.dequant = static_cast<__half*>(alloc(2 * dims.largest));
   const std::vector<float> rope = rope_table(c_, positions);
   b.rope = static_cast<float*>(alloc(4 * rope.size()));
   CUDA_CHECK(cudaMemcpyAsync(b.rope, rope.data(), 4 * rope.size(), cudaMemcpyHostToDevice, stream_));
@@ -293,27 +496,30 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
   CUDA_CHECK(cudaMemsetAsync(b.norm_stats, 0, 8ull * stats_count, stream_));
   norm_stats_ = impl == LinearImpl::gemv_fast || impl == LinearImpl::gemv_naive;
   st_ = StepState{b.state, b.state + 1, b.state + 2, b.tokens_out, b.key, b.norm_stats, stats_count};
-  if (uses_cublas || head_impl == LinearImpl::cublas || head_impl == LinearImpl::dequant_cublas) {
+  if (dims.uses_cublas || head_impl == LinearImpl::cublas || head_impl == LinearImpl::dequant_cublas) {
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     b.cublas_workspace = alloc(kCublasWorkspace);
     CUBLAS_CHECK(cublasSetWorkspace(cublas_, b.cublas_workspace, kCublasWorkspace));
   }
-  setup_lora(ws);
+  setup_lora();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
-  memory_.scratch_bytes -= kStageBytes;  // the stage is gone once loading is done
-  memory_.total_bytes -= kStageBytes;
-  memory_.scratch_bytes -= lora_mem.load;  // and so is a merge's scratch
-  memory_.total_bytes -= lora_mem.load;
   capture_graph();
+  guard.e = nullptr;
   load_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Engine::~Engine() {
+Engine::~Engine() { release(); }
+
+void Engine::release() {
   if (graph_) cudaGraphExecDestroy(graph_);
+  graph_ = nullptr;
   if (cublas_) cublasDestroy(cublas_);
+  cublas_ = nullptr;
   for (void* p : allocations_) cudaFree(p);
+  allocations_.clear();
   if (stream_) cudaStreamDestroy(stream_);
+  stream_ = nullptr;
 }
 
 void Engine::set_input(int64_t pos, int32_t token) {
@@ -374,7 +580,7 @@ void Engine::enqueue_step() {
   embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, st_, b.resid, stats(0), stream_);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const DeviceLayer& d = layers_[l];
-    const float* qkv_delta = lora_delta(l, LoraSite::qkv, b.resid, d.attn_norm);  // external LoRA, else null
+    const float* qkv_delta = lora_delta(l, LoraSite::qkv, b.resid, d.attn_norm, stats(2 * l));  // external LoRA, else null
     run_linear(d.qkv, {nullptr, b.resid, d.attn_norm, eps, stats(2 * l)},
                with_addend({Epilogue::store, b.qkv}, qkv_delta));
 
@@ -402,7 +608,7 @@ void Engine::enqueue_step() {
     o_out.sumsq = stats(2 * l + 1);
     o_out.addend = lora_delta(l, LoraSite::o, b.attn);
     run_linear(d.o, {b.attn}, o_out);
-    const float* gate_up_delta = lora_delta(l, LoraSite::gate_up, b.resid, d.mlp_norm);
+    const float* gate_up_delta = lora_delta(l, LoraSite::gate_up, b.resid, d.mlp_norm, stats(2 * l + 1));
     run_linear(d.gate_up, {nullptr, b.resid, d.mlp_norm, eps, stats(2 * l + 1)},
                with_addend({Epilogue::silu_mul, nullptr, nullptr, b.act}, gate_up_delta));
     GemvOutput down_out{Epilogue::residual, nullptr, b.resid};

@@ -12,7 +12,7 @@
 namespace db::cuda {
 namespace {
 
-// The linears of one fused matrix (an Engine::LoraSite), in the row layout of DeviceLayer:
+// The linears of one fused matrix (a LoraSite), in the row layout of DeviceLayer:
 // a linear's row r is the fused row offset + r * stride.
 struct SiteLinear {
   Linear linear;
@@ -24,7 +24,7 @@ struct SiteLayout {
   int64_t rows = 0;  // fused rows
 };
 
-// Indexed by Engine::LoraSite: qkv, o, gate_up, down.
+// Indexed by LoraSite: qkv, o, gate_up, down.
 std::array<SiteLayout, 4> lora_sites(const ModelConfig& c) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, qd = c.q_dim(), kvd = c.kv_dim();
   return {{{{{Linear::q, 0, 1}, {Linear::k, qd, 1}, {Linear::v, qd + kvd, 1}}, H, qd + 2 * kvd},
@@ -94,14 +94,23 @@ LoraBytes lora_bytes(const WeightSource& ws) {
     return b;
   }
   const ModelConfig& c = ws.config();
-  int64_t halves = 0, max_rows = 0;
-  for (const SiteLayout& site : lora_sites(c)) {
-    halves += group_halves(*a, c, site);
-    max_rows = std::max(max_rows, site.rows);
-  }
+  int64_t halves = 0;
+  for (const SiteLayout& site : lora_sites(c)) halves += group_halves(*a, c, site);
   b.weights = 2ull * halves * c.num_hidden_layers;
-  b.scratch = 2ull * c.hidden_size + 4ull * kLoraMaxSegments * a->rank + 4ull * max_rows;
+  b.scratch = lora_scratch_bytes(c, a->rank);
   return b;
+}
+
+uint64_t lora_scratch_bytes(const ModelConfig& c, int64_t rank) {
+  if (rank == 0) return 0;
+  int64_t max_rows = 0;
+  for (const SiteLayout& site : lora_sites(c)) max_rows = std::max(max_rows, site.rows);
+  return 2ull * c.hidden_size + 4ull * kLoraMaxSegments * rank + 4ull * max_rows;
+}
+
+int64_t external_lora_rank(const WeightSource& ws) {
+  const Adapter* a = ws.adapter();
+  return a && a->mode == AdapterMode::external ? a->rank : 0;
 }
 
 // ---------------------------------------------------------------------------- merged mode
@@ -161,44 +170,34 @@ void LoraMerger::merge(const Origin& o, const DeviceMatrix& dst, RowMap map,
 
 // ---------------------------------------------------------------------------- external mode
 
-void Engine::setup_lora(const WeightSource& ws) {
+std::vector<std::array<LoraGroup, 4>> upload_external_lora(const WeightSource& ws,
+                                                           const std::function<void*(size_t)>& alloc,
+                                                           cudaStream_t s) {
+  std::vector<std::array<LoraGroup, 4>> groups;
   const Adapter* a = ws.adapter();
-  if (!a || a->mode != AdapterMode::external) return;
-  const std::array<SiteLayout, 4> sites = lora_sites(c_);
+  if (!a || a->mode != AdapterMode::external) return groups;
+  const ModelConfig& c = ws.config();
+  const std::array<SiteLayout, 4> sites = lora_sites(c);
   const int rank = static_cast<int>(a->rank);
-  auto alloc = [&](size_t bytes) {
-    void* p = device_alloc(bytes);
-    allocations_.push_back(p);
-    return p;
-  };
-  int64_t max_rows = 0, halves = 0;
-  for (const SiteLayout& site : sites) {
-    max_rows = std::max(max_rows, site.rows);
-    halves += group_halves(*a, c_, site);
-  }
-  halves *= c_.num_hidden_layers;
-  lora_ = std::make_unique<Lora>();
-  lora_->xnorm = static_cast<__half*>(alloc(2 * c_.hidden_size));
-  auto* t = static_cast<float*>(alloc(4ull * kLoraMaxSegments * rank));  // [3 rank]: q, k, v at most
-  auto* delta = static_cast<float*>(alloc(4ull * max_rows));             // [largest fused rows]
-  auto* dev = static_cast<__half*>(alloc(2ull * halves));                // every group's A and B
+  int64_t halves = 0;
+  for (const SiteLayout& site : sites) halves += group_halves(*a, c, site);
+  halves *= c.num_hidden_layers;
+  auto* dev = static_cast<__half*>(alloc(2ull * halves));  // every group's A and B
 
   // Fill the host image of `dev` group by group, then upload it once. Exact: the adapter's
   // values are fp16-rounded (adapter.h).
   std::vector<uint16_t> host(static_cast<size_t>(halves), 0);
   int64_t start = 0;
-  lora_->groups.resize(static_cast<size_t>(c_.num_hidden_layers));
-  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+  groups.resize(static_cast<size_t>(c.num_hidden_layers));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     for (size_t si = 0; si < sites.size(); ++si) {
       const SiteLayout& site = sites[si];
-      LoraGroup& g = lora_->groups[l][si];
+      LoraGroup& g = groups[l][si];
       for (const SiteLinear& sl : site.linears) g.targets += a->adapts(sl.linear) ? 1 : 0;
       if (g.targets == 0) continue;
       g.in = site.in;
       g.rank = rank;
       g.scale = a->scale_f();
-      g.t = t;
-      g.delta = delta;
       g.a = dev + start;
       g.segments = static_cast<int>(site.linears.size());
       int64_t b_at = start + static_cast<int64_t>(g.targets) * rank * site.in;
@@ -208,7 +207,7 @@ void Engine::setup_lora(const WeightSource& ws) {
         LoraSegment& seg = g.seg[j];
         seg.offset = sl.offset;
         seg.stride = sl.stride;
-        seg.rows = linear_shape(c_, sl.linear).rows;
+        seg.rows = linear_shape(c, sl.linear).rows;
         const LoraPair* p = a->find(l, sl.linear);
         if (!p) continue;  // not adapted: b stays null, its delta rows 0
         uint16_t* ha = host.data() + start + static_cast<int64_t>(slot) * rank * site.in;
@@ -218,11 +217,36 @@ void Engine::setup_lora(const WeightSource& ws) {
         seg.slot = slot++;
         b_at += seg.rows * rank;
       }
-      start += group_halves(*a, c_, site);
+      start += group_halves(*a, c, site);
     }
   }
-  CUDA_CHECK(cudaMemcpyAsync(dev, host.data(), 2 * host.size(), cudaMemcpyHostToDevice, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));  // `host` lives on this stack frame
+  CUDA_CHECK(cudaMemcpyAsync(dev, host.data(), 2 * host.size(), cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));  // `host` lives on this stack frame
+  return groups;
+}
+
+void Engine::setup_lora() {
+  const int64_t rank = weights_->lora_rank();
+  if (rank == 0) return;
+  auto alloc = [&](size_t bytes) {
+    void* p = device_alloc(bytes);
+    allocations_.push_back(p);
+    return p;
+  };
+  int64_t max_rows = 0;
+  for (const SiteLayout& site : lora_sites(c_)) max_rows = std::max(max_rows, site.rows);
+  lora_ = std::make_unique<Lora>();
+  lora_->xnorm = static_cast<__half*>(alloc(2 * c_.hidden_size));
+  auto* t = static_cast<float*>(alloc(4ull * kLoraMaxSegments * rank));  // [3 rank]: q, k, v at most
+  auto* delta = static_cast<float*>(alloc(4ull * max_rows));             // [largest fused rows]
+  // The weights' groups, with this engine's scratch (lora_scratch_bytes counts it).
+  lora_->groups = weights_->lora_groups();
+  for (std::array<LoraGroup, 4>& layer : lora_->groups)
+    for (LoraGroup& g : layer) {
+      if (g.targets == 0) continue;
+      g.t = t;
+      g.delta = delta;
+    }
 }
 
 const float* Engine::lora_delta(int64_t layer, LoraSite site, const __half* x) {
@@ -234,10 +258,23 @@ const float* Engine::lora_delta(int64_t layer, LoraSite site, const __half* x) {
   return g.delta;
 }
 
-const float* Engine::lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* norm_w) {
+const float* Engine::lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* norm_w,
+                               const unsigned long long* sumsq) {
   if (!lora_ || lora_->groups[layer][static_cast<size_t>(site)].targets == 0) return nullptr;
-  // The base GEMV normalizes the residual while it stages it; the low-rank path reads the
-  // normalized vector from memory, written by the RMSNorm kernel of the cuBLAS paths.
+  if (sumsq && c_.hidden_size % 8 == 0) {
+    // The shrink normalizes the residual itself, from the statistics the GEMVs hand on, with
+    // the GEMV's arithmetic: one kernel fewer per site (measured: each added small kernel
+    // costs ~5 us of a mostly idle GPU).
+    LoraGroup g = lora_->groups[layer][static_cast<size_t>(site)];
+    g.resid = resid;
+    g.norm_w = norm_w;
+    g.sumsq = sumsq;
+    g.eps = static_cast<float>(c_.rms_norm_eps);
+    lora_apply(g, stream_);
+    return g.delta;
+  }
+  // Without statistics (the cuBLAS paths) the low-rank path reads the normalized vector from
+  // memory, written by their RMSNorm kernel.
   rmsnorm(resid, norm_w, static_cast<float>(c_.rms_norm_eps), c_.hidden_size, lora_->xnorm, stream_);
   return lora_delta(layer, site, lora_->xnorm);
 }

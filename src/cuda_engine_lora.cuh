@@ -19,21 +19,33 @@
 
 namespace db::cuda {
 
-// External-mode adapter state: one group per layer and site, all A and B in one allocation,
-// and the scratch every group shares (groups run one after another in stream order, and each
-// delta is consumed by its GEMV before the next group writes).
+// External-mode adapter state of one engine: the weights' groups (one per layer and site, all
+// A and B in one allocation of DeviceWeights) pointed at the scratch every group shares (groups
+// run one after another in stream order, and each delta is consumed by its GEMV before the
+// next group writes).
 struct Engine::Lora {
   __half* xnorm = nullptr;                       // [hidden]: the q/k/v and gate/up groups' input
   std::vector<std::array<LoraGroup, 4>> groups;  // [layer][LoraSite]; targets 0: not adapted there
 };
 
-// Device memory an adapter takes, for the engine's memory plan.
+// Device memory an adapter takes, for the memory plans.
 struct LoraBytes {
-  uint64_t weights = 0;  // external: A and B of every layer, fp16
-  uint64_t scratch = 0;  // external: the normalized input, t and delta
-  uint64_t load = 0;     // merged: the temporary matrix and A, B, while loading only
+  uint64_t weights = 0;  // external: A and B of every layer, fp16 (DeviceWeights)
+  uint64_t scratch = 0;  // external: the normalized input, t and delta (each engine)
+  uint64_t load = 0;     // merged: the temporary matrix and A, B, while loading only (DeviceWeights)
 };
 LoraBytes lora_bytes(const WeightSource& ws);
+// The `scratch` part for an external adapter of rank `rank` (0: none).
+uint64_t lora_scratch_bytes(const ModelConfig& c, int64_t rank);
+// The rank of the source's adapter in external mode; 0 without one or merged.
+int64_t external_lora_rank(const WeightSource& ws);
+
+// External mode: every (layer, site) group's A and B uploaded into one allocation made with
+// `alloc` (owned by the caller), on stream `s`, and the groups pointing into it; their x, t
+// and delta are left null for each engine to set. Empty without an external adapter.
+std::vector<std::array<LoraGroup, 4>> upload_external_lora(const WeightSource& ws,
+                                                           const std::function<void*(size_t)>& alloc,
+                                                           cudaStream_t s);
 
 // A GEMV output with an addend: an external adapter's delta (or nullptr: none).
 inline GemvOutput with_addend(GemvOutput out, const float* addend) {

@@ -6,7 +6,9 @@
 //
 // The reader is strict: every documented field must be present with its type, and the error
 // names the full dotted path ("result r.json: missing field timing.tpot_ms.median"). Unknown
-// fields are ignored, so a v1 reader accepts files from a later v1 writer that added fields.
+// fields are ignored, so a v1 reader accepts files from a later v1 writer that added fields;
+// a field marked Added (one added to v1 after files were written) may be absent, and then reads
+// as its default, so this reader accepts the files of an earlier v1 writer too.
 // Non-finite numbers are written by nlohmann/json as null; the reader turns null back into
 // NaN for number fields (an integer or string field never accepts null).
 #include "decodebench/result.h"
@@ -37,6 +39,9 @@ namespace {
 // Walked by the writer and by the reader alike, so the two cannot disagree; the order here
 // is the order of the keys in result files. The README's field table is checked against the
 // written JSON by a test.
+
+// The tag of a field added to v1 after result files were first written (see the reader).
+struct Added {};
 
 template <class V>
 void fields(V& v, ToolInfo& t) {
@@ -156,6 +161,7 @@ void fields(V& v, Timing& t) {
   v("load_s", t.load_s);
   v("prefill_s", t.prefill_s);
   v("clock", t.clock);
+  v("weights_reused", t.weights_reused, Added{});
 }
 
 template <class V>
@@ -218,6 +224,10 @@ struct Writer {
   template <class T>
   void operator()(const char* key, const T& value) {
     j[key] = to_value(value);
+  }
+  template <class T>
+  void operator()(const char* key, const T& value, Added) {
+    (*this)(key, value);
   }
 
   template <class T>
@@ -328,6 +338,12 @@ class Reader {
     const Reader sub(v, full(key), origin_);
     fields(sub, out);
   }
+  // A field added to v1 later: absent in files written before it, where it keeps its default.
+  template <class T>
+  void operator()(const char* key, T& out, Added) const {
+    if (obj_.contains(key)) (*this)(key, out);
+  }
+
   // An optional struct: an object, or null when absent.
   void operator()(const char* key, std::optional<ClockState>& out) const {
     const json& v = at(key);

@@ -63,6 +63,13 @@ void classify(Roofline& r, const BackendRun& run, const TpotStats& t, const PerT
 
 }  // namespace
 
+std::string weights_key(const RunSpec& spec, const ModelConfig& cfg) {
+  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", spec.model, to_string(cfg.quant.scheme),
+                     cfg.quant.group_size, cfg.quant.zero_point, to_string(cfg.quant.lm_head), spec.weights,
+                     spec.seed, spec.adapter,
+                     spec.adapter.empty() ? "" : (spec.adapter_mode == AdapterMode::external ? "external" : "merged"));
+}
+
 Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   const ModelConfig cfg = apply_overrides(load_model_config(spec.model), spec);
   const int64_t positions = spec.context + std::max(spec.tokens, spec.warmup);
@@ -80,10 +87,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   // The adapter next: it is validated against the model before any weight is read. Its
   // synthetic values come from the run's --seed, as the model's do.
   // With `reuse`, a source of the same key (same config, file, seed and adapter) is shared.
-  const std::string key = fmt::format(
-      "{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", spec.model, to_string(cfg.quant.scheme),
-      cfg.quant.group_size, to_string(cfg.quant.lm_head), spec.weights, spec.seed, spec.adapter,
-      spec.adapter.empty() ? "" : (spec.adapter_mode == AdapterMode::external ? "external" : "merged"));
+  const std::string key = weights_key(spec, cfg);
   std::shared_ptr<Adapter> adapter_holder;
   std::shared_ptr<WeightSource> weights_holder;
   if (reuse && reuse->weights && reuse->key == key) {
@@ -107,7 +111,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   }
   const Adapter* adapter = adapter_holder.get();
   const WeightSource& weights = *weights_holder;
-  const BackendRun run = backend->run(spec, weights, kernel);
+  const BackendRun run = backend->run(spec, weights, kernel, reuse ? &reuse->backend : nullptr);
 
   Result r;
   r.tool.version = version_string();
@@ -151,6 +155,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.timing.tpot_ms = compute_stats(run.samples_ms);
   r.timing.tokens_per_s = r.timing.tpot_ms.median > 0 ? 1e3 / r.timing.tpot_ms.median : 0;
   r.timing.load_s = run.load_s;
+  r.timing.weights_reused = run.weights_reused;
   r.timing.prefill_s = run.prefill_s;
   r.timing.clock = run.clock;
 

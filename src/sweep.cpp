@@ -237,8 +237,9 @@ int cmd_sweep(const SweepSpec& sp) {
   if (failed)
     fmt::print(stderr, "decodebench: warning: sweep: {} of {} instances failed (error entries{})\n", failed, n,
                output.empty() ? "" : " in " + output);
-  if (reuse.reused)
-    fmt::print(stderr, "decodebench: sweep: {} of {} instances reused a WeightSource\n", reuse.reused, n);
+  if (reuse.reused || reuse.backend.reused)
+    fmt::print(stderr, "decodebench: sweep: {} of {} instances reused a WeightSource, {} reused device weights\n",
+               reuse.reused, n, reuse.backend.reused);
   return failed ? 1 : 0;
 }
 

@@ -237,6 +237,38 @@ INSTANTIATE_TEST_SUITE_P(Kernels, GemvEpilogue,
                                               info.param.cols);
                          });
 
+// dequant-cublas's fp16 copy: every element exactly fp16(QuantMatrix::at), in the vector
+// kernel (whole 8-column pieces) and the element-wise fallback (cols % 8 != 0, a group of 4).
+TEST(Dequantize, EveryElementIsTheHostValueRoundedToFp16) {
+  REQUIRE_GPU();
+  struct Shape {
+    Scheme scheme;
+    int64_t rows, cols;
+    int group;
+    bool zero_point;
+  };
+  const Shape shapes[] = {{Scheme::int8, 37, 264, 0, false},  {Scheme::int4, 37, 256, 32, true},
+                          {Scheme::int4, 5, 384, 128, false}, {Scheme::int8, 9, 100, 0, false},
+                          {Scheme::int4, 9, 100, 4, true}};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.f, 0.05f);
+  for (const Shape& sh : shapes) {
+    std::vector<float> w(static_cast<size_t>(sh.rows * sh.cols));
+    for (float& v : w) v = d(rng);
+    const QuantMatrix q = quantize_matrix(w.data(), sh.rows, sh.cols, sh.scheme, sh.group, sh.zero_point);
+    DeviceQuant dq(q);
+    DeviceBuffer<uint16_t> out(static_cast<size_t>(sh.rows * sh.cols));
+    out.poison();
+    dequantize_to_f16(dq.m, reinterpret_cast<__half*>(out.p), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> got = out.download();
+    for (int64_t r = 0; r < sh.rows; ++r)
+      for (int64_t c = 0; c < sh.cols; ++c)
+        ASSERT_EQ(got[r * sh.cols + c], f32_to_f16(q.at(r, c)))
+            << to_string(sh.scheme) << " [" << sh.rows << " x " << sh.cols << "] at " << r << ", " << c;
+  }
+}
+
 TEST(ArgmaxKey, LargestValueThenLowestIndex) {
   EXPECT_GT(argmax_key(1.0f, 5), argmax_key(0.5f, 1));
   EXPECT_GT(argmax_key(-0.5f, 5), argmax_key(-1.0f, 1));

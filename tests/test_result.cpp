@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -90,6 +91,7 @@ db::Result populated_result() {
   r.timing.load_s = 2.75;
   r.timing.prefill_s = 0.3125;
   r.timing.clock = "cuda-events";
+  r.timing.weights_reused = true;
   r.roofline.floor_tpot_ms = 1.1366;
   r.roofline.achieved_GBps = 3249.5;
   r.roofline.efficiency = 0.7875;
@@ -265,11 +267,16 @@ TEST(Result, EveryDocumentedFieldExistsAndEveryFieldIsDocumented) {
     EXPECT_TRUE(documented.count(path)) << "written but not documented: " << path;
 }
 
+// Fields added to v1 after result files were first written: files of earlier writers lack
+// them, and a reader must still take those files.
+const std::vector<std::string> kAddedFields = {"timing.weights_reused"};
+
 TEST(Result, MissingFieldIsAnErrorNamingItsPath) {
   const json full = populated_result();
   const std::vector<std::string> paths = leaf_paths(full);
   ASSERT_GT(paths.size(), 50u);
   for (const std::string& path : paths) {
+    if (std::find(kAddedFields.begin(), kAddedFields.end(), path) != kAddedFields.end()) continue;
     json j = full;
     const auto p = pointer(path);
     j[p.parent_pointer()].erase(p.back());
@@ -278,6 +285,22 @@ TEST(Result, MissingFieldIsAnErrorNamingItsPath) {
   json j = full;
   j["device"].erase("start");  // an optional sub-object is still a required key (null when absent)
   EXPECT_EQ(error_of(j), "result: missing field device.start");
+}
+
+TEST(Result, AnAddedFieldMayBeAbsentAndThenReadsAsItsDefault) {
+  const json full = populated_result();
+  const json defaults = db::Result{};
+  for (const std::string& path : kAddedFields) {
+    json j = full;
+    const auto p = pointer(path);
+    ASSERT_TRUE(j.contains(p)) << path;
+    j[p.parent_pointer()].erase(p.back());
+    const json back = j.get<db::Result>();  // no error: a file from before the field
+    EXPECT_EQ(back.at(p), defaults.at(p)) << path;
+    json other = back;
+    other[p] = full.at(p);
+    EXPECT_EQ(other, full) << path;  // every other field read as written
+  }
 }
 
 TEST(Result, MistypedFieldIsAnErrorNamingItsPath) {

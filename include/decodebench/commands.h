@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "decodebench/backend.h"
 #include "decodebench/config.h"
 #include "decodebench/run_spec.h"
 
@@ -18,14 +19,17 @@ class WeightSource;
 struct Result;
 
 // What consecutive runs can share (the sweep): the WeightSource (config, file mapping and
-// tensor validation) and the LoRA adapter, kept for the key (model, scheme, group size,
-// lm_head, weights path, seed, adapter, adapter mode) of the last run. The backend (CUDA
-// Engine, CPU model, device weights) is still built per run.
+// tensor validation) and the LoRA adapter, kept for the weights_key (model, scheme, group
+// size, lm_head, weights path, seed, adapter, adapter mode) of the last run, and what the
+// backend keeps (the CUDA backend: the device weights, for that key, the device and the
+// kernel's weight layout). The rest of the backend (CUDA Engine with its KV cache, buffers
+// and graph; the CPU model) is built per run.
 struct WeightReuse {
   std::string key;
   std::shared_ptr<Adapter> adapter;
   std::shared_ptr<WeightSource> weights;
-  int64_t reused = 0;  // runs that found their WeightSource here
+  int64_t reused = 0;    // runs that found their WeightSource here
+  BackendReuse backend;  // its `reused`: runs that found their device weights there
 };
 
 // One run: config -> weights -> backend -> Result. Throws db::Error / db::UsageError on

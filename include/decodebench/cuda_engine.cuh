@@ -1,11 +1,13 @@
-// The CUDA decode engine: weights, KV cache and activations on one GPU, and the decode
-// step enqueued either eagerly or as a captured CUDA graph (the same launches either way).
+// The CUDA decode engine: weights (DeviceWeights, shareable between engines), KV cache and
+// activations on one GPU, and the decode step enqueued either eagerly or as a captured CUDA
+// graph (the same launches either way).
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,17 +25,110 @@ namespace db::cuda {
 enum class LinearImpl { gemv_fast, gemv_naive, cublas, dequant_cublas };
 LinearImpl linear_impl(const KernelInfo& k);
 
+// How the weights lie in device memory, which the kernel decides. Only int4 has two layouts:
+// the canonical one (what files hold; int4.naive and int4.dequant-cublas read it) and the
+// fast GEMV's repacked nibble order. The lm_head runs the blocks' kernel when it has their
+// scheme, else the fast GEMV of its own scheme. Engines whose kernels give equal layouts can
+// share one DeviceWeights; others need weights of their own.
+struct WeightLayout {
+  bool block_int4_repacked = false;  // the transformer blocks' linears
+  bool head_int4_repacked = false;   // the lm_head
+  bool operator==(const WeightLayout& o) const {
+    return block_int4_repacked == o.block_int4_repacked && head_int4_repacked == o.head_int4_repacked;
+  }
+  bool operator!=(const WeightLayout& o) const { return !(*this == o); }
+  std::string name() const;  // "canonical", "int4-repacked", ... (keys and messages)
+};
+WeightLayout weight_layout(const ModelConfig& c, const KernelInfo& kernel);
+
+// The fused linears of a layer, in the order a step runs them (an external adapter's groups
+// are indexed by it).
+enum class LoraSite { qkv, o, gate_up, down };
+
+// Every weight of a model on one GPU, in one layout: the embedding, each layer's norms and
+// fused linears (a merged LoRA adapter merged in), the final norm, the lm_head, and an external
+// adapter's A and B. Nothing in it depends on positions, the graph switch or the kernel beyond
+// its layout, so the engines of several runs (the sweep) share one through a shared_ptr.
+// Immutable once built: engines only read it.
+class DeviceWeights {
+ public:
+  struct Layer {
+    __half* attn_norm = nullptr;  // [hidden]
+    __half* mlp_norm = nullptr;   // [hidden]
+    __half* q_norm = nullptr;     // [head_dim], qwen3
+    __half* k_norm = nullptr;
+    DeviceMatrix qkv;             // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
+    DeviceMatrix o;               // [hidden, q_dim]
+    DeviceMatrix gate_up;         // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
+    DeviceMatrix down;            // [hidden, intermediate]
+  };
+  // What the weights occupy, and what loading them takes on top while it runs (the stager's
+  // device buffer, a merge's temporary matrix and A, B), freed when the constructor returns.
+  struct Plan {
+    uint64_t weights_bytes = 0;
+    uint64_t load_bytes = 0;
+  };
+  static Plan plan(const WeightSource& ws);
+
+  // Checks free memory against plan(), then allocates and fills everything on the current
+  // device: synthetic weights generated there, a file's tensors uploaded through a pinned
+  // stager and quantized, a merged adapter merged, int4 repacked where `layout` says.
+  DeviceWeights(const WeightSource& ws, const WeightLayout& layout);
+  ~DeviceWeights();
+  DeviceWeights(const DeviceWeights&) = delete;
+  DeviceWeights& operator=(const DeviceWeights&) = delete;
+
+  const ModelConfig& config() const { return c_; }
+  const WeightLayout& layout() const { return layout_; }
+  int device() const { return device_; }
+  uint64_t bytes() const { return bytes_; }  // device memory held (plan().weights_bytes)
+  double load_seconds() const { return load_s_; }
+  const std::vector<Layer>& layers() const { return layers_; }
+  const DeviceMatrix& embedding() const { return embedding_; }  // fp16 [vocab, hidden]
+  const DeviceMatrix& lm_head() const { return lm_head_; }      // the embedding itself when tied
+  const __half* final_norm() const { return final_norm_; }
+  // An external adapter: its rank (0 without one) and, per layer and LoraSite, the group of A
+  // and B (targets 0: nothing adapted there). Their x, t and delta are null: each engine
+  // points them at scratch of its own.
+  int64_t lora_rank() const { return lora_rank_; }
+  const std::vector<std::array<LoraGroup, 4>>& lora_groups() const { return lora_groups_; }
+
+ private:
+  ModelConfig c_;
+  WeightLayout layout_;
+  int device_ = 0;
+  uint64_t bytes_ = 0;
+  double load_s_ = 0;
+  std::vector<void*> allocations_;  // freed by the destructor
+  std::vector<Layer> layers_;
+  DeviceMatrix embedding_, lm_head_;
+  __half* final_norm_ = nullptr;
+  int64_t lora_rank_ = 0;
+  std::vector<std::array<LoraGroup, 4>> lora_groups_;
+
+  void fill(const WeightSource& ws);  // allocates and loads everything
+  void release();                     // frees every allocation
+};
+
+// Weights for an engine of `kernel` at `positions` positions, loaded after checking that they
+// and the engine fit in free memory together: a run that cannot fit fails with one line
+// ("not enough GPU memory ... need X ..., Y free of Z") before minutes of loading, not after.
+std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws, const KernelInfo& kernel,
+                                                         int64_t positions);
+
 // One linear layer as the step runs it.
 struct LinearOp {
   DeviceMatrix m;
   LinearImpl impl = LinearImpl::gemv_fast;
 };
 
+// One layer as the step runs it: the shared weights' pointers, the engine's kernel choice,
+// and the engine's own KV cache.
 struct DeviceLayer {
-  __half* attn_norm = nullptr;  // [hidden]
-  __half* mlp_norm = nullptr;   // [hidden]
-  __half* q_norm = nullptr;     // [head_dim], qwen3
-  __half* k_norm = nullptr;
+  const __half* attn_norm = nullptr;  // [hidden]
+  const __half* mlp_norm = nullptr;   // [hidden]
+  const __half* q_norm = nullptr;     // [head_dim], qwen3
+  const __half* k_norm = nullptr;
   LinearOp qkv;                 // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
   LinearOp o;                   // [hidden, q_dim]
   LinearOp gate_up;             // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
@@ -44,7 +139,12 @@ struct DeviceLayer {
 
 class Engine {
  public:
-  // Allocates (after checking free memory) and fills everything for `positions` positions.
+  // An engine over shared weights: checks that `kernel` reads their layout and can run their
+  // shapes, then allocates (after checking free memory: the weights are resident already and
+  // not counted again) the KV cache for `positions` positions, activations, scratch and step
+  // state, and captures the graph.
+  Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions);
+  // The same with weights of its own (load_device_weights), freed with the engine.
   Engine(const WeightSource& weights, const KernelInfo& kernel, int64_t positions);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -63,26 +163,38 @@ class Engine {
   std::vector<int32_t> tokens(int64_t n);      // generated since set_first_position
   int32_t next_token();                        // the next step's input (the last argmax)
 
+  // Device memory an engine takes beside its weights: KV cache and scratch (weights_bytes 0).
+  // `lora_rank`: an external adapter's rank, 0 without one.
+  static MemoryUse plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank);
+  // Fails with the reason when `kernel` cannot run the weights of `c` (shapes, group size,
+  // scheme), before anything is loaded or allocated.
+  static void check_kernel(const ModelConfig& c, const KernelInfo& kernel);
+
   int launches_per_step() const { return launches_per_step_; }
-  MemoryUse memory() const { return memory_; }
+  MemoryUse memory() const { return memory_; }  // weights (shared or not), KV cache, scratch
+  // Seconds the constructor took: the engine's own setup (allocation, graph capture), plus
+  // loading the weights when it loaded them itself.
   double load_seconds() const { return load_s_; }
   const ModelConfig& config() const { return c_; }
+  const DeviceWeights& weights() const { return *weights_; }
   // The layers' weights as the kernels read them (tests compare merged weights with the host's).
   const std::vector<DeviceLayer>& device_layers() const { return layers_; }
 
  private:
   struct Buffers;
+  void release();  // frees the engine's own resources (the destructor, or a constructor that throws)
   void run_linear(const LinearOp& op, const GemvInput& in, const GemvOutput& out);
 
   ModelConfig c_;
   int64_t positions_ = 0;
+  std::shared_ptr<const DeviceWeights> weights_;  // kept alive as long as the engine reads them
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  std::vector<void*> allocations_;
+  std::vector<void*> allocations_;  // the engine's own: KV cache, activations, scratch
   std::vector<DeviceLayer> layers_;
-  DeviceMatrix embedding_;  // fp16 [vocab, hidden]
+  DeviceMatrix embedding_;  // the weights' fp16 [vocab, hidden]
   LinearOp lm_head_;
-  __half* final_norm_ = nullptr;
+  const __half* final_norm_ = nullptr;
   std::unique_ptr<Buffers> buf_;
   StepState st_;
   cudaGraphExec_t graph_ = nullptr;
@@ -91,17 +203,19 @@ class Engine {
   MemoryUse memory_;
   double load_s_ = 0;
 
-  // A LoRA adapter in external mode (lora.cuh): its A and B on the device and the shrink and
-  // expand launches that precede each adapted fused linear. Null without one (or merged: a
-  // merged adapter is in the weights already).
-  enum class LoraSite { qkv, o, gate_up, down };  // the fused linears of a layer
+  // A LoRA adapter in external mode (lora.cuh): the weights' A and B groups pointed at this
+  // engine's scratch, and the shrink and expand launches that precede each adapted fused
+  // linear. Null without one (or merged: a merged adapter is in the weights already).
   struct Lora;
-  void setup_lora(const WeightSource& ws);
+  void setup_lora();
   // Enqueues the low-rank path of one site of a layer and returns its delta, the addend of
   // the site's GEMV; nullptr when nothing there is adapted. `x` is the GEMV's input vector;
-  // the overload with the residual and norm weight (q/k/v, gate/up) normalizes it first.
+  // the overload with the residual and norm weight (q/k/v, gate/up) normalizes it: in the
+  // shrink from the norm statistics `sumsq` when the GEMVs keep them, else with an RMSNorm
+  // kernel first.
   const float* lora_delta(int64_t layer, LoraSite site, const __half* x);
-  const float* lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* norm_w);
+  const float* lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* norm_w,
+                          const unsigned long long* sumsq);
   std::unique_ptr<Lora> lora_;
 };
 

@@ -85,7 +85,8 @@ struct Timing {
   TpotStats tpot_ms;
   std::vector<double> samples_ms;  // every timed step, repetition by repetition
   double tokens_per_s = 0;         // 1000 / median
-  double load_s = 0;               // weights generated or loaded, repacked, uploaded
+  double load_s = 0;               // weights generated or loaded, repacked, uploaded (when not reused), buffers
+  bool weights_reused = false;     // the backend's weights were kept from the previous run of a sweep
   double prefill_s = 0;            // untimed steps to reach --context
   std::string clock;               // "cuda-events" | "host"
 };
