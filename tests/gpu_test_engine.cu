@@ -9,10 +9,13 @@
 #include "decodebench/half.h"
 #include "decodebench/safetensors.h"
 #include "gpu_common.cuh"
+#include "gpu_engine_trace.cuh"
 #include "weights.cuh"
 
 using namespace db;
 using namespace db::cuda;
+using dbtest::run_engine;
+using dbtest::Trace;
 using dbtest::DeviceBuffer;
 
 namespace {
@@ -78,31 +81,6 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return d / m;
 }
 
-// Runs `steps` greedy steps from `context` on the engine (prefill eagerly) and returns the
-// generated tokens and every step's logits.
-struct Trace {
-  std::vector<int32_t> tokens;
-  std::vector<std::vector<float>> logits;
-};
-
-Trace run_engine(Engine& e, int64_t context, int64_t steps, bool graph) {
-  const int64_t vocab = e.config().vocab_size;
-  e.set_first_position(0);
-  for (int64_t i = 0; i < context; ++i) {
-    e.set_input(i, prompt_token(i, vocab));
-    e.enqueue_step();
-  }
-  e.set_first_position(context);
-  e.set_input(context, prompt_token(context, vocab));
-  Trace t;
-  for (int64_t i = 0; i < steps; ++i) {
-    if (graph) e.launch_graph();
-    else e.enqueue_step();
-    t.logits.push_back(e.logits());
-    t.tokens.push_back(e.next_token());
-  }
-  return t;
-}
 
 Trace run_cpu(const WeightSource& ws, int64_t context, int64_t steps) {
   CpuModel cpu(ws, context + steps);

@@ -20,11 +20,14 @@
 #include "decodebench/half.h"
 #include "decodebench/safetensors.h"
 #include "gpu_common.cuh"
+#include "gpu_engine_trace.cuh"
 #include "lora.cuh"
 #include "temp_dir.h"
 
 using namespace db;
 using namespace db::cuda;
+using dbtest::run_engine;
+using dbtest::Trace;
 using dbtest::DeviceBuffer;
 
 namespace {
@@ -298,32 +301,6 @@ double top2_gap(const std::vector<float>& l) {
   return (v[0] - v[1]) / m;
 }
 
-struct Trace {
-  std::vector<int32_t> tokens;
-  std::vector<std::vector<float>> logits;
-};
-
-// Free-running greedy steps from `context` (prefilled eagerly) on the engine.
-Trace run_engine(Engine& e, int64_t context, int64_t steps, bool graph) {
-  const int64_t vocab = e.config().vocab_size;
-  e.set_first_position(0);
-  for (int64_t i = 0; i < context; ++i) {
-    e.set_input(i, prompt_token(i, vocab));
-    e.enqueue_step();
-  }
-  e.set_first_position(context);
-  e.set_input(context, prompt_token(context, vocab));
-  Trace t;
-  for (int64_t i = 0; i < steps; ++i) {
-    if (graph)
-      e.launch_graph();
-    else
-      e.enqueue_step();
-    t.logits.push_back(e.logits());
-    t.tokens.push_back(e.next_token());
-  }
-  return t;
-}
 
 // The engine fed `inputs` from position 0 (teacher forcing): its logits per step.
 std::vector<std::vector<float>> forced_logits(Engine& e, const std::vector<int32_t>& inputs) {

@@ -14,9 +14,12 @@
 #include "decodebench/result.h"
 #include "decodebench/sweep.h"
 #include "gpu_common.cuh"
+#include "gpu_engine_trace.cuh"
 
 using namespace db;
 using namespace db::cuda;
+using dbtest::run_engine;
+using dbtest::Trace;
 
 namespace {
 
@@ -26,30 +29,6 @@ ModelConfig tiny(Scheme s) {
   return apply_overrides(load_model_config("tiny"), spec);
 }
 
-struct Trace {
-  std::vector<int32_t> tokens;
-  std::vector<std::vector<float>> logits;
-};
-
-// `steps` greedy steps from `context` (the prefill eagerly), every step's logits and token.
-Trace run_engine(Engine& e, int64_t context, int64_t steps, bool graph) {
-  const int64_t vocab = e.config().vocab_size;
-  e.set_first_position(0);
-  for (int64_t i = 0; i < context; ++i) {
-    e.set_input(i, prompt_token(i, vocab));
-    e.enqueue_step();
-  }
-  e.set_first_position(context);
-  e.set_input(context, prompt_token(context, vocab));
-  Trace t;
-  for (int64_t i = 0; i < steps; ++i) {
-    if (graph) e.launch_graph();
-    else e.enqueue_step();
-    t.logits.push_back(e.logits());
-    t.tokens.push_back(e.next_token());
-  }
-  return t;
-}
 
 void expect_same(const Trace& got, const Trace& want, const std::string& what) {
   EXPECT_EQ(got.tokens, want.tokens) << what;

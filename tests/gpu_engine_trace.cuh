@@ -1,0 +1,40 @@
+// What the engine tests compare: the tokens and logits of free-running greedy steps.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "decodebench/backend.h"
+#include "decodebench/cuda_engine.cuh"
+
+namespace dbtest {
+
+struct Trace {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<float>> logits;  // every step's
+};
+
+// `steps` greedy steps from `context` on the engine (the prefill eagerly, then by graph
+// replay or eagerly), with the prompt tokens the backends use.
+inline Trace run_engine(db::cuda::Engine& e, int64_t context, int64_t steps, bool graph) {
+  const int64_t vocab = e.config().vocab_size;
+  e.set_first_position(0);
+  for (int64_t i = 0; i < context; ++i) {
+    e.set_input(i, db::prompt_token(i, vocab));
+    e.enqueue_step();
+  }
+  e.set_first_position(context);
+  e.set_input(context, db::prompt_token(context, vocab));
+  Trace t;
+  for (int64_t i = 0; i < steps; ++i) {
+    if (graph)
+      e.launch_graph();
+    else
+      e.enqueue_step();
+    t.logits.push_back(e.logits());
+    t.tokens.push_back(e.next_token());
+  }
+  return t;
+}
+
+}  // namespace dbtest
