@@ -1,13 +1,23 @@
-// What the engine tests compare: the tokens and logits of free-running greedy steps.
+// What the engine tests share: the tiny preset in a scheme, and the tokens and logits of
+// free-running greedy steps.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "decodebench/backend.h"
+#include "decodebench/config.h"
 #include "decodebench/cuda_engine.cuh"
+#include "decodebench/run_spec.h"
 
 namespace dbtest {
+
+// The tiny preset with its weights in scheme `s`.
+inline db::ModelConfig tiny(db::Scheme s) {
+  db::RunSpec spec;
+  spec.quant = s;
+  return db::apply_overrides(db::load_model_config("tiny"), spec);
+}
 
 struct Trace {
   std::vector<int32_t> tokens;

@@ -15,16 +15,11 @@
 using namespace db;
 using namespace db::cuda;
 using dbtest::run_engine;
+using dbtest::tiny;
 using dbtest::Trace;
 using dbtest::DeviceBuffer;
 
 namespace {
-
-ModelConfig tiny(Scheme s) {
-  RunSpec spec;
-  spec.quant = s;
-  return apply_overrides(load_model_config("tiny"), spec);
-}
 
 TEST(DeviceWeights, SyntheticMatricesAreBitIdenticalToTheHostGenerator) {
   REQUIRE_GPU();

@@ -27,16 +27,11 @@
 using namespace db;
 using namespace db::cuda;
 using dbtest::run_engine;
+using dbtest::tiny;
 using dbtest::Trace;
 using dbtest::DeviceBuffer;
 
 namespace {
-
-ModelConfig tiny(Scheme s) {
-  RunSpec spec;
-  spec.quant = s;
-  return apply_overrides(load_model_config("tiny"), spec);
-}
 
 // A seed that differs per run ("fresh random inputs"), printed so a failure can be replayed.
 uint32_t fresh_seed() {

@@ -19,15 +19,10 @@
 using namespace db;
 using namespace db::cuda;
 using dbtest::run_engine;
+using dbtest::tiny;
 using dbtest::Trace;
 
 namespace {
-
-ModelConfig tiny(Scheme s) {
-  RunSpec spec;
-  spec.quant = s;
-  return apply_overrides(load_model_config("tiny"), spec);
-}
 
 
 void expect_same(const Trace& got, const Trace& want, const std::string& what) {
