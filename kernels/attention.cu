@@ -2,6 +2,7 @@
 // the block's query heads share every K and V row it loads.
 #include "attention.cuh"
 #include "common.cuh"
+#include "pdl.cuh"
 
 namespace db::cuda {
 namespace {
@@ -38,6 +39,8 @@ __device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const flo
 template <int HD>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   constexpr int E = HD / kWarp;  // elements per lane
+  pdl_trigger();  // pdl.cuh: the next kernel may launch now
+  pdl_wait();     // pos, qkv, the KV cache and the counters: the kernels before write them
   const int pos = *a.pos;
   const int split = blockIdx.y;
   const int start = split * kAttentionChunk;
@@ -247,12 +250,11 @@ void attention(const AttentionArgs& a, cudaStream_t s) {
     fail("attention: {} query heads per kv head is not supported (at most {})", a.heads / a.kv_heads, kMaxGroup);
   const dim3 grid(a.kv_heads, a.max_splits);
   switch (a.head_dim) {
-    case 32: attention_kernel<32><<<grid, kThreads, 0, s>>>(a); break;
-    case 64: attention_kernel<64><<<grid, kThreads, 0, s>>>(a); break;
-    case 128: attention_kernel<128><<<grid, kThreads, 0, s>>>(a); break;
+    case 32: launch(attention_kernel<32>, grid, kThreads, 0, s, a); break;
+    case 64: launch(attention_kernel<64>, grid, kThreads, 0, s, a); break;
+    case 128: launch(attention_kernel<128>, grid, kThreads, 0, s, a); break;
     default: fail("attention: head_dim {} is not supported (32, 64, 128)", a.head_dim);
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace db::cuda

@@ -15,6 +15,7 @@
 
 #include "common.cuh"
 #include "gemv.cuh"
+#include "pdl.cuh"
 
 namespace db::cuda {
 namespace {
@@ -400,6 +401,7 @@ template <Scheme S, int KPT, int R>
 __global__ void __launch_bounds__(kRowsMaxThreads) gemv_rows_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
                                                                    int group_shift) {
   static_assert(R >= 2 && R % 2 == 0 && R <= kWarp, "rows are finished in pairs");
+  pdl_trigger();  // the next kernel may launch and issue its own weight loads
   using F = Fast<S>;
   constexpr int P = F::kCols / 8;  // 16-byte pieces of x per chunk
   __shared__ float part[2][kRowsMaxThreads / kWarp][R];
@@ -447,7 +449,10 @@ __global__ void __launch_bounds__(kRowsMaxThreads) gemv_rows_kernel(DeviceMatrix
       }
     }
   };
-  if (g < g_end) load(g);  // in flight while x is fetched
+  // Launched with PDL (pdl.cuh): the weights are constant, so their first loads are issued
+  // while the previous kernel is still finishing; x and everything written come after the wait.
+  if (g < g_end) load(g);
+  pdl_wait();
   uint4 xv[KPT][P];
   load_x_slice<KPT, P>(in, m.cols, C, xv, red);
 
@@ -554,8 +559,13 @@ int blocks_per_sm(const void* kernel, size_t smem, int threads = kThreads) {
   std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_tuple(kernel, smem, threads);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  if (smem > 48 * 1024)
+  // The limit is the kernel's, not the launch's: raise it to the largest size asked for, never
+  // lower it (a later, smaller shape must not make an earlier, larger one fail to launch).
+  static std::map<const void*, size_t> raised;
+  if (smem > 48 * 1024 && smem > raised[kernel]) {
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    raised[kernel] = smem;
+  }
   int n = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
   if (n < 1) fail("gemv: a block of {} threads with {} bytes of shared memory does not fit on this GPU", threads, smem);
@@ -631,7 +641,7 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
   GemvInput ii = in;
   GemvOutput oo = out;
   void* args[] = {&mm, &ii, &oo, &group_shift};
-  CUDA_CHECK(cudaLaunchKernel(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), args, 0, stream));
+  launch_raw(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), 0, stream, args);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "common.cuh"
 #include "lora.cuh"
+#include "pdl.cuh"
 
 namespace db::cuda {
 namespace {
@@ -44,6 +45,8 @@ struct ShrinkInput {
 
 __global__ void __launch_bounds__(kShrinkThreads)
     lora_shrink_kernel(const __half* a, int64_t rows, int64_t in, ShrinkInput src, float* t, bool vec) {
+  pdl_trigger();  // pdl.cuh: the next kernel may launch now
+  pdl_wait();     // x, or resid and its statistics; t may still be read by the last expand
   __shared__ float red[kWarp];
   const __half* x = src.x;
   const float inv = src.resid ? inv_rms(src.sumsq, in, src.eps) : 1.f;  // resid: vec is true
@@ -80,6 +83,8 @@ __global__ void __launch_bounds__(kShrinkThreads)
 // memory. Writes every row of the fused layout, so the delta buffer needs no clearing.
 // `vec`: every B row is whole, 16-byte aligned pieces (rank % 8 == 0, aligned bases).
 __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraGroup g, int64_t total, bool vec) {
+  pdl_trigger();
+  pdl_wait();  // t, from the shrink; delta may still be read by the last GEMV
   extern __shared__ float ts[];
   const int n = g.targets * g.rank;
   for (int i = threadIdx.x; i < n; i += blockDim.x) ts[i] = g.t[i];
@@ -119,6 +124,8 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraGroup g
 }
 
 __global__ void add_rows_kernel(float* y, const float* addend, int64_t n) {
+  pdl_trigger();
+  pdl_wait();  // y and addend
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] += addend[i];
@@ -140,8 +147,7 @@ static void shrink(const __half* a, int64_t rows, int64_t in, const ShrinkInput&
                                     : reinterpret_cast<uintptr_t>(src.x));
   const bool vec = in % 8 == 0 && base % 16 == 0;
   if (src.resid && !vec) fail("lora_shrink: the normalizing shrink needs 16-byte pieces ({} inputs)", in);
-  lora_shrink_kernel<<<static_cast<unsigned>(blocks), kShrinkThreads, 0, s>>>(a, rows, in, src, t, vec);
-  CUDA_CHECK_LAUNCH();
+  launch(lora_shrink_kernel, static_cast<unsigned>(blocks), kShrinkThreads, 0, s, a, rows, in, src, t, vec);
 }
 
 void lora_shrink(const __half* a, int64_t rows, int64_t in, const __half* x, float* t, cudaStream_t s) {
@@ -161,8 +167,7 @@ void lora_expand(const LoraGroup& g, cudaStream_t s) {
          g.targets, smem);
   bool vec = g.rank % 8 == 0;
   for (int i = 0; i < g.segments; ++i) vec = vec && reinterpret_cast<uintptr_t>(g.seg[i].b) % 16 == 0;
-  lora_expand_kernel<<<grid_for(total, kExpandThreads), kExpandThreads, smem, s>>>(g, total, vec);
-  CUDA_CHECK_LAUNCH();
+  launch(lora_expand_kernel, grid_for(total, kExpandThreads), kExpandThreads, smem, s, g, total, vec);
 }
 
 void lora_apply(const LoraGroup& g, cudaStream_t s) {
@@ -178,8 +183,7 @@ void lora_apply(const LoraGroup& g, cudaStream_t s) {
 
 void add_rows(float* y, const float* addend, int64_t n, cudaStream_t s) {
   if (n <= 0) return;
-  add_rows_kernel<<<grid_for(n, 256), 256, 0, s>>>(y, addend, n);
-  CUDA_CHECK_LAUNCH();
+  launch(add_rows_kernel, grid_for(n, 256), 256, 0, s, y, addend, n);
 }
 
 }  // namespace db::cuda

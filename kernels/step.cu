@@ -1,5 +1,6 @@
 #include "common.cuh"
 #include "gemv.cuh"
+#include "pdl.cuh"
 #include "step.cuh"
 
 namespace db::cuda {
@@ -7,6 +8,8 @@ namespace {
 
 __global__ void embed_kernel(const __half* table, int64_t hidden, StepState st, float* resid,
                              unsigned long long* sumsq) {
+  pdl_trigger();  // pdl.cuh: the next kernel may launch now
+  pdl_wait();     // the token (the last finish_step) and resid (read by the last step's kernels)
   __shared__ float red[kWarp];
   const int64_t row = *st.token;
   float ss = 0.f;
@@ -21,6 +24,8 @@ __global__ void embed_kernel(const __half* table, int64_t hidden, StepState st, 
 }
 
 __global__ void finish_step_kernel(StepState st) {
+  pdl_trigger();
+  pdl_wait();  // the argmax key and the statistics are the lm_head GEMV's until it finishes
   for (int i = threadIdx.x; i < st.norm_stats_count; i += blockDim.x) st.norm_stats[i] = 0;
   if (threadIdx.x != 0) return;
   const int32_t t = static_cast<int32_t>(argmax_index(*st.argmax_key));
@@ -32,6 +37,8 @@ __global__ void finish_step_kernel(StepState st) {
 }
 
 __global__ void rmsnorm_kernel(const float* resid, const __half* w, float eps, int64_t n, __half* out) {
+  pdl_trigger();
+  pdl_wait();  // resid
   __shared__ float red[kWarp];
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += resid[i] * resid[i];
@@ -41,6 +48,8 @@ __global__ void rmsnorm_kernel(const float* resid, const __half* w, float eps, i
 }
 
 __global__ void silu_mul_kernel(const float* gu, int64_t inter, __half* act) {
+  pdl_trigger();
+  pdl_wait();  // gate_up
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < inter; i += int64_t{gridDim.x} * blockDim.x) {
     const float g = gu[2 * i], u = gu[2 * i + 1];
     act[i] = __float2half_rn(g / (1.f + expf(-g)) * u);
@@ -48,6 +57,8 @@ __global__ void silu_mul_kernel(const float* gu, int64_t inter, __half* act) {
 }
 
 __global__ void argmax_kernel(const float* logits, int64_t n, unsigned long long* key) {
+  pdl_trigger();
+  pdl_wait();  // logits, and the key finish_step zeroed
   unsigned long long best = 0;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     best = max(best, argmax_key(logits[i], static_cast<uint32_t>(i)));
@@ -59,28 +70,24 @@ __global__ void argmax_kernel(const float* logits, int64_t n, unsigned long long
 
 void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, unsigned long long* sumsq,
            cudaStream_t s) {
-  embed_kernel<<<static_cast<int>((hidden + 255) / 256), 256, 0, s>>>(table, hidden, st, resid, sumsq);
-  CUDA_CHECK_LAUNCH();
+  launch(embed_kernel, static_cast<unsigned>((hidden + 255) / 256), 256, 0, s, table, hidden, st, resid,
+         sumsq);
 }
 
 void finish_step(const StepState& st, cudaStream_t s) {
-  finish_step_kernel<<<1, 256, 0, s>>>(st);
-  CUDA_CHECK_LAUNCH();
+  launch(finish_step_kernel, 1, 256, 0, s, st);
 }
 
 void rmsnorm(const float* resid, const __half* w, float eps, int64_t n, __half* out, cudaStream_t s) {
-  rmsnorm_kernel<<<1, 1024, 0, s>>>(resid, w, eps, n, out);
-  CUDA_CHECK_LAUNCH();
+  launch(rmsnorm_kernel, 1, 1024, 0, s, resid, w, eps, n, out);
 }
 
 void silu_mul_interleaved(const float* gate_up, int64_t inter, __half* act, cudaStream_t s) {
-  silu_mul_kernel<<<static_cast<int>((inter + 255) / 256), 256, 0, s>>>(gate_up, inter, act);
-  CUDA_CHECK_LAUNCH();
+  launch(silu_mul_kernel, static_cast<unsigned>((inter + 255) / 256), 256, 0, s, gate_up, inter, act);
 }
 
 void argmax(const float* logits, int64_t n, unsigned long long* key, cudaStream_t s) {
-  argmax_kernel<<<264, 256, 0, s>>>(logits, n, key);
-  CUDA_CHECK_LAUNCH();
+  launch(argmax_kernel, 264, 256, 0, s, logits, n, key);
 }
 
 }  // namespace db::cuda

@@ -1,0 +1,98 @@
+// Programmatic Dependent Launch (Hopper, sm_90+): a kernel launched with `launch` below may
+// start while the kernel before it in the stream (or captured graph) is still finishing, so
+// its launch latency and block ramp-up hide behind the predecessor's tail instead of adding
+// to every one of the step's many short kernels.
+//
+// The contract, in every kernel launched this way:
+//   pdl_trigger()  first: lets the next kernel's blocks be scheduled once all of ours run;
+//   pdl_wait()     before the first global load or store of anything another kernel writes
+//                  or reads (activations, residual stream, KV cache, step state, counters,
+//                  statistics slots). It returns once the previous grid has completed and
+//                  its writes are visible. A kernel that skips it races its predecessor.
+// Because each kernel waits for the one before it, the chain is transitive: after pdl_wait()
+// every earlier kernel of the stream has finished. Kernels launched without the attribute
+// (the <<<>>> ones) still wait for their predecessor to complete, as always.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "common.cuh"
+
+namespace db::cuda {
+
+// Both are no-ops below sm_90 (no such instructions) and, at run time, in a kernel that was
+// launched without the PDL attribute.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether the current device has PDL (compute capability 9.0 or newer). Queried once per
+// process, like sm_count(): the benchmark runs on one device.
+inline bool pdl_supported() {
+  static const bool ok = [] {
+    int dev = 0, major = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    return major >= 9;
+  }();
+  return ok;
+}
+
+namespace detail {
+
+// The launch configuration, with the PDL attribute where the device has it. `attr` is the
+// storage the configuration points into: it must outlive the launch call.
+inline cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                     cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  if (pdl_supported()) {
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  return cfg;
+}
+
+// A failed launch also sets the last error; clear it, as CUDA_CHECK_LAUNCH does, so that a
+// caller who catches the failure does not see it again at the next launch.
+inline cudaError_t launch_result(cudaError_t e) {
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e;
+}
+
+}  // namespace detail
+
+// kernel<<<grid, block, smem, s>>>(args...) with PDL: the arguments are converted to the
+// kernel's parameter types as in a <<<>>> launch. Checked, so no CUDA_CHECK_LAUNCH after it.
+template <typename... KArgs, typename... Args>
+void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+  cudaLaunchAttribute attr = {};
+  const cudaLaunchConfig_t cfg = detail::pdl_config(grid, block, smem, s, &attr);
+  CUDA_CHECK(detail::launch_result(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...)));
+}
+
+// The same for a kernel held as a plain function pointer: `args` points at one pointer per
+// kernel parameter, each to a value of exactly that parameter's type (cudaLaunchKernel's
+// convention; nothing is converted).
+inline void launch_raw(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void** args) {
+  cudaLaunchAttribute attr = {};
+  const cudaLaunchConfig_t cfg = detail::pdl_config(grid, block, smem, s, &attr);
+  CUDA_CHECK(detail::launch_result(cudaLaunchKernelExC(&cfg, kernel, args)));
+}
+
+}  // namespace db::cuda
