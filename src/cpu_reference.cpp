@@ -2,37 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "decodebench/error.h"
+#include "decodebench/parallel.h"
 #include "decodebench/rope.h"
 
 namespace db {
-namespace {
-
-// Splits [0, n) into `threads` contiguous chunks (a reference: the simplest parallelism).
-template <class F>
-void parallel_rows(int64_t n, int threads, F&& f) {
-  if (threads <= 1 || n < 64) {
-    f(int64_t{0}, n);
-    return;
-  }
-  std::vector<std::thread> pool;
-  const int64_t chunk = (n + threads - 1) / threads;
-  for (int t = 1; t < threads; ++t) {
-    const int64_t b = t * chunk, e = std::min(n, b + chunk);
-    if (b < e) pool.emplace_back([&f, b, e] { f(b, e); });
-  }
-  f(int64_t{0}, std::min(n, chunk));
-  for (auto& th : pool) th.join();
-}
-
-}  // namespace
 
 CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int threads)
     : c_(source.config()), source_(source), max_positions_(max_positions) {
   if (max_positions <= 0) fail("cpu reference: need at least one position");
-  threads_ = threads > 0 ? threads : std::max(1u, std::min(4u, std::thread::hardware_concurrency()));
+  threads_ = threads > 0 ? threads : std::min(4, hardware_threads());
   const Scheme s = c_.quant.scheme;
   if (const Adapter* a = source.adapter(); a && a->mode == AdapterMode::external) external_ = a;
   embedding_ = source.embedding();

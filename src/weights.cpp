@@ -7,6 +7,7 @@
 #include "decodebench/adapter.h"
 #include "decodebench/error.h"
 #include "decodebench/half.h"
+#include "decodebench/parallel.h"
 #include "decodebench/quant.h"
 
 namespace db {
@@ -32,12 +33,39 @@ float QuantMatrix::at(int64_t r, int64_t c) const {
   return 0.f;
 }
 
+// at() for a whole row, with each scale converted once per row or group: the same calls per
+// element, so the same bits (the CPU reference's matvec spends its time here).
 void QuantMatrix::row(int64_t r, float* out) const {
-  for (int64_t c = 0; c < cols; ++c) out[c] = at(r, c);
+  switch (scheme) {
+    case Scheme::fp16:
+      for (int64_t c = 0; c < cols; ++c) {
+        uint16_t h;
+        std::memcpy(&h, qweight.data() + 2 * (r * cols + c), 2);
+        out[c] = f16_to_f32(h);
+      }
+      return;
+    case Scheme::int8: {
+      const float s = f16_to_f32(scales[r]);
+      const uint8_t* q = qweight.data() + r * cols;
+      for (int64_t c = 0; c < cols; ++c) out[c] = quant::dequantize_int8(static_cast<int8_t>(q[c]), s);
+      return;
+    }
+    case Scheme::int4: {
+      const int64_t groups = cols / group_size;
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t at_g = r * groups + g;
+        const float s = f16_to_f32(scales[at_g]);
+        const int zero = zero_point ? zeros[at_g] : quant::kInt4SymmetricZero;
+        for (int64_t c = g * group_size; c < (g + 1) * group_size; ++c)
+          out[c] = quant::dequantize_int4(quant::unpack_int4(qweight[(r * cols + c) / 2], static_cast<int>(c)), s, zero);
+      }
+      return;
+    }
+  }
 }
 
 QuantMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, Scheme scheme, int group_size,
-                            bool zero_point) {
+                            bool zero_point, int threads) {
   QuantMatrix m;
   m.scheme = scheme;
   m.rows = rows;
@@ -45,23 +73,28 @@ QuantMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, Scheme s
   switch (scheme) {
     case Scheme::fp16: {
       m.qweight.resize(static_cast<size_t>(rows * cols) * 2);
-      for (int64_t i = 0; i < rows * cols; ++i) {
-        const uint16_t h = f32_to_f16(w[i]);
-        std::memcpy(m.qweight.data() + 2 * i, &h, 2);
-      }
+      parallel_rows(rows, threads, [&](int64_t r0, int64_t r1) {
+        for (int64_t i = r0 * cols; i < r1 * cols; ++i) {
+          const uint16_t h = f32_to_f16(w[i]);
+          std::memcpy(m.qweight.data() + 2 * i, &h, 2);
+        }
+      });
       break;
     }
     case Scheme::int8: {
       m.qweight.resize(static_cast<size_t>(rows * cols));
       m.scales.resize(static_cast<size_t>(rows));
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* row = w + r * cols;
-        float amax = 0.f;
-        for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(row[c]));
-        m.scales[r] = quant::int8_scale(amax);
-        const float s = f16_to_f32(m.scales[r]);
-        for (int64_t c = 0; c < cols; ++c) m.qweight[r * cols + c] = static_cast<uint8_t>(quant::quantize_int8(row[c], s));
-      }
+      parallel_rows(rows, threads, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* row = w + r * cols;
+          float amax = 0.f;
+          for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(row[c]));
+          m.scales[r] = quant::int8_scale(amax);
+          const float s = f16_to_f32(m.scales[r]);
+          for (int64_t c = 0; c < cols; ++c)
+            m.qweight[r * cols + c] = static_cast<uint8_t>(quant::quantize_int8(row[c], s));
+        }
+      });
       break;
     }
     case Scheme::int4: {
@@ -73,25 +106,27 @@ QuantMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, Scheme s
       m.qweight.assign(static_cast<size_t>(rows * cols / 2), 0);
       m.scales.resize(static_cast<size_t>(rows * groups));
       if (zero_point) m.zeros.resize(static_cast<size_t>(rows * groups));
-      for (int64_t r = 0; r < rows; ++r) {
-        for (int64_t g = 0; g < groups; ++g) {
-          const float* x = w + r * cols + g * group_size;
-          float lo = x[0], hi = x[0];
-          for (int i = 1; i < group_size; ++i) {
-            lo = std::min(lo, x[i]);
-            hi = std::max(hi, x[i]);
-          }
-          const quant::Int4Params p = quant::int4_params(lo, hi, zero_point);
-          m.scales[r * groups + g] = p.scale;
-          if (zero_point) m.zeros[r * groups + g] = p.zero;
-          const float s = f16_to_f32(p.scale);
-          for (int i = 0; i < group_size; i += 2) {
-            const uint8_t a = quant::quantize_int4(x[i], s, p.zero);
-            const uint8_t b = quant::quantize_int4(x[i + 1], s, p.zero);
-            m.qweight[(r * cols + g * group_size + i) / 2] = quant::pack_int4(a, b);
+      parallel_rows(rows, threads, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t g = 0; g < groups; ++g) {
+            const float* x = w + r * cols + g * group_size;
+            float lo = x[0], hi = x[0];
+            for (int i = 1; i < group_size; ++i) {
+              lo = std::min(lo, x[i]);
+              hi = std::max(hi, x[i]);
+            }
+            const quant::Int4Params p = quant::int4_params(lo, hi, zero_point);
+            m.scales[r * groups + g] = p.scale;
+            if (zero_point) m.zeros[r * groups + g] = p.zero;
+            const float s = f16_to_f32(p.scale);
+            for (int i = 0; i < group_size; i += 2) {
+              const uint8_t a = quant::quantize_int4(x[i], s, p.zero);
+              const uint8_t b = quant::quantize_int4(x[i + 1], s, p.zero);
+              m.qweight[(r * cols + g * group_size + i) / 2] = quant::pack_int4(a, b);
+            }
           }
         }
-      }
+      });
       break;
     }
   }
@@ -307,15 +342,17 @@ QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
   // Every weight is rounded to fp16 before it is quantized: the synthetic model and a
   // checkpoint written by gen-weights in fp16 quantize to the same bits.
   std::vector<float> w(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) {
-    float* out = w.data() + r * cols;
-    if (o.kind == OriginKind::synthetic) {
-      for (int64_t c = 0; c < cols; ++c) out[c] = synthetic_value(seed_, o, r * cols + c);
-    } else {
-      dense_row(*o.dense, r, cols, out);
-      for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(f32_to_f16(out[c]));
+  parallel_rows(rows, 0, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* out = w.data() + r * cols;
+      if (o.kind == OriginKind::synthetic) {
+        for (int64_t c = 0; c < cols; ++c) out[c] = synthetic_value(seed_, o, r * cols + c);
+      } else {
+        dense_row(*o.dense, r, cols, out);
+        for (int64_t c = 0; c < cols; ++c) out[c] = f16_to_f32(f32_to_f16(out[c]));
+      }
     }
-  }
+  });
   if (merge) merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols);
   return quantize_matrix(w.data(), rows, cols, scheme, config_.quant.group_size, config_.quant.zero_point);
 }

@@ -96,6 +96,34 @@ TEST(Quant, Int4PackUnpackIsExact) {
     }
 }
 
+// Rows are quantized independently, so spreading them over threads changes no bit; and a
+// whole row dequantizes to exactly what at() gives element by element.
+TEST(Quant, SameBitsOnAnyThreadCountAndRowMatchesAt) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.f, 0.02f);
+  const int64_t rows = 131, cols = 192;  // rows split unevenly over 3 and 4 threads
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (float& v : w) v = d(rng);
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    for (bool zp : {false, true}) {
+      if (s != Scheme::int4 && zp) continue;
+      const QuantMatrix one = quantize_matrix(w.data(), rows, cols, s, 64, zp, 1);
+      for (int threads : {3, 4}) {
+        const QuantMatrix many = quantize_matrix(w.data(), rows, cols, s, 64, zp, threads);
+        EXPECT_EQ(one.qweight, many.qweight) << to_string(s) << " zero point " << zp << ", " << threads << " threads";
+        EXPECT_EQ(one.scales, many.scales) << to_string(s);
+        EXPECT_EQ(one.zeros, many.zeros) << to_string(s);
+      }
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; r += 13) {
+        one.row(r, row.data());
+        for (int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(row[c], one.at(r, c)) << to_string(s) << " zero point " << zp << " at " << r << ", " << c;
+      }
+    }
+  }
+}
+
 TEST(Quant, GroupSizeThatDoesNotDivideIsAnError) {
   std::vector<float> w(4 * 96, 0.01f);
   try {

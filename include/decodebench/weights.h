@@ -39,10 +39,11 @@ struct QuantMatrix {
   void row(int64_t r, float* out) const;      // dequantized row of `cols` floats
 };
 
-// Quantizes a float matrix with the canonical arithmetic (include/decodebench/quant.h).
+// Quantizes a float matrix with the canonical arithmetic (include/decodebench/quant.h),
+// rows spread over `threads` (0: every hardware thread; the bits do not depend on it).
 // A group size that does not divide `cols` is a db::Error.
 QuantMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, Scheme scheme, int group_size,
-                            bool zero_point);
+                            bool zero_point, int threads = 0);
 
 // Reads one row of a dense tensor (f32/f16/bf16) as floats.
 void dense_row(const TensorInfo& t, int64_t row, int64_t cols, float* out);
