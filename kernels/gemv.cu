@@ -600,7 +600,7 @@ const void* rows_kernel(int kpt, int rows) {
 
 int chunks_per_thread(const DeviceMatrix& m, int wanted) {
   const int64_t chunks = m.cols / cols_per_chunk(m.scheme);
-  int kpt = wanted ? wanted : (m.scheme == Scheme::fp16 ? 4 : (m.scheme == Scheme::int8 ? 2 : 1));
+  int kpt = wanted ? wanted : (m.scheme == Scheme::fp16 ? 4 : 1);
   while (kpt < 8 && (chunks + kpt - 1) / kpt > kRowsMaxThreads) kpt *= 2;  // long rows: more chunks per thread
   if ((chunks + kpt - 1) / kpt > kRowsMaxThreads) fail("gemv: {} columns is too many for one block", m.cols);
   return kpt;
@@ -620,8 +620,9 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
   return std::max<int64_t>(1, (groups + per_block - 1) / per_block);
 }
 
-// Defaults: 8 weight loads of 16 bytes in flight per thread and 64 bytes of x in registers
-// (fp16: 4 chunks x 2 rows, int8: 2 x 4, int4: 1 x 8).
+// Defaults: fp16 4 chunks x 2 rows and int4 1 x 8 (8 weight loads of 16 bytes in flight per
+// thread, 64 bytes of x in registers); int8 1 x 4, twice the threads of 2 x 4 with half the
+// loads each, the fastest int8 shape in the GEMV bench's --tune (results/NOTES.md).
 void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t, int group_shift,
                  cudaStream_t stream) {
   const int kpt = chunks_per_thread(m, t.chunks);
