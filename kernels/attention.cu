@@ -1,5 +1,5 @@
-// Decode attention (see attention.cuh). One block per (kv head, split of 64 positions);
-// the block's query heads share every K and V row it loads.
+// Decode attention (see attention.cuh). One block per (kv head, split of kAttentionChunk
+// positions); the block's query heads share every K and V row it loads.
 #include "attention.cuh"
 #include "common.cuh"
 #include "pdl.cuh"
@@ -10,7 +10,7 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxGroup = 8;  // query heads per kv head (70B: 64 / 8)
-static_assert(kAttentionChunk == kThreads, "one position per thread");
+static_assert(kAttentionChunk <= kThreads, "at most one position per thread");
 
 // One head vector (q or the new k) handled by one warp: lane l holds elements l*E..l*E+E-1,
 // so RoPE's partner i + HD/2 sits in lane l ^ 16. RMSNorm (qwen3) with a warp reduction,
@@ -58,20 +58,31 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   __shared__ float q_s[kMaxGroup][HD];
   __shared__ float k_new[HD];
   __shared__ float scores[kMaxGroup][kAttentionChunk];
+  __shared__ __align__(16) __half v_s[kAttentionChunk][HD];  // the split's V rows (HD 128: 32 KB)
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ bool last;
 
-  // 1. Issue the cached K loads first (they depend only on pos); their latency overlaps the
-  //    query and new-key work below. Thread t owns position start + t and holds its whole K
-  //    row: a score is one thread's dot product, no cross-lane reductions (a warp reduction
-  //    per position and head made this kernel ~13 us per layer at 64 positions on H200).
+  // 1. Issue the cached K and V loads first (they depend only on pos); their latency overlaps
+  //    the query and new-key work below. Thread t owns position start + t and holds its whole
+  //    K row: a score is one thread's dot product, no cross-lane reductions (a warp reduction
+  //    per position and head made this kernel ~13 us per layer at 64 positions on H200). Its
+  //    V row goes to shared memory asynchronously (cp.async), so P V below reads V from
+  //    shared memory: reading it from global memory inside the P V loop made that loop a
+  //    chain of dependent round trips, ~10 us per layer at 128 positions (NOTES item 19).
   const int t = threadIdx.x;
   const bool cached = t < n && start + t != pos;
   uint4 krow[HD / 8];
   {
-    const uint4* src = reinterpret_cast<const uint4*>(a.k_cache + static_cast<int64_t>(start + t) * kv_dim + kvh * HD);
+    const int64_t row = static_cast<int64_t>(start + t) * kv_dim + kvh * HD;
+    const uint4* src = reinterpret_cast<const uint4*>(a.k_cache + row);
 #pragma unroll
     for (int p = 0; p < HD / 8; ++p) krow[p] = cached ? src[p] : make_uint4(0, 0, 0, 0);
+    if (cached) {
+      const uint4* vsrc = reinterpret_cast<const uint4*>(a.v_cache + row);
+#pragma unroll
+      for (int p = 0; p < HD / 8; ++p) cp_async16(&v_s[t][8 * p], vsrc + p);
+    }
+    cp_async_commit();
   }
 
   // 2. Queries of this kv head's group (norm, rotate, pre-scale by 1/sqrt(hd)) and, in the
@@ -119,10 +130,12 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     }
   }
   if (owns_pos && threadIdx.x < HD) {
-    const int64_t at = static_cast<int64_t>(pos) * kv_dim + kvh * HD + threadIdx.x;
-    a.v_cache[at] = __float2half_rn(a.qkv[q_dim + kv_dim + kvh * HD + threadIdx.x]);
+    const __half v = __float2half_rn(a.qkv[q_dim + kv_dim + kvh * HD + threadIdx.x]);
+    a.v_cache[static_cast<int64_t>(pos) * kv_dim + kvh * HD + threadIdx.x] = v;
+    v_s[pos - start][threadIdx.x] = v;
   }
-  __syncthreads();  // q_s, k_new and the V row at `pos` are visible to the whole block
+  cp_async_wait_all();
+  __syncthreads();  // q_s, k_new and every V row of the split are visible to the whole block
 
   // 3. Scores: thread t, position start + t, every query head of the group.
   if (t < n) {
@@ -176,10 +189,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) o[g] = 0.f;
   if (i < HD) {
-    const __half* vbase = a.v_cache + static_cast<int64_t>(start) * kv_dim + kvh * HD + i;
 #pragma unroll 8
     for (int t = 0; t < n; ++t) {
-      const float v = __half2float(vbase[static_cast<int64_t>(t) * kv_dim]);
+      const float v = __half2float(v_s[t][i]);
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g)
         if (g < G) o[g] += scores[g][t] * v;

@@ -59,6 +59,16 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   return v;
 }
 
+// 16 bytes global -> shared without passing through registers (sm_80+): the copy is in
+// flight until cp_async_wait_all(), so it overlaps whatever the thread does in between.
+// .cg caches in L2 only.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
 // The GEMV input vector lives in shared memory as 16-byte pieces. A lane of the int4
 // kernel reads 4 consecutive pieces (64 bytes), so without a swizzle 8 lanes of a phase
 // hit only 2 of the 8 16-byte bank groups (4-way conflicts). Rotating each piece within its

@@ -167,7 +167,7 @@ INSTANTIATE_TEST_SUITE_P(
                       EngineCase{Scheme::int8, "int8.gemv", 0}, EngineCase{Scheme::int8, "int8.naive", 0},
                       EngineCase{Scheme::int8, "int8.dequant-cublas", 0}, EngineCase{Scheme::int4, "int4.gemv", 0},
                       EngineCase{Scheme::int4, "int4.naive", 0}, EngineCase{Scheme::int4, "int4.dequant-cublas", 0},
-                      // past one attention split (64 positions): the split merge runs
+                      // past one attention split (kAttentionChunk = 128 positions): the split merge runs
                       EngineCase{Scheme::int4, "int4.gemv", 150}, EngineCase{Scheme::fp16, "fp16.gemv", 300}),
     [](const auto& info) {
       std::string n = fmt::format("{}_ctx{}", info.param.kernel, info.param.context);

@@ -47,7 +47,7 @@ struct Run {
   int64_t context, steps;
   bool graph;
 };
-const std::vector<Run> kRuns = {{0, 12, true}, {70, 12, false}, {5, 20, true}};  // 70: past one attention split
+const std::vector<Run> kRuns = {{0, 12, true}, {70, 12, false}, {5, 20, true}};
 
 // Engines on one DeviceWeights, with other positions, the graph on and off, and every kernel
 // of the weights' layout: bit for bit the tokens and logits of engines that loaded their own.
