@@ -36,11 +36,13 @@ __device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const flo
   }
 }
 
-template <int HD>
+// MAXG: the query heads per kv head rounded up to 2, 4 or 8. Every per-head loop runs MAXG
+// times without a guard, the heads past G reading zero queries (their results are unused),
+// so the heads' dot products interleave as independent chains.
+template <int HD, int MAXG>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   constexpr int E = HD / kWarp;  // elements per lane
-  pdl_trigger();  // pdl.cuh: the next kernel may launch now
-  pdl_wait();     // pos, qkv, the KV cache and the counters: the kernels before write them
+  pdl_wait();  // pdl.cuh: pos, qkv, the KV cache and the counters: the kernels before write them
   const int pos = *a.pos;
   const int split = blockIdx.y;
   const int start = split * kAttentionChunk;
@@ -55,9 +57,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   const float* cosp = a.rope + static_cast<int64_t>(pos) * (HD / 2);
   const float* sinp = a.rope + (a.rope_positions + pos) * (HD / 2);
 
-  __shared__ float q_s[kMaxGroup][HD];
+  __shared__ __align__(16) float q_s[MAXG][HD];
   __shared__ float k_new[HD];
-  __shared__ float scores[kMaxGroup][kAttentionChunk];
+  __shared__ float scores[MAXG][kAttentionChunk];
+  __shared__ __align__(16) float probs[kAttentionChunk][MAXG];  // softmax numerators, by position
   __shared__ __align__(16) __half v_s[kAttentionChunk][HD];  // the split's V rows (HD 128: 32 KB)
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ bool last;
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   //    block holding `pos`, the new K (norm, rotate) and V, written to the cache. One warp
   //    per vector, no block-wide barriers; every operand is loaded up front so the block
   //    pays one memory round trip here, not one per dependent step.
-  constexpr int kMaxItems = (kMaxGroup + 1 + kWarps - 1) / kWarps;
+  constexpr int kMaxItems = (MAXG + 1 + kWarps - 1) / kWarps;
   const float scale = rsqrtf(static_cast<float>(HD));
   const int vectors = G + (owns_pos ? 1 : 0);
   float cosv[E], sinv[E], qn[E], kn[E];
@@ -129,6 +132,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
       }
     }
   }
+  for (int e = threadIdx.x; e < (MAXG - G) * HD; e += kThreads) q_s[G + e / HD][e % HD] = 0.f;
   if (owns_pos && threadIdx.x < HD) {
     const __half v = __float2half_rn(a.qkv[q_dim + kv_dim + kvh * HD + threadIdx.x]);
     a.v_cache[static_cast<int64_t>(pos) * kv_dim + kvh * HD + threadIdx.x] = v;
@@ -136,8 +140,14 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
   cp_async_wait_all();
   __syncthreads();  // q_s, k_new and every V row of the split are visible to the whole block
+  // The O GEMV may launch now (pdl.cuh) and issue its first weight loads: only now, so that
+  // those loads do not queue in front of this block's K and V loads (measured: 8b-fp16
+  // 3.886 -> 3.835 ms, 8b-int8 2.523 -> 2.493 ms against a trigger at the top, NOTES item 20).
+  pdl_trigger();
 
-  // 3. Scores: thread t, position start + t, every query head of the group.
+  // 3. Scores: thread t, position start + t, every query head of the group at once (MAXG
+  //    independent accumulation chains: one head after another made each a serial chain of
+  //    HD dependent multiply-adds, most of the kernel's time at 128 positions).
   if (t < n) {
     if (start + t == pos) {
 #pragma unroll
@@ -148,31 +158,46 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
         krow[p] = *reinterpret_cast<const uint4*>(h);
       }
     }
-    for (int g = 0; g < G; ++g) {
-      float sc = 0.f;
+    float sc[MAXG];
 #pragma unroll
-      for (int p = 0; p < HD / 8; ++p) {
-        const __half2* k2 = reinterpret_cast<const __half2*>(&krow[p]);
+    for (int g = 0; g < MAXG; ++g) sc[g] = 0.f;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 kf = __half22float2(k2[e]);
-          sc += q_s[g][8 * p + 2 * e] * kf.x + q_s[g][8 * p + 2 * e + 1] * kf.y;
-        }
+    for (int p = 0; p < HD / 8; ++p) {
+      const __half2* k2 = reinterpret_cast<const __half2*>(&krow[p]);
+      float k[8];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 kf = __half22float2(k2[e]);
+        k[2 * e] = kf.x;
+        k[2 * e + 1] = kf.y;
       }
-      scores[g][t] = sc;
+#pragma unroll
+      for (int g = 0; g < MAXG; ++g) {
+        const float4 qa = *reinterpret_cast<const float4*>(&q_s[g][8 * p]);
+        const float4 qb = *reinterpret_cast<const float4*>(&q_s[g][8 * p + 4]);
+        sc[g] += qa.x * k[0] + qa.y * k[1] + qa.z * k[2] + qa.w * k[3] + qb.x * k[4] + qb.y * k[5] + qb.z * k[6] +
+                 qb.w * k[7];
+      }
     }
+#pragma unroll
+    for (int g = 0; g < MAXG; ++g) scores[g][t] = sc[g];
   }
   __syncthreads();
 
-  // 4. Softmax within the split: warp w handles query heads w, w + 4, ...
-  for (int g = warp; g < G; g += kWarps) {
+  // 4. Softmax within the split: warp w handles query heads w, w + 4, ... (the padding heads
+  //    past G get zero probabilities).
+  for (int g = warp; g < MAXG; g += kWarps) {
+    if (g >= G) {
+      for (int t = lane; t < n; t += kWarp) probs[t][g] = 0.f;
+      continue;
+    }
     float m = -INFINITY;
     for (int t = lane; t < n; t += kWarp) m = fmaxf(m, scores[g][t]);
     m = warp_max(m);
     float l = 0.f;
     for (int t = lane; t < n; t += kWarp) {
       const float p = expf(scores[g][t] - m);
-      scores[g][t] = p;
+      probs[t][g] = p;
       l += p;
     }
     l = warp_sum(l);
@@ -183,18 +208,30 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
   __syncthreads();
 
-  // 5. P V: thread i owns output element i for every query head of the group.
+  // 5. P V: thread i owns output element i for every query head of the group; the heads'
+  //    probabilities of a position are one or two 16-byte shared-memory reads.
   const int i = threadIdx.x;
-  float o[kMaxGroup];
+  float o[MAXG];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) o[g] = 0.f;
+  for (int g = 0; g < MAXG; ++g) o[g] = 0.f;
   if (i < HD) {
 #pragma unroll 8
     for (int t = 0; t < n; ++t) {
       const float v = __half2float(v_s[t][i]);
+      if constexpr (MAXG == 2) {
+        const float2 pr = *reinterpret_cast<const float2*>(&probs[t][0]);
+        o[0] += pr.x * v;
+        o[1] += pr.y * v;
+      } else {
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g)
-        if (g < G) o[g] += scores[g][t] * v;
+        for (int g = 0; g < MAXG; g += 4) {
+          const float4 pr = *reinterpret_cast<const float4*>(&probs[t][g]);
+          o[g] += pr.x * v;
+          o[g + 1] += pr.y * v;
+          o[g + 2] += pr.z * v;
+          o[g + 3] += pr.w * v;
+        }
+      }
     }
   }
 
@@ -251,6 +288,17 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   if (threadIdx.x == 0) a.counters[kvh] = 0;  // ready for the next layer
 }
 
+template <int MAXG>
+void launch_hd(const AttentionArgs& a, cudaStream_t s) {
+  const dim3 grid(a.kv_heads, a.max_splits);
+  switch (a.head_dim) {
+    case 32: return launch(attention_kernel<32, MAXG>, grid, kThreads, 0, s, a);
+    case 64: return launch(attention_kernel<64, MAXG>, grid, kThreads, 0, s, a);
+    case 128: return launch(attention_kernel<128, MAXG>, grid, kThreads, 0, s, a);
+  }
+  fail("attention: head_dim {} is not supported (32, 64, 128)", a.head_dim);
+}
+
 }  // namespace
 
 int attention_splits(int64_t positions) {
@@ -260,13 +308,10 @@ int attention_splits(int64_t positions) {
 void attention(const AttentionArgs& a, cudaStream_t s) {
   if (a.heads % a.kv_heads != 0 || a.heads / a.kv_heads > kMaxGroup)
     fail("attention: {} query heads per kv head is not supported (at most {})", a.heads / a.kv_heads, kMaxGroup);
-  const dim3 grid(a.kv_heads, a.max_splits);
-  switch (a.head_dim) {
-    case 32: launch(attention_kernel<32>, grid, kThreads, 0, s, a); break;
-    case 64: launch(attention_kernel<64>, grid, kThreads, 0, s, a); break;
-    case 128: launch(attention_kernel<128>, grid, kThreads, 0, s, a); break;
-    default: fail("attention: head_dim {} is not supported (32, 64, 128)", a.head_dim);
-  }
+  const int group = a.heads / a.kv_heads;
+  if (group <= 2) return launch_hd<2>(a, s);
+  if (group <= 4) return launch_hd<4>(a, s);
+  launch_hd<8>(a, s);
 }
 
 }  // namespace db::cuda
