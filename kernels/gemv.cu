@@ -324,7 +324,24 @@ __global__ void __launch_bounds__(kThreads) gemv_warp_kernel(DeviceMatrix m, Gem
 // weight loads per thread issued together, the next group's issued before this group's
 // reduction; the reduction is a transposing warp shuffle (R rows in R - 1 + 5 - log2 R
 // shuffles instead of 5R) and one shared-memory exchange across warps per group.
+//
+// Double-buffered (DB, chosen with GemvTuning::double_buffer): while a thread computes a
+// group, the single-buffered kernel has none of its own weight loads in flight (the next
+// group's go out only once this group's registers are free). DB keeps two register buffers
+// and two groups in flight: g + 1 is outstanding while g is computed, and g + 2 is issued
+// into g's buffer as soon as g's dots are done. Twice the weight registers, so only where
+// R x KPT <= 8 (16 loads in flight, as many as the single buffer's largest shapes).
 constexpr int kRowsMaxThreads = 512;  // 128 registers a thread: no spills at 16 loads in flight
+
+// Threads per block, at most, of one rows kernel. 512 leaves 128 registers a thread. Four
+// double-buffered shapes need more (ptxas -v without a cap: int4 R8 K1 170, R4 K2 194, R2 K4
+// 220, int8 R2 K4 161: int4 carries 4 pieces of x and a scale and zero point per load) and
+// spill at 128: they take at most 256 threads (255 registers) instead. The launcher raises
+// the chunks per thread until a block fits.
+constexpr int rows_max_threads(Scheme s, int kpt, int r, bool db) {
+  const bool wide = db && r * kpt == 8 && (s == Scheme::int4 || (s == Scheme::int8 && kpt >= 4));
+  return wide ? 256 : kRowsMaxThreads;
+}
 
 // Sums a[0..R) over the warp, transposed: afterwards every lane holds the warp total of row
 // lane_row<R>(lane). Each halving step trades half of the rows with the lane `o` away.
@@ -397,13 +414,15 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
   }
 }
 
-template <Scheme S, int KPT, int R>
-__global__ void __launch_bounds__(kRowsMaxThreads) gemv_rows_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
-                                                                   int group_shift) {
+template <Scheme S, int KPT, int R, bool DB>
+__global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
+    gemv_rows_kernel(DeviceMatrix m, GemvInput in, GemvOutput out, int group_shift) {
   static_assert(R >= 2 && R % 2 == 0 && R <= kWarp, "rows are finished in pairs");
+  static_assert(!DB || R * KPT <= 8, "two buffers of R x KPT loads: more spills registers");
   pdl_trigger();  // the next kernel may launch and issue its own weight loads
   using F = Fast<S>;
   constexpr int P = F::kCols / 8;  // 16-byte pieces of x per chunk
+  constexpr int NB = DB ? 2 : 1;   // register buffers of weights
   __shared__ float part[2][kRowsMaxThreads / kWarp][R];
   __shared__ float red[kWarp];
   const int T = blockDim.x, warps = T / kWarp;
@@ -428,9 +447,11 @@ __global__ void __launch_bounds__(kRowsMaxThreads) gemv_rows_kernel(DeviceMatrix
     gcol[k] = S == Scheme::int4 ? col[k] >> group_shift : 0;
   }
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(m.scales);
-  uint4 w[R][KPT];
-  Meta mt[R][KPT];
-  auto load = [&](int64_t group) {
+  // Every index into w and mt must be a compile-time constant once unrolled (b included):
+  // an array indexed at run time lives in local memory, not in registers.
+  uint4 w[NB][R][KPT];
+  Meta mt[NB][R][KPT];
+  auto load = [&](int b, int64_t group) {
     const int64_t row0 = group * R;
     const int last = (m.rows - row0 < R ? static_cast<int>(m.rows - row0) : R) - 1;  // a tail group repeats its last row
     const uint4* wrow = base + row0 * C;
@@ -441,45 +462,55 @@ __global__ void __launch_bounds__(kRowsMaxThreads) gemv_rows_kernel(DeviceMatrix
       const int rr = min(r, last);
 #pragma unroll
       for (int k = 0; k < KPT; ++k) {
-        w[r][k] = ld_stream(wrow + rr * C + col[k]);
-        if (S == Scheme::int8) mt[r][k] = {__ldg(srow + rr), 0};
+        w[b][r][k] = ld_stream(wrow + rr * C + col[k]);
+        if (S == Scheme::int8) mt[b][r][k] = {__ldg(srow + rr), 0};
         if (S == Scheme::int4)
-          mt[r][k] = {__ldg(srow + rr * G + gcol[k]),
-                      static_cast<uint8_t>(m.zero_point ? __ldg(zrow + rr * G + gcol[k]) : 8)};
+          mt[b][r][k] = {__ldg(srow + rr * G + gcol[k]),
+                         static_cast<uint8_t>(m.zero_point ? __ldg(zrow + rr * G + gcol[k]) : 8)};
       }
     }
   };
-  // Launched with PDL (pdl.cuh): the weights are constant, so their first loads are issued
-  // while the previous kernel is still finishing; x and everything written come after the wait.
-  if (g < g_end) load(g);
+  // Launched with PDL (pdl.cuh): the weights are constant, so their first loads (both
+  // buffers' with DB) are issued while the previous kernel is still finishing; x and
+  // everything written come after the wait.
+  if (g < g_end) load(0, g);
+  if (DB && g + 1 < g_end) load(NB - 1, g + 1);
   pdl_wait();
   uint4 xv[KPT][P];
   load_x_slice<KPT, P>(in, m.cols, C, xv, red);
 
   unsigned long long best = 0;
   float ssq = 0.f;
-  for (int buf = 0; g < g_end; ++g, buf ^= 1) {
-    float acc[R];
+  // Group g from register buffer b. Once its dots are done, buffer b takes group g + NB: the
+  // next group (single buffer) or, with DB, the one after the group already in flight in
+  // the other buffer. With DB the inner loop takes two groups, so that each reads its
+  // buffer by a constant index.
+  for (int buf = 0; g < g_end;) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      acc[r] = 0.f;
+    for (int b = 0; b < NB; ++b, ++g, buf ^= 1) {
+      if (b > 0 && g >= g_end) break;  // uniform across the block: no thread skips a barrier alone
+      float acc[R];
 #pragma unroll
-      for (int k = 0; k < KPT; ++k)
-        if (live[k]) acc[r] += F::dot_x(w[r][k], xv[k], mt[r][k]);
-    }
-    if (g + 1 < g_end) load(g + 1);
-    const float v = reduce_rows<R>(acc, lane);
-    if (lane % (kWarp / R) == 0) part[buf][warp][lane_row<R>(lane)] = v;
-    __syncthreads();  // part[buf] is rewritten two groups later, after the next barrier
-    if (threadIdx.x < R / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
-      const int64_t r = g * R + 2 * threadIdx.x;
-      if (r < m.rows) {
-        float v0 = 0.f, v1 = 0.f;
-        for (int i = 0; i < warps; ++i) {
-          v0 += part[buf][i][2 * threadIdx.x];
-          v1 += part[buf][i][2 * threadIdx.x + 1];
+      for (int r = 0; r < R; ++r) {
+        acc[r] = 0.f;
+#pragma unroll
+        for (int k = 0; k < KPT; ++k)
+          if (live[k]) acc[r] += F::dot_x(w[b][r][k], xv[k], mt[b][r][k]);
+      }
+      if (g + NB < g_end) load(b, g + NB);
+      const float v = reduce_rows<R>(acc, lane);
+      if (lane % (kWarp / R) == 0) part[buf][warp][lane_row<R>(lane)] = v;
+      __syncthreads();  // part[buf] is rewritten two groups later, after the next barrier
+      if (threadIdx.x < R / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
+        const int64_t r = g * R + 2 * threadIdx.x;
+        if (r < m.rows) {
+          float v0 = 0.f, v1 = 0.f;
+          for (int i = 0; i < warps; ++i) {
+            v0 += part[buf][i][2 * threadIdx.x];
+            v1 += part[buf][i][2 * threadIdx.x + 1];
+          }
+          finish_task(out, r, r + 1 < m.rows, v0, v1, best, ssq);
         }
-        finish_task(out, r, r + 1 < m.rows, v0, v1, best, ssq);
       }
     }
   }
@@ -578,37 +609,53 @@ int cols_per_chunk(Scheme s) { return s == Scheme::fp16 ? 8 : (s == Scheme::int8
 template <int N>
 using Int = std::integral_constant<int, N>;
 
-// Instantiated where R x KPT <= 16 (16 weight loads in flight; more spills registers).
-template <Scheme S, int KPT>
+// Instantiated where the weight loads in flight, R x KPT per buffer times the buffers, are
+// at most 16 (more spills registers).
+template <Scheme S, int KPT, bool DB>
 const void* rows_kernel_r(int rows) {
-  if constexpr (KPT <= 8) if (rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 2>);
-  if constexpr (KPT <= 4) if (rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 4>);
-  if constexpr (KPT <= 2) if (rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 8>);
-  fail("gemv: no rows kernel for {} rows per group x {} chunks per thread", rows, KPT);
+  constexpr int kLoads = DB ? 8 : 16;  // R x KPT per buffer
+  if constexpr (2 * KPT <= kLoads) if (rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 2, DB>);
+  if constexpr (4 * KPT <= kLoads) if (rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 4, DB>);
+  if constexpr (8 * KPT <= kLoads) if (rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 8, DB>);
+  fail("gemv: no {}rows kernel for {} rows per group x {} chunks per thread", DB ? "double-buffered " : "", rows,
+       KPT);
 }
 
 template <Scheme S>
-const void* rows_kernel(int kpt, int rows) {
+const void* rows_kernel(int kpt, int rows, bool db) {
   switch (kpt) {
-    case 1: return rows_kernel_r<S, 1>(rows);
-    case 2: return rows_kernel_r<S, 2>(rows);
-    case 4: return rows_kernel_r<S, 4>(rows);
-    case 8: return rows_kernel_r<S, 8>(rows);
+    case 1: return db ? rows_kernel_r<S, 1, true>(rows) : rows_kernel_r<S, 1, false>(rows);
+    case 2: return db ? rows_kernel_r<S, 2, true>(rows) : rows_kernel_r<S, 2, false>(rows);
+    case 4: return db ? rows_kernel_r<S, 4, true>(rows) : rows_kernel_r<S, 4, false>(rows);
+    case 8: return db ? rows_kernel_r<S, 8, true>(rows) : rows_kernel_r<S, 8, false>(rows);
   }
   fail("gemv: {} chunks per thread is not one of 1, 2, 4, 8", kpt);
-}
-
-int chunks_per_thread(const DeviceMatrix& m, int wanted) {
-  const int64_t chunks = m.cols / cols_per_chunk(m.scheme);
-  int kpt = wanted ? wanted : (m.scheme == Scheme::fp16 ? 4 : 1);
-  while (kpt < 8 && (chunks + kpt - 1) / kpt > kRowsMaxThreads) kpt *= 2;  // long rows: more chunks per thread
-  if ((chunks + kpt - 1) / kpt > kRowsMaxThreads) fail("gemv: {} columns is too many for one block", m.cols);
-  return kpt;
 }
 
 int threads_for(const DeviceMatrix& m, int kpt) {
   const int64_t per_thread = (m.cols / cols_per_chunk(m.scheme) + kpt - 1) / kpt;
   return static_cast<int>(std::max<int64_t>(kWarp, (per_thread + kWarp - 1) / kWarp * kWarp));
+}
+
+struct RowsShape {
+  int kpt, rows, threads;
+};
+
+// Defaults: fp16 4 chunks x 2 rows and int4 1 x 8 (8 weight loads of 16 bytes in flight per
+// thread, 64 bytes of x in registers); int8 1 x 4, twice the threads of 2 x 4 with half the
+// loads each, the fastest int8 shape in the GEMV bench's --tune (results/NOTES.md). Rows too
+// long for one block of the kernel (rows_max_threads) take more chunks per thread.
+RowsShape rows_shape(const DeviceMatrix& m, GemvTuning t) {
+  const int default_rows = m.scheme == Scheme::fp16 ? 2 : (m.scheme == Scheme::int8 ? 4 : 8);
+  int kpt = t.chunks ? t.chunks : (m.scheme == Scheme::fp16 ? 4 : 1);
+  for (;;) {
+    int rows = t.rows_per_group;
+    if (!rows) rows = std::max(2, std::min(default_rows, 8 / kpt));  // R x KPT <= 8 spills nothing (ptxas -v)
+    const int threads = threads_for(m, kpt);
+    if (threads <= rows_max_threads(m.scheme, kpt, rows, t.double_buffer)) return {kpt, rows, threads};
+    if (kpt >= 8) fail("gemv: {} columns is too many for one block", m.cols);
+    kpt *= 2;  // long rows: more chunks per thread
+  }
 }
 
 // One wave of equal blocks: as many groups per block as the resident slots require, then as
@@ -620,20 +667,14 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
   return std::max<int64_t>(1, (groups + per_block - 1) / per_block);
 }
 
-// Defaults: fp16 4 chunks x 2 rows and int4 1 x 8 (8 weight loads of 16 bytes in flight per
-// thread, 64 bytes of x in registers); int8 1 x 4, twice the threads of 2 x 4 with half the
-// loads each, the fastest int8 shape in the GEMV bench's --tune (results/NOTES.md).
 void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t, int group_shift,
                  cudaStream_t stream) {
-  const int kpt = chunks_per_thread(m, t.chunks);
-  const int threads = threads_for(m, kpt);
-  int rows = t.rows_per_group ? t.rows_per_group : (m.scheme == Scheme::fp16 ? 2 : (m.scheme == Scheme::int8 ? 4 : 8));
-  if (!t.rows_per_group) rows = std::max(2, std::min(rows, 8 / kpt));  // R x KPT <= 8 spills nothing (ptxas -v)
+  const auto [kpt, rows, threads] = rows_shape(m, t);
   const void* kernel = nullptr;
   switch (m.scheme) {
-    case Scheme::fp16: kernel = rows_kernel<Scheme::fp16>(kpt, rows); break;
-    case Scheme::int8: kernel = rows_kernel<Scheme::int8>(kpt, rows); break;
-    case Scheme::int4: kernel = rows_kernel<Scheme::int4>(kpt, rows); break;
+    case Scheme::fp16: kernel = rows_kernel<Scheme::fp16>(kpt, rows, t.double_buffer); break;
+    case Scheme::int8: kernel = rows_kernel<Scheme::int8>(kpt, rows, t.double_buffer); break;
+    case Scheme::int4: kernel = rows_kernel<Scheme::int4>(kpt, rows, t.double_buffer); break;
   }
   int occupancy = blocks_per_sm(kernel, 0, threads);
   if (t.blocks_per_sm > 0) occupancy = std::min(occupancy, t.blocks_per_sm);

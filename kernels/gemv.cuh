@@ -71,9 +71,12 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
 
 // The fast kernel with its shape chosen by hand (decodebench_gemv_bench explores them):
 // rows per group (2, 4 or 8), 16-byte chunks per thread (1, 2, 4 or 8; 0: the default for
-// the scheme) and resident blocks per SM (0: as many as fit).
+// the scheme) and resident blocks per SM (0: as many as fit). `double_buffer`: two register
+// buffers of weights, so that the next group's loads are in flight while this group is
+// computed (only where rows x chunks <= 8; gemv() itself stays single-buffered).
 struct GemvTuning {
   int rows_per_group = 0, chunks = 0, blocks_per_sm = 0;
+  bool double_buffer = false;
 };
 void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t, cudaStream_t stream);
 

@@ -1,5 +1,6 @@
 // Every GEMV kernel against the CPU reference on fresh random inputs, across shapes that
-// are not multiples of the tile and the real 8b/4b/70b layer shapes, with every epilogue.
+// are not multiples of the tile and the real 8b/4b/70b layer shapes, with every epilogue;
+// the rows kernel also in shapes chosen by hand, single and double-buffered.
 #include <cmath>
 #include <random>
 
@@ -117,6 +118,85 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](cons
   const Case& c = info.param;
   return fmt::format("{}_{}_{}x{}", to_string(c.scheme), variant_name(c.variant), c.rows,
                      c.cols);
+});
+
+// The rows kernel in shapes chosen by hand (gemv_tuned), single and double-buffered, against
+// the CPU reference. One block per SM, so that the row counts below set the groups per block:
+// a matrix of one row; blocks of one group each; then blocks of n - 1 and n groups in one
+// launch (odd and even counts: the double-buffered kernel takes groups in pairs); with and
+// without a short last group (rows not a multiple of R).
+struct TunedCase {
+  Scheme scheme;
+  int rows_per_group, chunks;  // 0: the scheme's defaults, as gemv() takes them
+  bool double_buffer;
+  int64_t cols;
+};
+
+class GemvTunedTest : public ::testing::TestWithParam<TunedCase> {};
+
+TEST_P(GemvTunedTest, MatchesTheCpuReferenceWithAnyGroupsPerBlock) {
+  REQUIRE_GPU();
+  const TunedCase c = GetParam();
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // The defaults' groups are at most 8 rows: their layouts still have tails and many groups.
+  const int64_t R = c.rows_per_group ? c.rows_per_group : 8;
+  // {n, rows short}: n groups per block at most (0: a single group), the last group short.
+  const std::pair<int64_t, int64_t> layouts[] = {{0, R - 1}, {1, 1}, {2, 0}, {3, 1}, {4, R - 1}};
+  GemvTuning t;
+  t.rows_per_group = c.rows_per_group;
+  t.chunks = c.chunks;
+  t.blocks_per_sm = 1;
+  t.double_buffer = c.double_buffer;
+  for (const auto& [n, short_by] : layouts) {
+    // n * sms - 1 groups over sms blocks: one block of n - 1 groups, the others n.
+    const int64_t rows = (n ? R * (n * sms - 1) : R) - short_by;
+    const Case pc{c.scheme, GemvVariant::fast, rows, c.cols};
+    std::mt19937 rng(static_cast<unsigned>(rows * 131 + c.cols));
+    const Problem p = make_problem(pc, rng);
+    DeviceQuant dq(p.w);
+    if (c.scheme == Scheme::int4) repack_int4(dq.m, nullptr);
+    DeviceBuffer<uint16_t> x(p.x);
+    DeviceBuffer<float> y(static_cast<size_t>(rows));
+    y.poison();
+    GemvInput in;
+    in.x = reinterpret_cast<const __half*>(x.p);
+    GemvOutput out;
+    out.epilogue = Epilogue::store;
+    out.y = y.p;
+    gemv_tuned(dq.m, in, out, t, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> got = y.download();
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_FALSE(std::isnan(got[r])) << name(pc) << " row " << r << " was not written";
+      ASSERT_LE(std::fabs(got[r] - p.ref[r]), tolerance(GemvVariant::fast) * p.mag[r] + 1e-6)
+          << name(pc) << " row " << r << ": got " << got[r] << ", reference " << p.ref[r];
+    }
+  }
+}
+
+std::vector<TunedCase> tuned_cases() {
+  // Every double-buffered shape (R x K <= 8) beside its single-buffered twin, at 1056 columns
+  // (threads past the last chunk: 33 int4 chunks), and the default shapes at 4096 and 14336
+  // columns (long rows take more chunks per thread; the launcher raises them further where a
+  // double-buffered kernel takes at most 256 threads).
+  const std::pair<int, int> shapes[] = {{2, 1}, {2, 2}, {2, 4}, {4, 1}, {4, 2}, {8, 1}};
+  std::vector<TunedCase> out;
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    for (bool db : {false, true}) {
+      for (auto [r, k] : shapes) out.push_back({s, r, k, db, 1056});
+      out.push_back({s, 0, 0, db, 4096});
+      out.push_back({s, 0, 0, db, 14336});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemvTunedTest, ::testing::ValuesIn(tuned_cases()), [](const auto& info) {
+  const TunedCase& c = info.param;
+  return fmt::format("{}_R{}K{}_{}_{}", to_string(c.scheme), c.rows_per_group, c.chunks,
+                     c.double_buffer ? "double" : "single", c.cols);
 });
 
 // The epilogues and the fused RMSNorm prologue, on one int4 matrix with the fast kernel.

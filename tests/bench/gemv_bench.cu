@@ -5,8 +5,10 @@
 // layers follow each other), and the input is what the step feeds each shape: the residual
 // stream with its RMSNorm statistics for the QKV, gate/up and lm_head shapes, an fp16
 // vector for O and down. Prints GB/s of weight bytes (scales and zeros included) for the
-// fast kernel of each scheme and the two-row warp kernel it replaced; with --tune, also for
-// other shapes of the fast kernel (rows per group x chunks per thread x blocks per SM). Correctness is the gpu tests' job.
+// fast kernel of each scheme, the same kernel double-buffered (GemvTuning::double_buffer) and
+// the two-row warp kernel it replaced; with --tune, also for other shapes of the fast kernel
+// (rows per group x chunks per thread x blocks per SM, single and double-buffered, "DB").
+// Correctness is the gpu tests' job.
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -135,24 +137,33 @@ int main(int argc, char** argv) {
         report("fast", time_us([&](int i) { gemv(ms[i % copies], in, out, GemvVariant::fast, nullptr); }, 16));
         continue;  // the copies leak: the process ends right after
       }
-      for (GemvVariant v : {GemvVariant::fast, GemvVariant::warp}) {
-        const char* label = v == GemvVariant::fast ? "fast" : "warp";
-        report(label, time_us([&](int i) { gemv(ms[i % copies], in, out, v, nullptr); }, reps));
+      report("fast", time_us([&](int i) { gemv(ms[i % copies], in, out, GemvVariant::fast, nullptr); }, reps));
+      {  // the fast kernel's default shape with two register buffers of weights
+        const char* label = "fast (double-buffered)";
+        GemvTuning t;
+        t.double_buffer = true;
+        try {
+          report(label, time_us([&](int i) { gemv_tuned(ms[i % copies], in, out, t, nullptr); }, reps));
+        } catch (const db::Error& e) {  // long rows: more chunks per thread than two buffers hold
+          std::printf("%-10s %-5s %-22s skipped: %s\n", sh.name, to_string(s), label, e.what());
+        }
       }
+      report("warp", time_us([&](int i) { gemv(ms[i % copies], in, out, GemvVariant::warp, nullptr); }, reps));
       if (tune) {
         for (int r : {2, 4, 8})
           for (int k : {1, 2, 4})
-            for (int occ : {0, 2}) {
-              if (r * k > 16) continue;
-              const GemvTuning t{r, k, occ};
-              char label[64];
-              std::snprintf(label, sizeof label, "rows R%d K%d occ%d", r, k, occ);
-              try {
-                report(label, time_us([&](int i) { gemv_tuned(ms[i % copies], in, out, t, nullptr); }, reps));
-              } catch (const db::Error& e) {  // long rows raise the chunks per thread past R x K <= 16
-                std::printf("%-10s %-5s %-22s skipped: %s\n", sh.name, to_string(s), label, e.what());
+            for (int occ : {0, 2})
+              for (bool db : {false, true}) {
+                if (r * k > (db ? 8 : 16)) continue;
+                const GemvTuning t{r, k, occ, db};
+                char label[64];
+                std::snprintf(label, sizeof label, "rows R%d K%d occ%d%s", r, k, occ, db ? " DB" : "");
+                try {
+                  report(label, time_us([&](int i) { gemv_tuned(ms[i % copies], in, out, t, nullptr); }, reps));
+                } catch (const db::Error& e) {  // long rows raise the chunks per thread past R x K <= 16 (8 with DB)
+                  std::printf("%-10s %-5s %-22s skipped: %s\n", sh.name, to_string(s), label, e.what());
+                }
               }
-            }
       }
       for (DeviceMatrix& m : ms) {
         cudaFree(m.qweight);
