@@ -667,6 +667,19 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
   return std::max<int64_t>(1, (groups + per_block - 1) / per_block);
 }
 
+// fast's shape: fp16 double-buffered where such a kernel exists (R x KPT <= 8: not on rows
+// of more than 16384 columns), 0.7-1.7 us less per GEMV on the 8b qkv and o shapes and equal
+// on the large ones; int8 and int4 single-buffered, which the GEMV bench measured faster on
+// every shape for them (results/NOTES.md item 22).
+GemvTuning default_tuning(const DeviceMatrix& m) {
+  GemvTuning t;
+  if (m.scheme != Scheme::fp16) return t;
+  t.double_buffer = true;
+  const RowsShape s = rows_shape(m, t);
+  if (s.kpt * s.rows > 8) t.double_buffer = false;
+  return t;
+}
+
 void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t, int group_shift,
                  cudaStream_t stream) {
   const auto [kpt, rows, threads] = rows_shape(m, t);
@@ -728,7 +741,7 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
   GemvInput i = in;
   GemvOutput o = out;
   if (v == GemvVariant::fast) {
-    launch_rows(m, i, o, GemvTuning{}, group_shift, stream);
+    launch_rows(m, i, o, default_tuning(m), group_shift, stream);
     return;
   }
   const int64_t tasks = (w.rows + 1) / 2;
