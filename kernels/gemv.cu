@@ -667,19 +667,6 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
   return std::max<int64_t>(1, (groups + per_block - 1) / per_block);
 }
 
-// fast's shape: fp16 double-buffered where such a kernel exists (R x KPT <= 8: not on rows
-// of more than 16384 columns), 0.7-1.7 us less per GEMV on the 8b qkv and o shapes and equal
-// on the large ones; int8 and int4 single-buffered, which the GEMV bench measured faster on
-// every shape for them (results/NOTES.md item 22).
-GemvTuning default_tuning(const DeviceMatrix& m) {
-  GemvTuning t;
-  if (m.scheme != Scheme::fp16) return t;
-  t.double_buffer = true;
-  const RowsShape s = rows_shape(m, t);
-  if (s.kpt * s.rows > 8) t.double_buffer = false;
-  return t;
-}
-
 void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t, int group_shift,
                  cudaStream_t stream) {
   const auto [kpt, rows, threads] = rows_shape(m, t);
@@ -741,7 +728,9 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
   GemvInput i = in;
   GemvOutput o = out;
   if (v == GemvVariant::fast) {
-    launch_rows(m, i, o, default_tuning(m), group_shift, stream);
+    // Single-buffered for every scheme: the double-buffered kernel was faster for fp16's small
+    // shapes in the GEMV bench but slower in the decode step (results/NOTES.md item 22).
+    launch_rows(m, i, o, GemvTuning{}, group_shift, stream);
     return;
   }
   const int64_t tasks = (w.rows + 1) / 2;
