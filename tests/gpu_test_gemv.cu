@@ -69,15 +69,12 @@ Problem make_problem(const Case& c, std::mt19937& rng) {
   return p;
 }
 
-class GemvTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(GemvTest, MatchesTheCpuReferenceAndWritesEveryRow) {
-  REQUIRE_GPU();
-  const Case c = GetParam();
-  std::mt19937 rng(static_cast<unsigned>(c.rows * 131 + c.cols));
-  const Problem p = make_problem(c, rng);
+// One store-epilogue GEMV of c's problem p through `launch(m, in, out)`, on a poisoned output
+// (the int4 weights repacked first where `repack`), every row checked against the reference.
+template <class Launch>
+void check_rows(const Case& c, const Problem& p, bool repack, Launch launch) {
   DeviceQuant dq(p.w);
-  if (c.variant != GemvVariant::naive && c.scheme == Scheme::int4) repack_int4(dq.m, nullptr);
+  if (repack) repack_int4(dq.m, nullptr);
   DeviceBuffer<uint16_t> x(p.x);
   DeviceBuffer<float> y(static_cast<size_t>(c.rows));
   y.poison();
@@ -86,7 +83,7 @@ TEST_P(GemvTest, MatchesTheCpuReferenceAndWritesEveryRow) {
   GemvOutput out;
   out.epilogue = Epilogue::store;
   out.y = y.p;
-  gemv(dq.m, in, out, c.variant, nullptr);
+  launch(dq.m, in, out);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> got = y.download();
   for (int64_t r = 0; r < c.rows; ++r) {
@@ -94,6 +91,17 @@ TEST_P(GemvTest, MatchesTheCpuReferenceAndWritesEveryRow) {
     ASSERT_LE(std::fabs(got[r] - p.ref[r]), tolerance(c.variant) * p.mag[r] + 1e-6)
         << name(c) << " row " << r << ": got " << got[r] << ", reference " << p.ref[r];
   }
+}
+
+class GemvTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GemvTest, MatchesTheCpuReferenceAndWritesEveryRow) {
+  REQUIRE_GPU();
+  const Case c = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(c.rows * 131 + c.cols));
+  const Problem p = make_problem(c, rng);
+  check_rows(c, p, c.variant != GemvVariant::naive && c.scheme == Scheme::int4,
+             [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) { gemv(m, in, out, c.variant, nullptr); });
 }
 
 std::vector<Case> cases() {
@@ -155,24 +163,10 @@ TEST_P(GemvTunedTest, MatchesTheCpuReferenceWithAnyGroupsPerBlock) {
     const Case pc{c.scheme, GemvVariant::fast, rows, c.cols};
     std::mt19937 rng(static_cast<unsigned>(rows * 131 + c.cols));
     const Problem p = make_problem(pc, rng);
-    DeviceQuant dq(p.w);
-    if (c.scheme == Scheme::int4) repack_int4(dq.m, nullptr);
-    DeviceBuffer<uint16_t> x(p.x);
-    DeviceBuffer<float> y(static_cast<size_t>(rows));
-    y.poison();
-    GemvInput in;
-    in.x = reinterpret_cast<const __half*>(x.p);
-    GemvOutput out;
-    out.epilogue = Epilogue::store;
-    out.y = y.p;
-    gemv_tuned(dq.m, in, out, t, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> got = y.download();
-    for (int64_t r = 0; r < rows; ++r) {
-      ASSERT_FALSE(std::isnan(got[r])) << name(pc) << " row " << r << " was not written";
-      ASSERT_LE(std::fabs(got[r] - p.ref[r]), tolerance(GemvVariant::fast) * p.mag[r] + 1e-6)
-          << name(pc) << " row " << r << ": got " << got[r] << ", reference " << p.ref[r];
-    }
+    ASSERT_NO_FATAL_FAILURE(check_rows(pc, p, c.scheme == Scheme::int4,
+                                       [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) {
+                                         gemv_tuned(m, in, out, t, nullptr);
+                                       }));
   }
 }
 
