@@ -669,14 +669,29 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
 
 void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t, int group_shift,
                  cudaStream_t stream) {
-  const auto [kpt, rows, threads] = rows_shape(m, t);
-  const void* kernel = nullptr;
-  switch (m.scheme) {
-    case Scheme::fp16: kernel = rows_kernel<Scheme::fp16>(kpt, rows, t.double_buffer); break;
-    case Scheme::int8: kernel = rows_kernel<Scheme::int8>(kpt, rows, t.double_buffer); break;
-    case Scheme::int4: kernel = rows_kernel<Scheme::int4>(kpt, rows, t.double_buffer); break;
-  }
+  const RowsShape shape = rows_shape(m, t);
+  const int kpt = shape.kpt, threads = shape.threads;
+  int rows = shape.rows;
+  auto kernel_for = [&](int r) -> const void* {
+    switch (m.scheme) {
+      case Scheme::fp16: return rows_kernel<Scheme::fp16>(kpt, r, t.double_buffer);
+      case Scheme::int8: return rows_kernel<Scheme::int8>(kpt, r, t.double_buffer);
+      case Scheme::int4: return rows_kernel<Scheme::int4>(kpt, r, t.double_buffer);
+    }
+    fail("gemv: unknown scheme");
+  };
+  const void* kernel = kernel_for(rows);
   int occupancy = blocks_per_sm(kernel, 0, threads);
+  // An int8 block alone on its SM (the down_proj's long rows: 448 threads at 102 registers)
+  // stalls the whole SM at every group's barrier. Fewer rows per group need fewer registers,
+  // so two blocks fit and one's barrier overlaps the other's loads: 8b-int8 2.427 -> 2.378 ms
+  // on H200. int4 (R8 -> R4 on its down_proj) was slower in the step, 2.093 -> 2.136 ms
+  // (results/NOTES.md item 25), so it keeps its rows.
+  while (!t.rows_per_group && m.scheme == Scheme::int8 && occupancy < 2 && rows > 2) {
+    rows /= 2;
+    kernel = kernel_for(rows);
+    occupancy = blocks_per_sm(kernel, 0, threads);
+  }
   if (t.blocks_per_sm > 0) occupancy = std::min(occupancy, t.blocks_per_sm);
   const int64_t grid = balanced_grid(m.rows, rows, occupancy);
   DeviceMatrix mm = m;

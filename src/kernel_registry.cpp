@@ -13,7 +13,7 @@ const std::vector<KernelInfo>& kernel_registry() {
       {"fp16.gemv", Scheme::fp16, true, "x in registers, 2 rows per group, 16-byte loads, half2 dot per chunk, fp32 sum", {}},
       {"fp16.cublas", Scheme::fp16, false, "cublasGemmEx with n=1 (cuBLAS picks its own GEMV)", {}},
       {"int8.gemv", Scheme::int8, true,
-       "x in registers, 4 rows per group, 16-byte loads, int8->fp16 by byte permute + one subtract", {}},
+       "x in registers, 4 rows per group (2 on long rows), 16-byte loads, int8->fp16 by byte permute + one subtract", {}},
       {"int8.naive", Scheme::int8, false, "one weight at a time: load byte, convert, multiply (slow path)", {}},
       {"int8.dequant-cublas", Scheme::int8, false,
        "dequantize to an fp16 scratch matrix, then cuBLAS (the 'fast kernel not used' case)", {4.0}},
