@@ -42,8 +42,11 @@ __device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const flo
 template <int HD, int MAXG>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   constexpr int E = HD / kWarp;  // elements per lane
-  pdl_wait();  // pdl.cuh: pos, qkv, the KV cache and the counters: the kernels before write them
-  const int pos = *a.pos;
+  // The position and the cached K and V rows (below pos) are only written by earlier steps,
+  // and the step's first kernel waits for the previous step before it lets the next kernel
+  // launch (step.cu): they are read before pdl_wait, so their loads overlap the QKV GEMV's
+  // tail. Their writers completed before this kernel launched; pos is read through L2.
+  const int pos = __ldcg(a.pos);
   const int split = blockIdx.y;
   const int start = split * kAttentionChunk;
   if (start > pos) return;
@@ -65,28 +68,35 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ bool last;
 
-  // 1. Issue the cached K and V loads first (they depend only on pos); their latency overlaps
-  //    the query and new-key work below. Thread t owns position start + t and holds its whole
-  //    K row: a score is one thread's dot product, no cross-lane reductions (a warp reduction
-  //    per position and head made this kernel ~13 us per layer at 64 positions on H200). Its
-  //    V row goes to shared memory asynchronously (cp.async), so P V below reads V from
-  //    shared memory: reading it from global memory inside the P V loop made that loop a
-  //    chain of dependent round trips, ~10 us per layer at 128 positions (NOTES item 19).
+  // 1. Issue the cached K and V loads first, before pdl_wait (they depend only on pos and
+  //    earlier steps); their latency overlaps the QKV GEMV's tail and the query and new-key
+  //    work below. Thread t owns position start + t and holds its whole K row: a score is
+  //    one thread's dot product, no cross-lane reductions (a warp reduction per position and
+  //    head made this kernel ~13 us per layer at 64 positions on H200). V goes to shared
+  //    memory asynchronously (cp.async), so P V below reads V from shared memory: reading it
+  //    from global memory inside the P V loop made that loop a chain of dependent round
+  //    trips, ~10 us per layer at 128 positions (NOTES item 19).
   const int t = threadIdx.x;
   const bool cached = t < n && start + t != pos;
+  const auto row_of = [&](int r) { return static_cast<int64_t>(start + r) * kv_dim + kvh * HD; };
   uint4 krow[HD / 8];
   {
-    const int64_t row = static_cast<int64_t>(start + t) * kv_dim + kvh * HD;
-    const uint4* src = reinterpret_cast<const uint4*>(a.k_cache + row);
+    // K: the thread's own row, 16 bytes at a time; the loads of one row share two L1 lines,
+    // so a row costs two L2 requests, not one per load.
+    const uint4* src = reinterpret_cast<const uint4*>(a.k_cache + row_of(t));
 #pragma unroll
     for (int p = 0; p < HD / 8; ++p) krow[p] = cached ? src[p] : make_uint4(0, 0, 0, 0);
-    if (cached) {
-      const uint4* vsrc = reinterpret_cast<const uint4*>(a.v_cache + row);
-#pragma unroll
-      for (int p = 0; p < HD / 8; ++p) cp_async16(&v_s[t][8 * p], vsrc + p);
+    // V: coalesced, a warp copies whole rows (HD / 8 consecutive 16-byte pieces each), so
+    // every request is a full line; a copy per thread and row sent a 16-byte request per
+    // piece (8b-int8 2.372 -> 2.359 ms, 4b-int8 1.730 -> 1.670 ms, NOTES item 25).
+    constexpr int kPieces = HD / 8;
+    for (int i = t; i < n * kPieces; i += kThreads) {
+      const int r = i / kPieces, p = i % kPieces;
+      if (start + r != pos) cp_async16(&v_s[r][8 * p], reinterpret_cast<const uint4*>(a.v_cache + row_of(r)) + p);
     }
     cp_async_commit();
   }
+  pdl_wait();  // pdl.cuh: qkv, the new K/V row and the counters: the kernels before write them
 
   // 2. Queries of this kv head's group (norm, rotate, pre-scale by 1/sqrt(hd)) and, in the
   //    block holding `pos`, the new K (norm, rotate) and V, written to the cache. One warp

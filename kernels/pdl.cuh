@@ -13,6 +13,11 @@
 // Because each kernel waits for the one before it, the chain is transitive: after pdl_wait()
 // every earlier kernel of the stream has finished. Kernels launched without the attribute
 // (the <<<>>> ones) still wait for their predecessor to complete, as always.
+// One exception, by design: the step's first kernel (embed) waits before it triggers, so no
+// kernel of a decode step starts before the previous step has completed. What only earlier
+// steps write (the position, the KV cache rows below it) may then be read before pdl_wait:
+// their writers completed before the reading kernel launched. Attention issues its cached
+// K/V loads that way, under the QKV GEMV's tail.
 #pragma once
 
 #include <cuda_runtime.h>

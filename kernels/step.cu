@@ -8,8 +8,11 @@ namespace {
 
 __global__ void embed_kernel(const __half* table, int64_t hidden, StepState st, float* resid,
                              unsigned long long* sumsq) {
-  pdl_trigger();  // pdl.cuh: the next kernel may launch now
+  // Wait first, then let the next kernel launch: so every kernel of this step starts after
+  // the previous step has completed, and may read what only earlier steps write (the
+  // position, the KV cache below it) before its own pdl_wait (attention does, pdl.cuh).
   pdl_wait();     // the token (the last finish_step) and resid (read by the last step's kernels)
+  pdl_trigger();  // pdl.cuh: the next kernel may launch now
   __shared__ float red[kWarp];
   const int64_t row = *st.token;
   float ss = 0.f;
