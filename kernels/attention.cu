@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     for (int p = 0; p < HD / 8; ++p) krow[p] = cached ? src[p] : make_uint4(0, 0, 0, 0);
     // V: coalesced, a warp copies whole rows (HD / 8 consecutive 16-byte pieces each), so
     // every request is a full line; a copy per thread and row sent a 16-byte request per
-    // piece (8b-int8 2.372 -> 2.359 ms, 4b-int8 1.730 -> 1.670 ms, NOTES item 25).
+    // piece (8b-int8 2.372 -> 2.359 ms, 4b-int8 1.730 -> 1.670 ms, NOTES item 27).
     constexpr int kPieces = HD / 8;
     for (int i = t; i < n * kPieces; i += kThreads) {
       const int r = i / kPieces, p = i % kPieces;
