@@ -3,12 +3,14 @@
 
     scripts/trace_step.py trace.csv [POSITION ...]
 
-A step is the kernels from an embed_kernel to the finish_step_kernel after it. Each kernel's "exposed" time is how
-far it moves the step's end: its end minus the latest end before it (0 when it finishes
+A step is the kernels from an embed_kernel to the finish_step_kernel after it. Each
+kernel's "exposed" time is how far it moves the step's end: its end minus the latest end before it (0 when it finishes
 under an earlier kernel). Summed per role (qkv, attention, o, gate_up, down, lm_head, ...),
 the exposed times add up to the step; `busy` is the kernel's own start-to-end time and
 `early` how long it was resident before the previous kernel ended (programmatic dependent
 launch). Positions default to the first, a quarter, the middle and the last step.
+Bad input (no file, not the tool's CSV, a position that is not a number) is one line on
+stderr and exit 2.
 """
 import csv
 import sys
@@ -24,9 +26,33 @@ def role_of(name, gemv_index, layers):
     return "other"
 
 
+COLUMNS = ("start_ns", "end_ns", "grid_x", "grid_y", "block_x", "registers", "static_smem", "dynamic_smem",
+           "smem_executed", "name")
+
+
+def fail(msg):
+    print(f"trace_step: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_kernels(path):
+    try:
+        with open(path, newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+            if missing:
+                fail(f"{path}: not a kernel_trace CSV (no column {missing[0]})")
+            return sorted(((int(r["start_ns"]), int(r["end_ns"]), r["name"], r) for r in reader), key=lambda k: k[0])
+    except OSError as e:
+        fail(f"{path}: {e.strerror}")
+    except (ValueError, TypeError):
+        fail(f"{path}: a start_ns or end_ns that is not an integer")
+
+
 def main():
-    rows = list(csv.DictReader(open(sys.argv[1])))
-    ks = sorted(((int(r["start_ns"]), int(r["end_ns"]), r["name"], r) for r in rows), key=lambda k: k[0])
+    if len(sys.argv) < 2:
+        fail("usage: trace_step.py TRACE.csv [POSITION ...]")
+    ks = read_kernels(sys.argv[1])
     steps, cur = [], None
     for k in ks:
         if "embed" in k[2]:
@@ -37,11 +63,13 @@ def main():
             if "finish_step" in k[2]:  # the step's last kernel: what follows is not the step's
                 cur = None
     if not steps:
-        sys.exit("trace_step: no embed_kernel in the trace (is it a decodebench run?)")
+        fail("no embed_kernel in the trace (is it a decodebench run?)")
+    if not all(p.isdigit() for p in sys.argv[2:]):
+        fail(f"positions are step numbers from 0: {' '.join(sys.argv[2:])}")
     wanted = [int(p) for p in sys.argv[2:]] or sorted({0, len(steps) // 4, len(steps) // 2, len(steps) - 1})
+    if max(wanted) >= len(steps):
+        fail(f"position {max(wanted)}: the trace has {len(steps)} steps (0 to {len(steps) - 1})")
     for p in wanted:
-        if p >= len(steps):
-            continue
         step = steps[p]
         layers = sum("attention" in k[2] for k in step)
         acc, g, last_end, first = {}, 0, step[0][0], step[0][0]

@@ -1,0 +1,106 @@
+// scripts/trace_step.py on a hand-made kernel timeline (no GPU needed): the roles, the
+// exposed / busy / early times of a step whose numbers are worked out below, the step ending
+// at its finish_step kernel, and bad input as one stderr line with exit 2.
+#include "temp_dir.h"
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cli_helpers.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using db_test::quote;
+using db_test::slurp;
+
+std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
+
+class TraceStep : public db_test::TempDirTest {
+ protected:
+  // Runs `python scripts/trace_step.py args...`; returns the exit code, fills out and err.
+  int run(const std::vector<std::string>& args, std::string& out, std::string& err) const {
+    std::string cmd = quote(python()) + " " + quote(std::string(DB_SOURCE_DIR) + "/scripts/trace_step.py");
+    for (const std::string& a : args) cmd += " " + quote(a);
+    cmd += " >" + quote(path("stdout")) + " 2>" + quote(path("stderr")) + " </dev/null";
+    const int status = std::system(cmd.c_str());
+    out = slurp(path("stdout"));
+    err = slurp(path("stderr"));
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  // One kernel per line: start and end in ns, and a name the roles are read from.
+  std::string write_trace(const std::vector<std::tuple<long, long, std::string>>& kernels) const {
+    const std::string p = path("trace.csv");
+    std::ofstream f(p);
+    f << "start_ns,end_ns,grid_x,grid_y,block_x,registers,static_smem,dynamic_smem,smem_executed,graph_node,name\n";
+    for (const auto& [start, end, name] : kernels) f << start << "," << end << ",8,1,128,64,0,0,0,0," << name << "\n";
+    return p;
+  }
+};
+
+// The line of `role` in a step's table: n, exposed, busy and early (us).
+std::vector<double> role_line(const std::string& out, const std::string& role) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream l(line);
+    std::string r;
+    double n = 0, exposed = 0, busy = 0, early = 0;
+    if (l >> r >> n >> exposed >> busy >> early && r == role) return {n, exposed, busy, early};
+  }
+  return {};
+}
+
+// One layer, then the lm_head. Starting from the embed's start (0), each kernel's exposed time
+// is its end minus the latest end before it, and early is how long it started before that
+// end: embed 0-1000 (exposed 1.0 us), qkv 500-5000 (4.0, early 0.5), attention 4000-7000
+// (2.0, early 1.0), o 6500-8000 (1.0), gate/up 7500-12000 (4.0), down 11000-15000 (3.0),
+// lm_head 14000-20000 (5.0), finish_step 19500-21000 (1.0): 21.0 us in all. The kernel at
+// 30000 runs after the step and is nobody's.
+const std::vector<std::tuple<long, long, std::string>> kOneStep = {
+    {0, 1000, "embed_kernel"},          {500, 5000, "gemv_rows_kernel"},   {4000, 7000, "attention_kernel"},
+    {6500, 8000, "gemv_rows_kernel"},   {7500, 12000, "gemv_rows_kernel"}, {11000, 15000, "gemv_rows_kernel"},
+    {14000, 20000, "gemv_rows_kernel"}, {19500, 21000, "finish_step_kernel"}, {30000, 31000, "other_kernel"}};
+
+TEST_F(TraceStep, ExposedTimesAddUpToTheStepAndTheStepEndsAtItsFinish) {
+  std::string out, err;
+  ASSERT_EQ(run({write_trace(kOneStep), "0"}, out, err), 0) << err;
+  EXPECT_NE(out.find("step 0: 21.0 us, 8 kernels, 1 layers"), std::string::npos) << out;
+  const std::vector<std::pair<std::string, std::vector<double>>> want = {
+      {"embed", {1, 1.0, 1.0, 0.0}},   {"qkv", {1, 4.0, 4.5, 0.5}},  {"attention", {1, 2.0, 3.0, 1.0}},
+      {"o", {1, 1.0, 1.5, 0.5}},       {"gate_up", {1, 4.0, 4.5, 0.5}}, {"down", {1, 3.0, 4.0, 1.0}},
+      {"lm_head", {1, 5.0, 6.0, 1.0}}, {"finish", {1, 1.0, 1.5, 0.5}}};
+  double total = 0;
+  for (const auto& [role, figures] : want) {
+    const std::vector<double> got = role_line(out, role);
+    ASSERT_EQ(got.size(), 4u) << "no line for " << role << " in\n" << out;
+    for (size_t i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(got[i], figures[i]) << role << " column " << i;
+    total += got[1];
+  }
+  EXPECT_DOUBLE_EQ(total, 21.0);
+  EXPECT_TRUE(role_line(out, "other").empty()) << "the kernel after finish_step was counted:\n" << out;
+}
+
+TEST_F(TraceStep, BadInputIsOneLineAndExit2) {
+  const std::string trace = write_trace(kOneStep);
+  std::ofstream(path("not.csv")) << "a,b\n1,2\n";
+  std::ofstream(path("no_embed.csv")) << "start_ns,end_ns,grid_x,grid_y,block_x,registers,static_smem,dynamic_smem,"
+                                         "smem_executed,graph_node,name\n0,10,1,1,1,1,0,0,0,0,gemv_rows_kernel\n";
+  const std::vector<std::vector<std::string>> cases = {
+      {path("missing.csv")}, {path("not.csv")}, {path("no_embed.csv")}, {trace, "one"}, {trace, "1"}, {}};
+  for (const auto& args : cases) {
+    std::string out, err;
+    EXPECT_EQ(run(args, out, err), 2) << (args.empty() ? "(no arguments)" : args.back());
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_EQ(err.rfind("trace_step: ", 0), 0u) << err;
+  }
+}
+
+}  // namespace
