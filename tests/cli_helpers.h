@@ -1,6 +1,7 @@
 // Running the built decodebench binary from a test: capture its exit code, stdout and
 // stderr, and check the one-line error contract (DESIGN.md "Bad input"). Shared by the
-// command-line tests (test_cli.cpp) and the end-to-end tests (test_e2e.cpp).
+// command-line tests (test_cli.cpp) and the end-to-end tests (test_e2e.cpp); run_script
+// does the same for the repository's Python scripts (test_plot.cpp, test_trace_step.cpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -35,13 +37,15 @@ inline std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// Runs the decodebench binary with `args` in directory `cwd`, capturing stdout and stderr.
-inline Outcome run(const std::vector<std::string>& args, const std::string& cwd = "/") {
+// Runs the command `program` (already quoted) with `args` in directory `cwd`, capturing
+// stdout and stderr.
+inline Outcome run_command(const std::string& program, const std::vector<std::string>& args,
+                           const std::string& cwd = "/") {
   char tmpl[] = "/tmp/decodebench_cli_test_XXXXXX";
   const char* dir = mkdtemp(tmpl);
   EXPECT_NE(dir, nullptr);
   const std::string out = std::string(dir) + "/out", err = std::string(dir) + "/err";
-  std::string cmd = "cd " + quote(cwd) + " && exec " + quote(DB_BINARY);
+  std::string cmd = "cd " + quote(cwd) + " && exec " + program;
   for (const std::string& a : args) cmd += " " + quote(a);
   cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
   const int status = std::system(cmd.c_str());
@@ -51,6 +55,22 @@ inline Outcome run(const std::vector<std::string>& args, const std::string& cwd 
   o.err = slurp(err);
   std::system(("rm -rf " + quote(dir)).c_str());
   return o;
+}
+
+// Runs the decodebench binary with `args` in directory `cwd`, capturing stdout and stderr.
+inline Outcome run(const std::vector<std::string>& args, const std::string& cwd = "/") {
+  return run_command(quote(DB_BINARY), args, cwd);
+}
+
+// The interpreter for the repository's scripts: Debian's (where python3-matplotlib
+// installs), python3 on PATH otherwise.
+inline std::string python() {
+  return std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+}
+
+// Runs `python scripts/SCRIPT args...`, capturing stdout and stderr.
+inline Outcome run_script(const std::string& script, const std::vector<std::string>& args) {
+  return run_command(quote(python()) + " " + quote(std::string(DB_SOURCE_DIR) + "/scripts/" + script), args);
 }
 
 // Exit `code` and exactly one line on stderr, "decodebench: ..." containing `phrase`.

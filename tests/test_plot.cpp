@@ -16,26 +16,12 @@
 namespace {
 
 namespace fs = std::filesystem;
+using db_test::python;
 using db_test::quote;
+using db_test::run_script;
 using db_test::slurp;
 
-// Debian's interpreter (where python3-matplotlib installs); python3 on PATH otherwise.
-std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
-
-class Plot : public db_test::TempDirTest {
- protected:
-
-  // Runs `python scripts/plot.py args...`; returns the exit code, fills err with stderr.
-  int plot(const std::vector<std::string>& args, std::string& err) const {
-    std::string cmd = quote(python()) + " " + quote(std::string(DB_SOURCE_DIR) + "/scripts/plot.py");
-    for (const std::string& a : args) cmd += " " + quote(a);
-    cmd += " >/dev/null 2>" + quote(path("stderr")) + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    err = slurp(path("stderr"));
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
-};
+class Plot : public db_test::TempDirTest {};
 
 const std::string kResults = std::string(DB_SOURCE_DIR) + "/results/h200/";
 
@@ -47,10 +33,11 @@ TEST(PlotDeps, MatplotlibImportable) {
 }
 
 TEST_F(Plot, RooflineWritesPng) {
-  std::string err;
   const std::string out = path("r.png");
-  const int code = plot({"roofline", out, kResults + "8b-int4-graph-on.json", kResults + "8b-fp16-graph-on.json"}, err);
-  ASSERT_EQ(code, 0) << "stderr: " << err;
+  const db_test::Outcome o =
+      run_script("plot.py", {"roofline", out, kResults + "8b-int4-graph-on.json", kResults + "8b-fp16-graph-on.json"});
+  const std::string& err = o.err;
+  ASSERT_EQ(o.code, 0) << "stderr: " << err;
   EXPECT_TRUE(err.empty()) << err;
   ASSERT_TRUE(fs::exists(out));
   EXPECT_GT(fs::file_size(out), 1000u);
@@ -63,10 +50,10 @@ TEST_F(Plot, NotJsonExits2WithoutPng) {
   {
     std::ofstream(path("bad.json")) << "this is not JSON\n";
   }
-  std::string err;
   const std::string out = path("r.png");
-  const int code = plot({"roofline", out, kResults + "8b-int4-graph-on.json", path("bad.json")}, err);
-  EXPECT_EQ(code, 2) << "stderr: " << err;
+  const db_test::Outcome o = run_script("plot.py", {"roofline", out, kResults + "8b-int4-graph-on.json", path("bad.json")});
+  const std::string& err = o.err;
+  EXPECT_EQ(o.code, 2) << "stderr: " << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << "stderr is not one line:\n" << err;
   EXPECT_NE(err.find("bad.json"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(out));

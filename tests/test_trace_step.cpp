@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,25 +16,10 @@
 
 namespace {
 
-namespace fs = std::filesystem;
-using db_test::quote;
-using db_test::slurp;
-
-std::string python() { return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3"; }
+using db_test::run_script;
 
 class TraceStep : public db_test::TempDirTest {
  protected:
-  // Runs `python scripts/trace_step.py args...`; returns the exit code, fills out and err.
-  int run(const std::vector<std::string>& args, std::string& out, std::string& err) const {
-    std::string cmd = quote(python()) + " " + quote(std::string(DB_SOURCE_DIR) + "/scripts/trace_step.py");
-    for (const std::string& a : args) cmd += " " + quote(a);
-    cmd += " >" + quote(path("stdout")) + " 2>" + quote(path("stderr")) + " </dev/null";
-    const int status = std::system(cmd.c_str());
-    out = slurp(path("stdout"));
-    err = slurp(path("stderr"));
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
   // One kernel per line: start and end in ns, and a name the roles are read from.
   std::string write_trace(const std::vector<std::tuple<long, long, std::string>>& kernels) const {
     const std::string p = path("trace.csv");
@@ -70,8 +54,9 @@ const std::vector<std::tuple<long, long, std::string>> kOneStep = {
     {14000, 20000, "gemv_rows_kernel"}, {19500, 21000, "finish_step_kernel"}, {30000, 31000, "other_kernel"}};
 
 TEST_F(TraceStep, ExposedTimesAddUpToTheStepAndTheStepEndsAtItsFinish) {
-  std::string out, err;
-  ASSERT_EQ(run({write_trace(kOneStep), "0"}, out, err), 0) << err;
+  const db_test::Outcome o = run_script("trace_step.py", {write_trace(kOneStep), "0"});
+  const std::string& out = o.out;
+  ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(out.find("step 0: 21.0 us, 8 kernels, 1 layers"), std::string::npos) << out;
   const std::vector<std::pair<std::string, std::vector<double>>> want = {
       {"embed", {1, 1.0, 1.0, 0.0}},   {"qkv", {1, 4.0, 4.5, 0.5}},  {"attention", {1, 2.0, 3.0, 1.0}},
@@ -96,10 +81,10 @@ TEST_F(TraceStep, BadInputIsOneLineAndExit2) {
   const std::vector<std::vector<std::string>> cases = {
       {path("missing.csv")}, {path("not.csv")}, {path("no_embed.csv")}, {trace, "one"}, {trace, "1"}, {}};
   for (const auto& args : cases) {
-    std::string out, err;
-    EXPECT_EQ(run(args, out, err), 2) << (args.empty() ? "(no arguments)" : args.back());
-    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
-    EXPECT_EQ(err.rfind("trace_step: ", 0), 0u) << err;
+    const db_test::Outcome o = run_script("trace_step.py", args);
+    EXPECT_EQ(o.code, 2) << (args.empty() ? "(no arguments)" : args.back());
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_EQ(o.err.rfind("trace_step: ", 0), 0u) << o.err;
   }
 }
 
