@@ -329,7 +329,14 @@ QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
     if (scheme == Scheme::int4) {
       m.group_size = config_.quant.group_size;
       m.zero_point = config_.quant.zero_point;
-      if (o.zeros) m.zeros.assign(o.zeros->data, o.zeros->data + o.zeros->nbytes);
+      if (o.zeros) {
+        m.zeros.assign(o.zeros->data, o.zeros->data + o.zeros->nbytes);
+        // The kernels build their dequantization constants from 4-bit zero points.
+        const auto bad = std::find_if(m.zeros.begin(), m.zeros.end(), [](uint8_t z) { return z > 15; });
+        if (bad != m.zeros.end())
+          fail("weights file {}: tensor {} holds the zero point {} at element {}; int4 zero points are 0..15", path_,
+               o.zeros->name, *bad, bad - m.zeros.begin());
+      }
     }
     if (!merge) return m;
     // The file's weights are all this run has of W: merge into their dequantized values and

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_helpers.h"
 #include "decodebench/result.h"
 
@@ -149,6 +151,27 @@ TEST_F(E2e, WeightsFileOfAnotherSchemeFailsCleanly) {
   ASSERT_EQ(run({"gen-weights", "--model", "tiny-int4", "-o", file}).code, 0);
   expect_clean_failure({"--model", "tiny-int8", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1,
                        "holds int4 weights but the run asks for int8", {"w.safetensors"});
+}
+
+TEST_F(E2e, WeightsFileWithAZeroPointPastFourBitsFailsCleanly) {
+  const std::string file = path("w.safetensors");
+  ASSERT_EQ(run({"gen-weights", "--model", "tiny-int4", "-o", file}).code, 0);
+  // Set the first zero point of one matrix to 16: the header says where its bytes are.
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header_len = 0;
+  f.read(reinterpret_cast<char*>(&header_len), 8);
+  std::string header(header_len, '\0');
+  f.read(header.data(), static_cast<std::streamsize>(header_len));
+  const nlohmann::json h = nlohmann::json::parse(header);
+  std::string name;
+  for (const auto& [key, value] : h.items())
+    if (key.size() > 6 && key.compare(key.size() - 6, 6, ".zeros") == 0) name = key;
+  ASSERT_FALSE(name.empty()) << "gen-weights wrote no zero points";
+  f.seekp(static_cast<std::streamoff>(8 + header_len + h[name]["data_offsets"][0].get<uint64_t>()));
+  f.put(16);
+  f.close();
+  expect_clean_failure({"--model", "tiny-int4", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1,
+                       "holds the zero point 16 at element 0; int4 zero points are 0..15", {"w.safetensors"});
 }
 
 TEST_F(E2e, WeightsFileWithAWrongShapeFailsCleanly) {
