@@ -259,7 +259,16 @@ Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_
       if (cols % g != 0) fail("weights file {}: group size {} does not divide {} of {}", path_, g, cols, name);
       o.qweight = &checkpoint_->get(m + ".qweight", DType::u8, {rows, cols / 2});
       o.scales = &checkpoint_->get(m + ".scales", DType::f16, {rows, cols / g});
-      if (config_.quant.zero_point) o.zeros = &checkpoint_->get(m + ".zeros", DType::u8, {rows, cols / g});
+      if (config_.quant.zero_point) {
+        o.zeros = &checkpoint_->get(m + ".zeros", DType::u8, {rows, cols / g});
+        // Both backends take the zero points from here (the CUDA one copies them as they are),
+        // and the kernels build their dequantization constants from 4-bit values.
+        const uint8_t* z = o.zeros->data;
+        const uint8_t* bad = std::find_if(z, z + o.zeros->nbytes, [](uint8_t v) { return v > 15; });
+        if (bad != z + o.zeros->nbytes)
+          fail("weights file {}: tensor {} holds the zero point {} at element {}; int4 zero points are 0..15", path_,
+               o.zeros->name, *bad, bad - z);
+      }
     }
     return o;
   }
@@ -329,14 +338,7 @@ QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
     if (scheme == Scheme::int4) {
       m.group_size = config_.quant.group_size;
       m.zero_point = config_.quant.zero_point;
-      if (o.zeros) {
-        m.zeros.assign(o.zeros->data, o.zeros->data + o.zeros->nbytes);
-        // The kernels build their dequantization constants from 4-bit zero points.
-        const auto bad = std::find_if(m.zeros.begin(), m.zeros.end(), [](uint8_t z) { return z > 15; });
-        if (bad != m.zeros.end())
-          fail("weights file {}: tensor {} holds the zero point {} at element {}; int4 zero points are 0..15", path_,
-               o.zeros->name, *bad, bad - m.zeros.begin());
-      }
+      if (o.zeros) m.zeros.assign(o.zeros->data, o.zeros->data + o.zeros->nbytes);
     }
     if (!merge) return m;
     // The file's weights are all this run has of W: merge into their dequantized values and
