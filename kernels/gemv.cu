@@ -685,8 +685,7 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
 void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t, int group_shift,
                  cudaStream_t stream) {
   const RowsShape shape = rows_shape(m, t);
-  const int kpt = shape.kpt, threads = shape.threads;
-  int rows = shape.rows;
+  int kpt = shape.kpt, threads = shape.threads, rows = shape.rows;
   auto kernel_for = [&](int r) -> const void* {
     switch (m.scheme) {
       case Scheme::fp16: return rows_kernel<Scheme::fp16>(kpt, r, t.double_buffer);
@@ -697,13 +696,26 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
   };
   const void* kernel = kernel_for(rows);
   int occupancy = blocks_per_sm(kernel, 0, threads);
-  // An int8 block alone on its SM (the down_proj's long rows: 448 threads at 102 registers)
-  // stalls the whole SM at every group's barrier. Fewer rows per group need fewer registers,
-  // so two blocks fit and one's barrier overlaps the other's loads: 8b-int8 2.427 -> 2.378 ms
-  // on H200. int4 (R8 -> R4 on its down_proj) was slower in the step, 2.093 -> 2.136 ms
-  // (results/NOTES.md item 25), so it keeps its rows.
-  while (!t.rows_per_group && m.scheme == Scheme::int8 && occupancy < 2 && rows > 2) {
-    rows /= 2;
+  // A block alone on its SM (the down_proj's long rows: 448 threads) stalls the whole SM at
+  // every group's barrier; with two blocks, one's barrier overlaps the other's loads.
+  // - int8 halves its rows (fewer registers): 8b-int8 2.427 -> 2.378 ms on H200.
+  // - int4 halving its rows alone also halves the loads each thread has in flight, and was
+  //   slower (2.093 -> 2.136 ms, results/NOTES.md item 25). It trades rows for chunks per
+  //   thread instead: half the threads, each with the same 8 loads in flight. 8b down_proj
+  //   R8 x K1 (448 threads, one block per SM) -> R4 x K2 (224, two): 8b-int4 1.929 -> 1.907
+  //   ms, 4b-int4 1.556 -> 1.503 (item 39). Only down to 4 rows: 70b's down_proj, already at
+  //   R4 x K2, was slower at R2 x K4 (13.45 -> 13.64 ms).
+  for (;;) {
+    if (occupancy >= 2 || rows <= 2 || t.rows_per_group) break;
+    if (m.scheme == Scheme::int8) {
+      rows /= 2;
+    } else if (m.scheme == Scheme::int4 && !t.chunks && rows > 4) {  // 70b: R4 x K2 -> R2 x K4 was slower
+      rows /= 2;
+      kpt *= 2;
+      threads = threads_for(m, kpt);
+    } else {
+      break;
+    }
     kernel = kernel_for(rows);
     occupancy = blocks_per_sm(kernel, 0, threads);
   }
