@@ -703,13 +703,13 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
   //   slower (2.093 -> 2.136 ms, results/NOTES.md item 25). It trades rows for chunks per
   //   thread instead: half the threads, each with the same 8 loads in flight. 8b down_proj
   //   R8 x K1 (448 threads, one block per SM) -> R4 x K2 (224, two): 8b-int4 1.929 -> 1.907
-  //   ms, 4b-int4 1.556 -> 1.503 (item 39). Only down to 4 rows: 70b's down_proj, already at
-  //   R4 x K2, was slower at R2 x K4 (13.45 -> 13.64 ms).
+  //   ms, 4b-int4 1.556 -> 1.503 (items 40-41). Only down to 4 rows: 70b's down_proj, already
+  //   at R4 x K2, was slower at R2 x K4 (13.45 -> 13.64 ms).
   for (;;) {
     if (occupancy >= 2 || rows <= 2 || t.rows_per_group) break;
     if (m.scheme == Scheme::int8) {
       rows /= 2;
-    } else if (m.scheme == Scheme::int4 && !t.chunks && rows > 4) {  // 70b: R4 x K2 -> R2 x K4 was slower
+    } else if (m.scheme == Scheme::int4 && !t.chunks && rows > 4) {
       rows /= 2;
       kpt *= 2;
       threads = threads_for(m, kpt);
