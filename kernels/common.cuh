@@ -101,13 +101,22 @@ __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cas
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
 
 // Eight elements of the RMSNorm'ed residual stream, columns 8p..8p+7, as the fp16 x every
-// GEMV (and the LoRA shrink) multiplies: fp16(resid * inv * norm_w), in that order.
-__device__ __forceinline__ uint4 normalized_piece(const float* resid, const __half* norm_w, int64_t p, float inv) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(resid) + 2 * p);
-  const float4 b = __ldg(reinterpret_cast<const float4*>(resid) + 2 * p + 1);
-  const uint4 nw = __ldg(reinterpret_cast<const uint4*>(norm_w) + p);
-  const float r[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-  const uint32_t n[4] = {nw.x, nw.y, nw.z, nw.w};
+// GEMV (and the LoRA shrink) multiplies: fp16(resid * inv * norm_w), in that order. Split in
+// a load and a conversion so that a kernel can issue all its pieces' loads (and the norm
+// statistics') before it needs any of them.
+struct ResidPiece {
+  float4 a, b;  // resid[8p..8p+7]
+  uint4 nw;     // norm_w[8p..8p+7]
+};
+
+__device__ __forceinline__ ResidPiece load_resid_piece(const float* resid, const __half* norm_w, int64_t p) {
+  return {__ldg(reinterpret_cast<const float4*>(resid) + 2 * p), __ldg(reinterpret_cast<const float4*>(resid) + 2 * p + 1),
+          __ldg(reinterpret_cast<const uint4*>(norm_w) + p)};
+}
+
+__device__ __forceinline__ uint4 normalize_piece(const ResidPiece& piece, float inv) {
+  const float r[8] = {piece.a.x, piece.a.y, piece.a.z, piece.a.w, piece.b.x, piece.b.y, piece.b.z, piece.b.w};
+  const uint32_t n[4] = {piece.nw.x, piece.nw.y, piece.nw.z, piece.nw.w};
   uint32_t h[4];
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
@@ -115,6 +124,10 @@ __device__ __forceinline__ uint4 normalized_piece(const float* resid, const __ha
     h[e] = h2_bits(__halves2half2(__float2half_rn(r[2 * e] * inv * g.x), __float2half_rn(r[2 * e + 1] * inv * g.y)));
   }
   return make_uint4(h[0], h[1], h[2], h[3]);
+}
+
+__device__ __forceinline__ uint4 normalized_piece(const float* resid, const __half* norm_w, int64_t p, float inv) {
+  return normalize_piece(load_resid_piece(resid, norm_w, p), inv);
 }
 
 }  // namespace db::cuda

@@ -136,9 +136,14 @@ __device__ void finish_block(const GemvOutput& out, unsigned long long best, flo
 // Each returns the contribution of one 16-byte weight chunk against the matching x, given
 // the chunk's scale (and zero point) that were loaded with it.
 
-struct Meta {  // per-chunk dequantization parameters, fetched in the same round as the weights
-  uint16_t scale;
-  uint8_t zero;
+// Per-chunk dequantization parameters, fetched in the same round as the weights. Each field is
+// a whole register that its load writes directly: as a {uint16_t, uint8_t} pair, ptxas packed
+// the zero point into the scale's register with a PRMT right after the loads were issued, and
+// that PRMT waited for the zero point to arrive, a full memory round trip before the warp
+// could go on to the previous group's reduction (ncu: the kernel's largest stall, item 44).
+struct Meta {
+  uint32_t scale;  // fp16 bits
+  uint32_t zero;
 };
 
 template <Scheme S>
@@ -194,7 +199,7 @@ struct Fast<Scheme::int8> {
       acc1 = __hfma2(pair(u[j], 0x4342u), bits_h2(x[2 * j + 1]), acc1);
     }
     const __half2 acc = __hadd2(acc0, acc1);
-    return (__low2float(acc) + __high2float(acc)) * __half2float(__ushort_as_half(mt.scale));
+    return (__low2float(acc) + __high2float(acc)) * __half2float(__ushort_as_half(static_cast<uint16_t>(mt.scale)));
   }
 };
 
@@ -213,8 +218,7 @@ struct Fast<Scheme::int4> {
   // A 32-column chunk never spans two groups (groups are powers of two >= 32).
   __device__ static Meta meta(const DeviceMatrix& m, int64_t row, int chunk, int group_shift) {
     const int64_t g = row * (m.cols >> (group_shift + 5)) + (chunk >> group_shift);
-    return {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + g),
-            static_cast<uint8_t>(m.zero_point ? __ldg(m.zeros + g) : 8)};
+    return {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + g), m.zero_point ? __ldg(m.zeros + g) : 8u};
   }
   // A repacked word holds columns 0..7 as nibbles 0,2,4,6,1,3,5,7. OR-ing a masked nibble
   // into the mantissa of fp16 1024 (0x6400) gives 1024 + v exactly; the high nibble of a
@@ -251,7 +255,7 @@ struct Fast<Scheme::int4> {
       acc1 = __hfma2(v67, bits_h2(x.w), acc1);
     }
     const float2 a = __half22float2(acc0), b = __half22float2(acc1);
-    return (a.x + a.y + b.x + b.y) * __half2float(__ushort_as_half(mt.scale));
+    return (a.x + a.y + b.x + b.y) * __half2float(__ushort_as_half(static_cast<uint16_t>(mt.scale)));
   }
 };
 
@@ -385,7 +389,7 @@ __device__ __forceinline__ int lane_row(int lane) {
 
 // This thread's slice of x: P 16-byte pieces of fp16 per chunk it owns, zero past the last
 // chunk. From the residual stream it is normalized exactly as stage_x does.
-template <int KPT, int P>
+template <Scheme S, int KPT, int P>
 __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, int chunks, uint4 (&xv)[KPT][P],
                                              float* red) {
   const int T = blockDim.x;
@@ -398,6 +402,20 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
         xv[k][j] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(in.x) + c * P + j) : make_uint4(0, 0, 0, 0);
     }
     return;
+  }
+  // int4 at up to four pieces a thread (its default shapes): all the pieces' loads go out
+  // before the statistics are read and before any piece is converted. Written piece by piece,
+  // the conversion of one piece waited for its loads before the next piece's were issued,
+  // four round trips in a row (item 44). int4's kernels already use 128 registers for their
+  // weights, so this costs them none; int8's and fp16's would grow (fewer blocks per SM) and
+  // keep the piece-by-piece order.
+  constexpr int kAtOnce = S == Scheme::int4 && KPT * P <= 4 ? KPT : 0;
+  ResidPiece raw[kAtOnce ? kAtOnce : 1][P];
+#pragma unroll
+  for (int k = 0; k < kAtOnce; ++k) {
+    const int c = min(static_cast<int>(threadIdx.x) + k * T, chunks - 1);  // past the end: a real piece, zeroed below
+#pragma unroll
+    for (int j = 0; j < P; ++j) raw[k][j] = load_resid_piece(in.resid, in.norm_w, static_cast<int64_t>(c) * P + j);
   }
   float inv;
   if (in.sumsq) {
@@ -418,9 +436,11 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
     for (int j = 0; j < P; ++j) {
       if (c >= chunks) {
         xv[k][j] = make_uint4(0, 0, 0, 0);
-        continue;
+      } else if constexpr (kAtOnce > 0) {
+        xv[k][j] = normalize_piece(raw[k][j], inv);
+      } else {
+        xv[k][j] = normalized_piece(in.resid, in.norm_w, static_cast<int64_t>(c) * P + j, inv);
       }
-      xv[k][j] = normalized_piece(in.resid, in.norm_w, c * P + j, inv);
     }
   }
 }
@@ -476,8 +496,7 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
         w[b][r][k] = ld_stream(wrow + rr * C + col[k]);
         if (S == Scheme::int8) mt[b][r][k] = {__ldg(srow + rr), 0};
         if (S == Scheme::int4)
-          mt[b][r][k] = {__ldg(srow + rr * G + gcol[k]),
-                         static_cast<uint8_t>(m.zero_point ? __ldg(zrow + rr * G + gcol[k]) : 8)};
+          mt[b][r][k] = {__ldg(srow + rr * G + gcol[k]), m.zero_point ? __ldg(zrow + rr * G + gcol[k]) : 8u};
       }
     }
   };
@@ -488,7 +507,7 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
   if (DB && g + 1 < g_end) load(NB - 1, g + 1);
   pdl_wait();
   uint4 xv[KPT][P];
-  load_x_slice<KPT, P>(in, m.cols, C, xv, red);
+  load_x_slice<S, KPT, P>(in, m.cols, C, xv, red);
 
   unsigned long long best = 0;
   float ssq = 0.f;
