@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common.cuh"
+#include "decodebench/int4_meta.h"
 #include "gemv.cuh"
 #include "pdl.cuh"
 
@@ -215,9 +216,10 @@ __device__ __forceinline__ uint32_t and_or(uint32_t a) {
 template <>
 struct Fast<Scheme::int4> {
   static constexpr int kCols = 32;
-  // A 32-column chunk never spans two groups (groups are powers of two >= 32).
+  // A 32-column chunk never spans two groups (groups are powers of two >= 32). The scales and
+  // zero points are in the packed layout (decodebench/int4_meta.h).
   __device__ static Meta meta(const DeviceMatrix& m, int64_t row, int chunk, int group_shift) {
-    const int64_t g = row * (m.cols >> (group_shift + 5)) + (chunk >> group_shift);
+    const int64_t g = int4_meta::packed_index(m.rows, m.cols >> (group_shift + 5), row, chunk >> group_shift);
     return {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + g), m.zero_point ? __ldg(m.zeros + g) : 8u};
   }
   // A repacked word holds columns 0..7 as nibbles 0,2,4,6,1,3,5,7. OR-ing a masked nibble
@@ -232,11 +234,17 @@ struct Fast<Scheme::int4> {
     return make_float2(dot_x(w0, x, m0), dot_x(w1, x, m1));
   }
   __device__ static float dot_x(uint4 w, const uint4 (&xv)[4], Meta mt) {
+    return dot_q(w, xv, mt.zero, mt.zero << 4, 0, __half2float(__ushort_as_half(static_cast<uint16_t>(mt.scale))));
+  }
+  // Byte `byte` of `zeros` (and of `zeros16`, the same bytes times 16) is the chunk's zero
+  // point; a constant once the caller's loops are unrolled.
+  __device__ static float dot_q(uint4 w, const uint4 (&xv)[4], uint32_t zeros, uint32_t zeros16, int byte,
+                                float scale) {
     // Both halves of each constant by one byte permute (zero < 16): 0x64zz is 1024 + zero,
     // 0xd4(16 zero) is -(64 + zero).
-    const uint32_t zero = mt.zero;
-    const __half2 lo_sub = bits_h2(__byte_perm(zero, 0x64u, 0x4040));
-    const __half2 hi_add = bits_h2(__byte_perm(zero << 4, 0xd4u, 0x4040));
+    const uint32_t sel = 0x4040u | (byte << 8) | byte;
+    const __half2 lo_sub = bits_h2(__byte_perm(zeros, 0x64u, sel));
+    const __half2 hi_add = bits_h2(__byte_perm(zeros16, 0xd4u, sel));
     const __half2 sixteenth = bits_h2(0x2c002c00u);  // 1/16
     const uint32_t words[4] = {w.x, w.y, w.z, w.w};
     __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
@@ -255,7 +263,7 @@ struct Fast<Scheme::int4> {
       acc1 = __hfma2(v67, bits_h2(x.w), acc1);
     }
     const float2 a = __half22float2(acc0), b = __half22float2(acc1);
-    return (a.x + a.y + b.x + b.y) * __half2float(__ushort_as_half(static_cast<uint16_t>(mt.scale)));
+    return (a.x + a.y + b.x + b.y) * scale;
   }
 };
 
@@ -445,6 +453,60 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
   }
 }
 
+// int4: the scales of a group's R rows (R divides 8) as R / 2 half2 words and their zero
+// points as bytes of (R + 3) / 4 words, one vector load each from the packed layout
+// (decodebench/int4_meta.h): two loads where the canonical layout took 2R. The last block
+// of a matrix whose rows are not a multiple of 8 is stored narrower; its one group takes
+// scalar loads, repeating the last row past the end as the weights do.
+template <int R>
+struct GroupMeta {
+  uint32_t s[R / 2];
+  uint32_t z[(R + 3) / 4];
+};
+
+template <int R>
+__device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMatrix& m, int G, int64_t row0,
+                                                int gcol) {
+  static_assert(R == 2 || R == 4 || R == 8, "a group of rows lies inside one block of 8");
+  const int64_t first = row0 / int4_meta::kBlockRows * int4_meta::kBlockRows;
+  const int n = static_cast<int>(int4_meta::block_rows(m.rows, row0));
+  const int within = static_cast<int>(row0 - first);
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(m.scales) + first * G + static_cast<int64_t>(gcol) * n;
+  const uint8_t* zp = m.zeros + first * G + static_cast<int64_t>(gcol) * n;
+  if (n == int4_meta::kBlockRows) {  // uniform: only a matrix's last group can take the other path
+    if constexpr (R == 8) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(sp));
+      gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w;
+      if (m.zero_point) {
+        const uint2 z = __ldg(reinterpret_cast<const uint2*>(zp));
+        gm.z[0] = z.x, gm.z[1] = z.y;
+      }
+    } else if constexpr (R == 4) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(sp + within));
+      gm.s[0] = v.x, gm.s[1] = v.y;
+      if (m.zero_point) gm.z[0] = __ldg(reinterpret_cast<const uint32_t*>(zp + within));
+    } else {
+      gm.s[0] = __ldg(reinterpret_cast<const uint32_t*>(sp + within));
+      if (m.zero_point) gm.z[0] = __ldg(reinterpret_cast<const uint16_t*>(zp + within));
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < R / 2; ++i) gm.s[i] = 0;
+#pragma unroll
+    for (int i = 0; i < (R + 3) / 4; ++i) gm.z[i] = 0;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int rr = min(within + r, n - 1);
+      gm.s[r / 2] |= static_cast<uint32_t>(__ldg(sp + rr)) << (16 * (r % 2));
+      if (m.zero_point) gm.z[r / 4] |= static_cast<uint32_t>(__ldg(zp + rr)) << (8 * (r % 4));
+    }
+  }
+  if (!m.zero_point) {
+#pragma unroll
+    for (int i = 0; i < (R + 3) / 4; ++i) gm.z[i] = 0x08080808u;  // the symmetric zero point
+  }
+}
+
 template <Scheme S, int KPT, int R, bool DB>
 __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
     gemv_rows_kernel(DeviceMatrix m, GemvInput in, GemvOutput out, int group_shift) {
@@ -481,23 +543,25 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
   // Every index into w and mt must be a compile-time constant once unrolled (b included):
   // an array indexed at run time lives in local memory, not in registers.
   uint4 w[NB][R][KPT];
-  Meta mt[NB][R][KPT];
+  Meta mt[NB][S == Scheme::int8 ? R : 1][KPT];  // int8: each row's scale
+  GroupMeta<R> gm[NB][S == Scheme::int4 ? KPT : 1];
   auto load = [&](int b, int64_t group) {
     const int64_t row0 = group * R;
     const int last = (m.rows - row0 < R ? static_cast<int>(m.rows - row0) : R) - 1;  // a tail group repeats its last row
     const uint4* wrow = base + row0 * C;
-    const uint16_t* srow = scales + row0 * G;
-    const uint8_t* zrow = m.zeros + row0 * G;
+    const uint16_t* srow = scales + row0;  // int8: a scale a row
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int rr = min(r, last);
 #pragma unroll
       for (int k = 0; k < KPT; ++k) {
         w[b][r][k] = ld_stream(wrow + rr * C + col[k]);
-        if (S == Scheme::int8) mt[b][r][k] = {__ldg(srow + rr), 0};
-        if (S == Scheme::int4)
-          mt[b][r][k] = {__ldg(srow + rr * G + gcol[k]), m.zero_point ? __ldg(zrow + rr * G + gcol[k]) : 8u};
+        if constexpr (S == Scheme::int8) mt[b][r][k] = {__ldg(srow + rr), 0};
       }
+    }
+    if constexpr (S == Scheme::int4) {
+#pragma unroll
+      for (int k = 0; k < KPT; ++k) load_group_meta<R>(gm[b][k], m, G, row0, gcol[k]);
     }
   };
   // Launched with PDL (pdl.cuh): the weights are constant, so their first loads (both
@@ -527,7 +591,14 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
         for (int k = 0; k < KPT; ++k) {
           // A select, not a branch: a branch cost three instructions per row and chunk. A
           // thread past the last chunk reloaded a real chunk (finite) against zero x.
-          const float d = F::dot_x(w[b][r][k], xv[k], mt[b][r][k]);
+          float d;
+          if constexpr (S == Scheme::int4) {
+            const __half2 sc = bits_h2(gm[b][k].s[r / 2]);
+            const uint32_t z = gm[b][k].z[r / 4];
+            d = F::dot_q(w[b][r][k], xv[k], z, z << 4, r % 4, r % 2 ? __high2float(sc) : __low2float(sc));
+          } else {
+            d = F::dot_x(w[b][r][k], xv[k], mt[b][r][k]);
+          }
           acc[r] += live[k] ? d : 0.f;
         }
       }

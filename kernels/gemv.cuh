@@ -14,7 +14,9 @@ namespace db::cuda {
 // A weight matrix on the device. `qweight` holds the canonical layout of DESIGN.md, except
 // that int4 matrices for the fast kernel are repacked (int4_repacked): inside every 32-bit
 // word the nibbles of columns 0..7 are stored in the order 0,2,4,6,1,3,5,7 so that two
-// masks and one shift unpack a word into four half2 pairs that line up with x.
+// masks and one shift unpack a word into four half2 pairs that line up with x, and the
+// scales and zero points are in the packed meta layout of decodebench/int4_meta.h (those of
+// 8 rows adjacent, one vector load for a group of rows).
 struct DeviceMatrix {
   Scheme scheme = Scheme::fp16;
   int64_t rows = 0, cols = 0;

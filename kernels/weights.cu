@@ -1,6 +1,7 @@
 // Device-side weight production (see weights.cuh).
 #include "common.cuh"
 #include "decodebench/half.h"
+#include "decodebench/int4_meta.h"
 #include "decodebench/quant.h"
 #include "weights.cuh"
 
@@ -167,6 +168,32 @@ __global__ void repack_int4_kernel(uint32_t* words, int64_t n) {
   }
 }
 
+// Canonical [rows][G] group parameters -> the packed layout (decodebench/int4_meta.h), in
+// place: one block of threads per block of 8 rows, whose index range the permutation keeps.
+template <typename T>
+__global__ void pack_meta_kernel(T* meta, int64_t rows, int groups) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* canon = reinterpret_cast<T*>(smem);
+  const int64_t row0 = int64_t{blockIdx.x} * int4_meta::kBlockRows;
+  const int n = static_cast<int>(int4_meta::block_rows(rows, row0));
+  T* block = meta + row0 * groups;
+  for (int i = threadIdx.x; i < n * groups; i += blockDim.x) canon[i] = block[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < n * groups; i += blockDim.x) {
+    const int r = i / groups, g = i % groups;
+    block[int4_meta::packed_index(rows, groups, row0 + r, g) - row0 * groups] = canon[i];
+  }
+}
+
+template <typename T>
+void pack_meta(T* meta, int64_t rows, int groups, cudaStream_t s) {
+  const size_t smem = size_t{int4_meta::kBlockRows} * groups * sizeof(T);
+  if (smem > 48 * 1024) fail("repack_int4: {} groups a row is too many for the packed meta layout", groups);
+  const int64_t blocks = (rows + int4_meta::kBlockRows - 1) / int4_meta::kBlockRows;
+  pack_meta_kernel<T><<<static_cast<unsigned>(blocks), kThreads, smem, s>>>(meta, rows, groups);
+  CUDA_CHECK_LAUNCH();
+}
+
 // The element-wise form (any shape): a 64-bit division per element, so only the fallback.
 __global__ void dequantize_kernel(DeviceMatrix m, __half* out) {
   const int64_t n = m.rows * m.cols;
@@ -262,6 +289,9 @@ void repack_int4(DeviceMatrix& m, cudaStream_t s) {
   const int64_t words = m.rows * m.cols / 8;
   repack_int4_kernel<<<grid_for(words), kThreads, 0, s>>>(static_cast<uint32_t*>(m.qweight), words);
   CUDA_CHECK_LAUNCH();
+  const int groups = static_cast<int>(m.cols / m.group_size);
+  pack_meta(reinterpret_cast<uint16_t*>(m.scales), m.rows, groups, s);
+  if (m.zero_point) pack_meta(m.zeros, m.rows, groups, s);
   m.int4_repacked = true;
 }
 

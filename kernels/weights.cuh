@@ -64,7 +64,8 @@ struct MergeSource {
 // of dst's scheme, the code produce_synthetic and produce_dense run.
 void produce_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s);
 
-// Canonical int4 -> the fast kernel's nibble order (in place).
+// Canonical int4 -> the fast kernel's nibble order and packed scales and zero points (in
+// place; gemv.cuh DeviceMatrix).
 void repack_int4(DeviceMatrix& m, cudaStream_t s);
 
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).

@@ -1,11 +1,14 @@
 // The shared host/device arithmetic: fp16 conversion, quantizers, packing, synthetic weights.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "decodebench/error.h"
 #include "decodebench/half.h"
+#include "decodebench/int4_meta.h"
 #include "decodebench/quant.h"
 #include "decodebench/synth.h"
 #include "decodebench/weights.h"
@@ -132,6 +135,30 @@ TEST(Quant, GroupSizeThatDoesNotDivideIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("group size 64 does not divide the input dimension 96"), std::string::npos)
         << e.what();
+  }
+}
+
+// The packed meta layout the fast int4 GEMV reads: a permutation of each block of 8 rows
+// inside the block's own index range (so the repack can run in place), with the 8 rows of a
+// full block adjacent per group (one vector load), on row counts with and without a tail.
+TEST(Int4Meta, PackedIndexPermutesEachBlockInPlace) {
+  for (int64_t rows : {1, 3, 7, 8, 9, 16, 37, 64}) {
+    for (int64_t groups : {1, 3, 32}) {
+      std::vector<int> hits(static_cast<size_t>(rows * groups), 0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t first = r / 8 * 8;
+        const int64_t n = std::min<int64_t>(8, rows - first);
+        EXPECT_EQ(int4_meta::block_rows(rows, r), n);
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t i = int4_meta::packed_index(rows, groups, r, g);
+          ASSERT_GE(i, first * groups) << rows << "x" << groups << " row " << r << " group " << g;
+          ASSERT_LT(i, (first + n) * groups) << rows << "x" << groups << " row " << r << " group " << g;
+          ++hits[static_cast<size_t>(i)];
+          if (n == 8) EXPECT_EQ(i, first * groups + g * 8 + (r - first));
+        }
+      }
+      for (int h : hits) EXPECT_EQ(h, 1) << rows << "x" << groups << ": not a permutation";
+    }
   }
 }
 
