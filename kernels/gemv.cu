@@ -137,11 +137,13 @@ __device__ void finish_block(const GemvOutput& out, unsigned long long best, flo
 // Each returns the contribution of one 16-byte weight chunk against the matching x, given
 // the chunk's scale (and zero point) that were loaded with it.
 
-// Per-chunk dequantization parameters, fetched in the same round as the weights. Each field is
-// a whole register that its load writes directly: as a {uint16_t, uint8_t} pair, ptxas packed
-// the zero point into the scale's register with a PRMT right after the loads were issued, and
-// that PRMT waited for the zero point to arrive, a full memory round trip before the warp
-// could go on to the previous group's reduction (ncu: the kernel's largest stall, item 44).
+// Per-chunk dequantization parameters, fetched in the same round as the weights (int8's rows
+// kernel and the warp kernel; int4's rows kernel fetches a group's at once, GroupMeta below).
+// Each field is a whole register that its load writes directly: as a {uint16_t, uint8_t}
+// pair, ptxas packed the zero point into the scale's register with a PRMT right after the
+// loads were issued, and that PRMT waited for the zero point to arrive, a full memory round
+// trip before the warp could go on to the previous group's reduction (ncu: the int4 kernel's
+// largest stall, results/NOTES.md item 44).
 struct Meta {
   uint32_t scale;  // fp16 bits
   uint32_t zero;
