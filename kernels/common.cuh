@@ -110,8 +110,8 @@ struct ResidPiece {
 };
 
 __device__ __forceinline__ ResidPiece load_resid_piece(const float* resid, const __half* norm_w, int64_t p) {
-  return {__ldg(reinterpret_cast<const float4*>(resid) + 2 * p), __ldg(reinterpret_cast<const float4*>(resid) + 2 * p + 1),
-          __ldg(reinterpret_cast<const uint4*>(norm_w) + p)};
+  const float4* r4 = reinterpret_cast<const float4*>(resid);
+  return {__ldg(r4 + 2 * p), __ldg(r4 + 2 * p + 1), __ldg(reinterpret_cast<const uint4*>(norm_w) + p)};
 }
 
 __device__ __forceinline__ uint4 normalize_piece(const ResidPiece& piece, float inv) {
@@ -126,7 +126,8 @@ __device__ __forceinline__ uint4 normalize_piece(const ResidPiece& piece, float 
   return make_uint4(h[0], h[1], h[2], h[3]);
 }
 
-__device__ __forceinline__ uint4 normalized_piece(const float* resid, const __half* norm_w, int64_t p, float inv) {
+__device__ __forceinline__ uint4 normalized_piece(const float* resid, const __half* norm_w, int64_t p,
+                                                  float inv) {
   return normalize_piece(load_resid_piece(resid, norm_w, p), inv);
 }
 
