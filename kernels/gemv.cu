@@ -237,11 +237,11 @@ struct Fast<Scheme::int4> {
     return make_float2(dot_x(w0, x, m0), dot_x(w1, x, m1));
   }
   __device__ static float dot_x(uint4 w, const uint4 (&xv)[4], Meta mt) {
-    return dot_q(w, xv, mt.zero, 0, __half2float(__ushort_as_half(static_cast<uint16_t>(mt.scale))));
+    return dot_q(w, xv, mt.zero, 0) * __half2float(__ushort_as_half(static_cast<uint16_t>(mt.scale)));
   }
-  // Byte `byte` of `zeros` is the chunk's zero point; a constant once the caller's loops are
-  // unrolled.
-  __device__ static float dot_q(uint4 w, const uint4 (&xv)[4], uint32_t zeros, int byte, float scale) {
+  // The chunk's sum before its scale. Byte `byte` of `zeros` is the chunk's zero point; a
+  // constant once the caller's loops are unrolled.
+  __device__ static float dot_q(uint4 w, const uint4 (&xv)[4], uint32_t zeros, int byte) {
     // Both halves of each constant by one byte permute (zero < 16): 0x64zz is 1024 + zero,
     // 0xd4(16 zero) is -(64 + zero).
     const uint32_t sel = 0x4040u | (byte << 8) | byte;
@@ -264,8 +264,10 @@ struct Fast<Scheme::int4> {
       acc0 = __hfma2(v45, bits_h2(x.z), acc0);
       acc1 = __hfma2(v67, bits_h2(x.w), acc1);
     }
-    const float2 a = __half22float2(acc0), b = __half22float2(acc1);
-    return (a.x + a.y + b.x + b.y) * scale;
+    // The two accumulators added in half2, as int8's dot does: one add and two conversions
+    // where converting each took four and three adds (experiment: results/NOTES.md, Next).
+    const float2 a = __half22float2(__hadd2(acc0, acc1));
+    return a.x + a.y;
   }
 };
 
@@ -599,15 +601,16 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
         for (int k = 0; k < KPT; ++k) {
           // A select, not a branch: a branch cost three instructions per row and chunk. A
           // thread past the last chunk reloaded a real chunk (finite) against zero x.
-          float d;
           if constexpr (S == Scheme::int4) {
             const __half2 sc = bits_h2(gm[b][k].s[r / 2]);
             const uint32_t z = gm[b][k].z[r / 4];
-            d = F::dot_q(w[b][r][k], xv[k], z, r % 4, r % 2 ? __high2float(sc) : __low2float(sc));
+            // The scale multiplies into the row's sum in one fma (zero past the last chunk).
+            const float scale = r % 2 ? __high2float(sc) : __low2float(sc);
+            acc[r] = fmaf(F::dot_q(w[b][r][k], xv[k], z, r % 4), live[k] ? scale : 0.f, acc[r]);
           } else {
-            d = F::dot_x(w[b][r][k], xv[k], mt[b][r][k]);
+            const float d = F::dot_x(w[b][r][k], xv[k], mt[b][r][k]);
+            acc[r] += live[k] ? d : 0.f;
           }
-          acc[r] += live[k] ? d : 0.f;
         }
       }
       if (g + NB < g_end) load(b, g + NB);
