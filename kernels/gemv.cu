@@ -265,7 +265,7 @@ struct Fast<Scheme::int4> {
       acc1 = __hfma2(v67, bits_h2(x.w), acc1);
     }
     // The two accumulators added in half2, as int8's dot does: one add and two conversions
-    // where converting each took four and three adds (experiment: results/NOTES.md, Next).
+    // where converting each took four, and three fp32 adds (results/NOTES.md item 49).
     const float2 a = __half22float2(__hadd2(acc0, acc1));
     return a.x + a.y;
   }
