@@ -401,9 +401,28 @@ __device__ __forceinline__ int lane_row(int lane) {
 
 // This thread's slice of x: P 16-byte pieces of fp16 per chunk it owns, zero past the last
 // chunk. From the residual stream it is normalized exactly as stage_x does.
+// int4's at-once path (below): norm_w is a weight, so a thread's pieces of it are loaded
+// before the wait on the previous kernel and only the residual stream and its statistics are
+// read after it (8b-int4 1.776 -> 1.769 ms, results/NOTES.md item 52).
+template <Scheme S, int KPT, int P>
+constexpr int kNormEarly = S == Scheme::int4 && KPT * P <= 4 ? KPT : 0;
+
+template <Scheme S, int KPT, int P>
+__device__ __forceinline__ void load_norm_w(const GemvInput& in, int chunks,
+                                            uint4 (&nw)[kNormEarly<S, KPT, P> ? KPT : 1][P]) {
+  if (!in.resid) return;
+#pragma unroll
+  for (int k = 0; k < kNormEarly<S, KPT, P>; ++k) {
+    const int c = min(static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x), chunks - 1);
+#pragma unroll
+    for (int j = 0; j < P; ++j)
+      nw[k][j] = __ldg(reinterpret_cast<const uint4*>(in.norm_w) + static_cast<int64_t>(c) * P + j);
+  }
+}
+
 template <Scheme S, int KPT, int P>
 __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, int chunks, uint4 (&xv)[KPT][P],
-                                             float* red) {
+                                             float* red, const uint4 (&nw)[kNormEarly<S, KPT, P> ? KPT : 1][P]) {
   const int T = blockDim.x;
   if (!in.resid) {
 #pragma unroll
@@ -428,8 +447,10 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
     // Past the end: a real piece, zeroed below.
     const int c = min(static_cast<int>(threadIdx.x) + k * T, chunks - 1);
 #pragma unroll
-    for (int j = 0; j < P; ++j)
-      raw[k][j] = load_resid_piece(in.resid, in.norm_w, static_cast<int64_t>(c) * P + j);
+    for (int j = 0; j < P; ++j) {
+      const float4* r4 = reinterpret_cast<const float4*>(in.resid) + 2 * (static_cast<int64_t>(c) * P + j);
+      raw[k][j] = {__ldg(r4), __ldg(r4 + 1), nw[k][j]};
+    }
   }
   float inv;
   if (in.sumsq) {
@@ -579,9 +600,11 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
   // everything written come after the wait.
   if (g < g_end) load(0, g);
   if (DB && g + 1 < g_end) load(NB - 1, g + 1);
+  uint4 nw[kNormEarly<S, KPT, P> ? KPT : 1][P];
+  load_norm_w<S, KPT, P>(in, C, nw);
   pdl_wait();
   uint4 xv[KPT][P];
-  load_x_slice<S, KPT, P>(in, m.cols, C, xv, red);
+  load_x_slice<S, KPT, P>(in, m.cols, C, xv, red, nw);
 
   unsigned long long best = 0;
   float ssq = 0.f;
