@@ -114,6 +114,13 @@ __device__ __forceinline__ ResidPiece load_resid_piece(const float* resid, const
   return {__ldg(r4 + 2 * p), __ldg(r4 + 2 * p + 1), __ldg(reinterpret_cast<const uint4*>(norm_w) + p)};
 }
 
+// The same with norm_w's piece already loaded (it is a weight: a GEMV fetches it before the
+// wait on the kernel that wrote resid).
+__device__ __forceinline__ ResidPiece load_resid_piece(const float* resid, uint4 norm_w_piece, int64_t p) {
+  const float4* r4 = reinterpret_cast<const float4*>(resid);
+  return {__ldg(r4 + 2 * p), __ldg(r4 + 2 * p + 1), norm_w_piece};
+}
+
 __device__ __forceinline__ uint4 normalize_piece(const ResidPiece& piece, float inv) {
   const float r[8] = {piece.a.x, piece.a.y, piece.a.z, piece.a.w, piece.b.x, piece.b.y, piece.b.z, piece.b.w};
   const uint32_t n[4] = {piece.nw.x, piece.nw.y, piece.nw.z, piece.nw.w};

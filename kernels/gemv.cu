@@ -399,20 +399,19 @@ __device__ __forceinline__ int lane_row(int lane) {
   return row;
 }
 
-// This thread's slice of x: P 16-byte pieces of fp16 per chunk it owns, zero past the last
-// chunk. From the residual stream it is normalized exactly as stage_x does.
-// int4's at-once path (below): norm_w is a weight, so a thread's pieces of it are loaded
-// before the wait on the previous kernel and only the residual stream and its statistics are
-// read after it (8b-int4 1.776 -> 1.769 ms, results/NOTES.md item 52).
+// int4 at up to four pieces of x a thread (its default shapes) loads its slice at once
+// (load_x_slice), and its pieces of norm_w, a weight, before the wait on the previous kernel,
+// so that only the residual stream and its statistics are read after it (8b-int4 1.776 ->
+// 1.769 ms, results/NOTES.md item 52). The chunks a thread loads that way; 0: piece by piece.
 template <Scheme S, int KPT, int P>
-constexpr int kNormEarly = S == Scheme::int4 && KPT * P <= 4 ? KPT : 0;
+constexpr int kAtOnce = S == Scheme::int4 && KPT * P <= 4 ? KPT : 0;
 
 template <Scheme S, int KPT, int P>
 __device__ __forceinline__ void load_norm_w(const GemvInput& in, int chunks,
-                                            uint4 (&nw)[kNormEarly<S, KPT, P> ? KPT : 1][P]) {
+                                            uint4 (&nw)[kAtOnce<S, KPT, P> ? KPT : 1][P]) {
   if (!in.resid) return;
 #pragma unroll
-  for (int k = 0; k < kNormEarly<S, KPT, P>; ++k) {
+  for (int k = 0; k < kAtOnce<S, KPT, P>; ++k) {
     const int c = min(static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x), chunks - 1);
 #pragma unroll
     for (int j = 0; j < P; ++j)
@@ -420,9 +419,13 @@ __device__ __forceinline__ void load_norm_w(const GemvInput& in, int chunks,
   }
 }
 
+// This thread's slice of x: P 16-byte pieces of fp16 per chunk it owns, zero past the last
+// chunk. From the residual stream it is normalized exactly as stage_x does, with the norm_w
+// pieces load_norm_w fetched where kAtOnce.
 template <Scheme S, int KPT, int P>
 __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, int chunks, uint4 (&xv)[KPT][P],
-                                             float* red, const uint4 (&nw)[kNormEarly<S, KPT, P> ? KPT : 1][P]) {
+                                             float* red,
+                                             const uint4 (&nw)[kAtOnce<S, KPT, P> ? KPT : 1][P]) {
   const int T = blockDim.x;
   if (!in.resid) {
 #pragma unroll
@@ -440,17 +443,15 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
   // four round trips in a row (item 44). int4's kernels already use 128 registers for their
   // weights, so this costs them none; int8's and fp16's would grow (fewer blocks per SM) and
   // keep the piece-by-piece order.
-  constexpr int kAtOnce = S == Scheme::int4 && KPT * P <= 4 ? KPT : 0;
-  ResidPiece raw[kAtOnce ? kAtOnce : 1][P];
+  constexpr int kAll = kAtOnce<S, KPT, P>;
+  ResidPiece raw[kAll ? kAll : 1][P];
 #pragma unroll
-  for (int k = 0; k < kAtOnce; ++k) {
+  for (int k = 0; k < kAll; ++k) {
     // Past the end: a real piece, zeroed below.
     const int c = min(static_cast<int>(threadIdx.x) + k * T, chunks - 1);
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
-      const float4* r4 = reinterpret_cast<const float4*>(in.resid) + 2 * (static_cast<int64_t>(c) * P + j);
-      raw[k][j] = {__ldg(r4), __ldg(r4 + 1), nw[k][j]};
-    }
+    for (int j = 0; j < P; ++j)
+      raw[k][j] = load_resid_piece(in.resid, nw[k][j], static_cast<int64_t>(c) * P + j);
   }
   float inv;
   if (in.sumsq) {
@@ -471,7 +472,7 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
     for (int j = 0; j < P; ++j) {
       if (c >= chunks) {
         xv[k][j] = make_uint4(0, 0, 0, 0);
-      } else if constexpr (kAtOnce > 0) {
+      } else if constexpr (kAll > 0) {
         xv[k][j] = normalize_piece(raw[k][j], inv);
       } else {
         xv[k][j] = normalized_piece(in.resid, in.norm_w, static_cast<int64_t>(c) * P + j, inv);
@@ -596,11 +597,11 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
     }
   };
   // Launched with PDL (pdl.cuh): the weights are constant, so their first loads (both
-  // buffers' with DB) are issued while the previous kernel is still finishing; x and
-  // everything written come after the wait.
+  // buffers' with DB) are issued while the previous kernel is still finishing, and so are
+  // int4's norm_w pieces; x and everything written come after the wait.
   if (g < g_end) load(0, g);
   if (DB && g + 1 < g_end) load(NB - 1, g + 1);
-  uint4 nw[kNormEarly<S, KPT, P> ? KPT : 1][P];
+  uint4 nw[kAtOnce<S, KPT, P> ? KPT : 1][P];
   load_norm_w<S, KPT, P>(in, C, nw);
   pdl_wait();
   uint4 xv[KPT][P];
