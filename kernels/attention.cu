@@ -96,6 +96,14 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     }
     cp_async_commit();
   }
+  // With early_launch the O GEMV's blocks may take the SM room the QKV GEMV leaves and issue
+  // their weight loads under its tail. The cached K and V loads above are already queued, so
+  // they no longer wait behind those loads (the reason for the late trigger below, NOTES
+  // item 20, measured before item 27 moved them before the wait). The engine sets it for
+  // int4 O GEMVs only: 1b-int4 0.542 -> 0.518 ms, 4b-int4 1.442 -> 1.430, 8b-int4 1.798 ->
+  // 1.792; int8 and fp16, whose O GEMVs load two and four times the bytes, were slower
+  // (8b-int8 2.343 -> 2.361, 8b-fp16 3.800 -> 3.828; NOTES item 57).
+  if (a.early_launch) pdl_trigger();
   pdl_wait();  // pdl.cuh: qkv, the new K/V row and the counters: the kernels before write them
 
   // 2. Queries of this kv head's group (norm, rotate, pre-scale by 1/sqrt(hd)) and, in the
@@ -150,9 +158,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
   cp_async_wait_all();
   __syncthreads();  // q_s, k_new and every V row of the split are visible to the whole block
-  // The O GEMV may launch now (pdl.cuh) and issue its first weight loads: only now, so that
-  // those loads do not queue in front of this block's K and V loads (measured: 8b-fp16
-  // 3.886 -> 3.835 ms, 8b-int8 2.523 -> 2.493 ms against a trigger at the top, NOTES item 20).
+  // Without early_launch, the O GEMV may launch now (pdl.cuh) and issue its first weight
+  // loads: only now, so that those loads do not queue in front of this block's K and V loads
+  // (measured: 8b-fp16 3.886 -> 3.835 ms, 8b-int8 2.523 -> 2.493 ms against a trigger at the
+  // top, NOTES item 20).
   pdl_trigger();
 
   // 3. Scores: thread t, position start + t, every query head of the group at once (MAXG

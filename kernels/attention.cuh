@@ -26,6 +26,9 @@ struct AttentionArgs {
   float* part_ml = nullptr;          // [heads, max_splits, 2]: running max and sum
   unsigned int* counters = nullptr;  // [kv_heads], zero between launches
   __half* out = nullptr;             // [heads * head_dim]
+  // Let the next kernel (the O GEMV) launch as soon as this one has issued its cached K and V
+  // loads, instead of after the queries are ready (attention.cu, step 2).
+  bool early_launch = false;
 };
 
 constexpr int kAttentionChunk = 128;  // positions per block: one per thread

@@ -5,7 +5,8 @@
 //
 // The contract, in every kernel launched this way:
 //   pdl_trigger()  first: lets the next kernel's blocks be scheduled once all of ours run
-//                  (attention triggers later, once its own K/V loads have landed);
+//                  (attention triggers later, once its own K/V loads have landed, or before
+//                  its wait where the O GEMV is int4: AttentionArgs::early_launch);
 //   pdl_wait()     before the first global load or store of anything another kernel writes
 //                  or reads (activations, residual stream, KV cache, step state, counters,
 //                  statistics slots). It returns once the previous grid has completed and

@@ -602,6 +602,7 @@ void Engine::enqueue_step() {
     a.part_ml = b.part_ml;
     a.counters = b.counters;
     a.out = b.attn;
+    a.early_launch = d.o.impl == LinearImpl::gemv_fast && d.o.m.scheme == Scheme::int4;
     attention(a, stream_);
 
     GemvOutput o_out{Epilogue::residual, nullptr, b.resid};
