@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   // Without early_launch, the O GEMV may launch now (pdl.cuh) and issue its first weight
   // loads: only now, so that those loads do not queue in front of this block's K and V loads
   // (measured: 8b-fp16 3.886 -> 3.835 ms, 8b-int8 2.523 -> 2.493 ms against a trigger at the
-  // top, NOTES item 20).
+  // top, NOTES item 20). With it, this second trigger changes nothing: a block's first
+  // launch_dependents is the one that counts.
   pdl_trigger();
 
   // 3. Scores: thread t, position start + t, every query head of the group at once (MAXG
