@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "common.cuh"
+#include "decodebench/int4_frag.h"
 #include "decodebench/int4_meta.h"
 #include "gemv.cuh"
 #include "pdl.cuh"
@@ -539,7 +540,105 @@ __device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMa
   }
 }
 
-template <Scheme S, int KPT, int R, bool DB>
+// ------------------------------------------------------------------ the int4 dot on tensor cores
+// For matrices in the fragment layout (decodebench/int4_frag.h: where every nibble goes and
+// why). A lane's 16-byte chunk of "row" i of a group is the A operand of four
+// mma.m16n8k16, unpacked by two masks and a shift per word into 1024 + v and 1024 + 16 v;
+// x and x / 16 are the B operand, and the 1024s and zero points come out once per group of
+// a row with the segment's sums of x. About a third of the instructions of the fp16 dot
+// (Fast<int4>::dot_q) per weight.
+namespace frag {
+
+// A lane's x: B registers [k-step][0: x at k-slots 2c, 2c+1; 1: x / 16 at 2c+8, 2c+9], and
+// its segment's offset and sum (int4_frag.h: O and S).
+struct XFrag {
+  uint32_t b[8][2];
+  float offset, sum;
+};
+
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                    uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Bytes of one warp's staged x for one chunk set: 8 segments of 128 fp16, each padded by 16
+// bytes so that the 8 lane quads, reading one segment each at the same offset, hit 8
+// different groups of 4 banks.
+constexpr int kSegStride = int4_frag::kSegmentCols * 2 + 16;
+constexpr int kWarpStage = 8 * kSegStride;
+
+// The B registers from the lane's x slice as the rows kernel loads it (its 32 contiguous
+// columns of the span, `x`, coalesced and normalized by load_x_slice): the warp writes its
+// span to `stage` and each lane reads its k-slots back. Then the segment's sums.
+__device__ __forceinline__ void stage_b(XFrag& xf, const uint4 (&x)[4], unsigned char* stage, int lane) {
+  uint4* dst = reinterpret_cast<uint4*>(stage + kSegStride * (lane / 4) + 64 * (lane % 4));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) dst[i] = x[i];
+  __syncwarp();
+  const __half2 sixteenth = bits_h2(0x2c002c00u);
+  const unsigned char* src = stage + kSegStride * (lane / 4) + 4 * (lane % 4);
+  float lo = 0.f, hi = 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      __half2 h = *reinterpret_cast<const __half2*>(src + 32 * j + 16 * r);
+      if (r == 1) h = __hmul2(h, sixteenth);  // exact: a power of two
+      xf.b[j][r] = h2_bits(h);
+      const float2 f = __half22float2(h);
+      (r == 0 ? lo : hi) += f.x + f.y;
+    }
+#pragma unroll
+  for (int o = 1; o < 4; o <<= 1) {
+    lo += __shfl_xor_sync(0xffffffffu, lo, o);
+    hi += __shfl_xor_sync(0xffffffffu, hi, o);
+  }
+  xf.offset = 1024.f * (lo + hi);
+  xf.sum = lo + 16.f * hi;
+}
+
+// The R rows of a group against one chunk set: acc[r] += the lane's part of row r, which only
+// the lane that holds D[g][g] of each pair (c == g / 2) has; the others add zero.
+template <int R, int KPT>
+__device__ __forceinline__ void dot_rows(float (&acc)[R], const uint4 (&w)[R][KPT], int k, const XFrag& xf,
+                                         const GroupMeta<R>& gm, int lane, bool live) {
+  const int g = lane / 4, c = lane % 4;
+  const bool mine = live && c == g / 2;
+  float d[R / 2][4];
+#pragma unroll
+  for (int p = 0; p < R / 2; ++p) d[p][0] = d[p][1] = d[p][2] = d[p][3] = 0.f;
+  // The pairs' k-steps interleaved: R / 2 independent accumulation chains (one pair after
+  // another made each mma wait for the one before it).
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int p = 0; p < R / 2; ++p) {
+      const uint4 v = w[2 * p + j / 4][k];
+      uint32_t q = j % 4 == 0 ? v.x : j % 4 == 1 ? v.y : j % 4 == 2 ? v.z : v.w;
+      const uint32_t a0 = and_or<0x000f000fu, 0x64006400u>(q), a2 = and_or<0x00f000f0u, 0x64006400u>(q);
+      q >>= 8;
+      const uint32_t a1 = and_or<0x000f000fu, 0x64006400u>(q), a3 = and_or<0x00f000f0u, 0x64006400u>(q);
+      mma(d[p], a0, a1, a2, a3, xf.b[j][0], xf.b[j][1]);
+    }
+  }
+  for (int p = 0; p < R / 2; ++p) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = 2 * p + h;
+      const float dot = (g & 1 ? d[p][2 * h + 1] : d[p][2 * h]) - xf.offset;
+      const float zero = static_cast<float>((gm.z[r / 4] >> (8 * (r % 4))) & 0xffu);
+      const __half2 sc = bits_h2(gm.s[r / 2]);
+      const float scale = r % 2 ? __high2float(sc) : __low2float(sc);
+      acc[r] = fmaf(fmaf(-zero, xf.sum, dot), mine ? scale : 0.f, acc[r]);
+    }
+  }
+}
+
+}  // namespace frag
+
+template <Scheme S, int KPT, int R, bool DB, bool FR = false>
 __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
     gemv_rows_kernel(DeviceMatrix m, GemvInput in, GemvOutput out, int group_shift) {
   static_assert(R >= 2 && R % 2 == 0 && R <= kWarp, "rows are finished in pairs");
@@ -570,6 +669,8 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
     live[k] = threadIdx.x + k * T < C;
     col[k] = min(static_cast<int>(threadIdx.x) + k * T, C - 1);
     gcol[k] = S == Scheme::int4 ? col[k] >> group_shift : 0;
+    // The fragment layout: the lane's segment of its warp's span is its group.
+    if constexpr (FR) gcol[k] = col[k] / kWarp * (int4_frag::kSpanCols / int4_frag::kSegmentCols) + lane / 4;
   }
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(m.scales);
   // Every index into w and mt must be a compile-time constant once unrolled (b included):
@@ -606,6 +707,15 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
   pdl_wait();
   uint4 xv[KPT][P];
   load_x_slice<S, KPT, P>(in, m.cols, C, xv, red, nw);
+  // The fragment layout: each warp hands its coalesced x slice to its lanes' B registers
+  // through its own stage of shared memory (x loaded there directly, 16 scattered 4-byte
+  // loads a lane, made the O and down GEMVs slower, results/NOTES.md item 54).
+  frag::XFrag xf[FR ? KPT : 1];
+  if constexpr (FR) {
+    extern __shared__ __align__(16) unsigned char frag_stage[];
+#pragma unroll
+    for (int k = 0; k < KPT; ++k) frag::stage_b(xf[k], xv[k], frag_stage + (warp * KPT + k) * frag::kWarpStage, lane);
+  }
 
   unsigned long long best = 0;
   float ssq = 0.f;
@@ -618,22 +728,29 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
     for (int b = 0; b < NB; ++b, ++g, buf ^= 1) {
       if (b > 0 && g >= g_end) break;  // uniform across the block: no thread skips a barrier alone
       float acc[R];
+      if constexpr (FR) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        acc[r] = 0.f;
+        for (int r = 0; r < R; ++r) acc[r] = 0.f;
 #pragma unroll
-        for (int k = 0; k < KPT; ++k) {
-          // A select, not a branch: a branch cost three instructions per row and chunk. A
-          // thread past the last chunk reloaded a real chunk (finite) against zero x.
-          if constexpr (S == Scheme::int4) {
-            const __half2 sc = bits_h2(gm[b][k].s[r / 2]);
-            const uint32_t z = gm[b][k].z[r / 4];
-            // The scale multiplies into the row's sum in one fma (zero past the last chunk).
-            const float scale = r % 2 ? __high2float(sc) : __low2float(sc);
-            acc[r] = fmaf(F::dot_q(w[b][r][k], xv[k], z, r % 4), live[k] ? scale : 0.f, acc[r]);
-          } else {
-            const float d = F::dot_x(w[b][r][k], xv[k], mt[b][r][k]);
-            acc[r] += live[k] ? d : 0.f;
+        for (int k = 0; k < KPT; ++k) frag::dot_rows<R, KPT>(acc, w[b], k, xf[k], gm[b][k], lane, live[k]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          acc[r] = 0.f;
+#pragma unroll
+          for (int k = 0; k < KPT; ++k) {
+            // A select, not a branch: a branch cost three instructions per row and chunk. A
+            // thread past the last chunk reloaded a real chunk (finite) against zero x.
+            if constexpr (S == Scheme::int4) {
+              const __half2 sc = bits_h2(gm[b][k].s[r / 2]);
+              const uint32_t z = gm[b][k].z[r / 4];
+              // The scale multiplies into the row's sum in one fma (zero past the last chunk).
+              const float scale = r % 2 ? __high2float(sc) : __low2float(sc);
+              acc[r] = fmaf(F::dot_q(w[b][r][k], xv[k], z, r % 4), live[k] ? scale : 0.f, acc[r]);
+            } else {
+              const float d = F::dot_x(w[b][r][k], xv[k], mt[b][r][k]);
+              acc[r] += live[k] ? d : 0.f;
+            }
           }
         }
       }
@@ -761,6 +878,17 @@ const void* rows_kernel_r(int rows) {
        KPT);
 }
 
+const void* frag_kernel(int kpt, int rows, bool db) {
+  constexpr Scheme S = Scheme::int4;
+  if (db && kpt == 1 && rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 1, 4, true, true>);
+  if (db && kpt == 2 && rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 2, 2, true, true>);
+  if (db) fail("gemv: no double-buffered fragment-layout kernel for {} rows per group x {} chunks per thread", rows, kpt);
+  if (kpt == 1 && rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 1, 8, false, true>);
+  if (kpt == 1 && rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 1, 4, false, true>);
+  if (kpt == 2 && rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 2, 4, false, true>);
+  fail("gemv: no fragment-layout kernel for {} rows per group x {} chunks per thread", rows, kpt);
+}
+
 template <Scheme S>
 const void* rows_kernel(int kpt, int rows, bool db) {
   switch (kpt) {
@@ -812,6 +940,7 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
   const RowsShape shape = rows_shape(m, t);
   int kpt = shape.kpt, threads = shape.threads, rows = shape.rows;
   auto kernel_for = [&](int r) -> const void* {
+    if (m.int4_frag) return frag_kernel(kpt, r, t.double_buffer);
     switch (m.scheme) {
       case Scheme::fp16: return rows_kernel<Scheme::fp16>(kpt, r, t.double_buffer);
       case Scheme::int8: return rows_kernel<Scheme::int8>(kpt, r, t.double_buffer);
@@ -820,7 +949,9 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
     fail("gemv: unknown scheme");
   };
   const void* kernel = kernel_for(rows);
-  int occupancy = blocks_per_sm(kernel, 0, threads);
+  // The fragment kernel's x stages: one per warp and chunk set.
+  auto smem_for = [&] { return m.int4_frag ? size_t{frag::kWarpStage} * (threads / kWarp) * kpt : 0; };
+  int occupancy = blocks_per_sm(kernel, smem_for(), threads);
   // A block alone on its SM (the down_proj's long rows: 448 threads) stalls the whole SM at
   // every group's barrier; with two blocks, one's barrier overlaps the other's loads.
   // - int8 halves its rows (fewer registers): 8b-int8 2.427 -> 2.378 ms on H200.
@@ -842,7 +973,7 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
       break;
     }
     kernel = kernel_for(rows);
-    occupancy = blocks_per_sm(kernel, 0, threads);
+    occupancy = blocks_per_sm(kernel, smem_for(), threads);
   }
   if (t.blocks_per_sm > 0) occupancy = std::min(occupancy, t.blocks_per_sm);
   const int64_t grid = balanced_grid(m.rows, rows, occupancy);
@@ -850,7 +981,7 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
   GemvInput ii = in;
   GemvOutput oo = out;
   void* args[] = {&mm, &ii, &oo, &group_shift};
-  launch_raw(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), 0, stream, args);
+  launch_raw(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), smem_for(), stream, args);
 }
 
 }  // namespace
@@ -869,6 +1000,10 @@ bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why) {
   }
   if (w.scheme == Scheme::int4 && (w.group_size < 32 || (w.group_size & (w.group_size - 1)) || !w.int4_repacked)) {
     *why = "int4.gemv needs a power-of-two group size of at least 32 and the repacked layout";
+    return false;
+  }
+  if (w.int4_frag && v == GemvVariant::warp) {
+    *why = "the warp kernel reads the nibble-order layout, not the tensor-core dot's fragment layout";
     return false;
   }
   return true;

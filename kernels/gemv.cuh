@@ -23,6 +23,9 @@ struct DeviceMatrix {
   int group_size = 0;
   bool zero_point = false;
   bool int4_repacked = false;
+  // int4_repacked, with the weights in the tensor-core dot's fragment layout
+  // (decodebench/int4_frag.h) instead of the nibble order; the meta is packed as above.
+  bool int4_frag = false;
   void* qweight = nullptr;     // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]
   __half* scales = nullptr;    // int8: [rows]; int4: [rows, cols/group]
   uint8_t* zeros = nullptr;    // int4 with zero point: [rows, cols/group]

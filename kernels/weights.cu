@@ -1,6 +1,7 @@
 // Device-side weight production (see weights.cuh).
 #include "common.cuh"
 #include "decodebench/half.h"
+#include "decodebench/int4_frag.h"
 #include "decodebench/int4_meta.h"
 #include "decodebench/quant.h"
 #include "weights.cuh"
@@ -168,6 +169,33 @@ __global__ void repack_int4_kernel(uint32_t* words, int64_t n) {
   }
 }
 
+// Canonical nibbles -> the tensor-core dot's fragment layout (decodebench/int4_frag.h), in
+// place: one block of threads per block of 8 rows and span of 1024 columns, the 8 x 512
+// bytes that the permutation keeps to themselves.
+__global__ void repack_int4_frag_kernel(uint8_t* q, int64_t cols) {
+  __shared__ uint8_t canon[int4_frag::kRows][int4_frag::kSpanCols / 2];
+  const int64_t spans = cols / int4_frag::kSpanCols;
+  const int64_t row0 = blockIdx.x / spans * int4_frag::kRows;
+  const int64_t byte0 = blockIdx.x % spans * (int4_frag::kSpanCols / 2);
+  for (int e = threadIdx.x; e < int4_frag::kRows * int4_frag::kSpanCols / 2; e += blockDim.x) {
+    const int r = e / (int4_frag::kSpanCols / 2), b = e % (int4_frag::kSpanCols / 2);
+    canon[r][b] = q[(row0 + r) * (cols / 2) + byte0 + b];
+  }
+  __syncthreads();
+  // Word (i, lane, u): "row" i of the block, chunk `lane` of the span, word u of the chunk.
+  for (int e = threadIdx.x; e < 8 * 32 * 4; e += blockDim.x) {
+    const int i = e / 128, lane = e / 4 % 32, u = e % 4;
+    uint32_t w = 0;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const int4_frag::Source src = int4_frag::source(i, lane, u, n);
+      const uint32_t v = (canon[src.row][src.col / 2] >> (4 * (src.col & 1))) & 0xfu;
+      w |= v << (4 * n);
+    }
+    reinterpret_cast<uint32_t*>(q + (row0 + i) * (cols / 2) + byte0)[lane * 4 + u] = w;
+  }
+}
+
 // Canonical [rows][G] group parameters -> the packed layout (decodebench/int4_meta.h), in
 // place: one block of threads per block of 8 rows, whose index range the permutation keeps.
 template <typename T>
@@ -284,10 +312,17 @@ void convert_to_f16(__half* dst, const void* src, DType dtype, int64_t n, cudaSt
   CUDA_CHECK_LAUNCH();
 }
 
-void repack_int4(DeviceMatrix& m, cudaStream_t s) {
+void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments) {
   if (m.int4_repacked) return;
-  const int64_t words = m.rows * m.cols / 8;
-  repack_int4_kernel<<<grid_for(words), kThreads, 0, s>>>(static_cast<uint32_t*>(m.qweight), words);
+  if (fragments && int4_frag::eligible(m.rows, m.cols, m.group_size)) {
+    const int64_t blocks = m.rows / int4_frag::kRows * (m.cols / int4_frag::kSpanCols);
+    repack_int4_frag_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(static_cast<uint8_t*>(m.qweight),
+                                                                              m.cols);
+    m.int4_frag = true;
+  } else {
+    const int64_t words = m.rows * m.cols / 8;
+    repack_int4_kernel<<<grid_for(words), kThreads, 0, s>>>(static_cast<uint32_t*>(m.qweight), words);
+  }
   CUDA_CHECK_LAUNCH();
   const int groups = static_cast<int>(m.cols / m.group_size);
   pack_meta(reinterpret_cast<uint16_t*>(m.scales), m.rows, groups, s);

@@ -65,8 +65,9 @@ struct MergeSource {
 void produce_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s);
 
 // Canonical int4 -> the fast kernel's nibble order and packed scales and zero points (in
-// place; gemv.cuh DeviceMatrix).
-void repack_int4(DeviceMatrix& m, cudaStream_t s);
+// place; gemv.cuh DeviceMatrix). With `fragments`, a matrix the tensor-core dot can take
+// (int4_frag::eligible) gets its fragment layout instead of the nibble order (int4_frag).
+void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments = false);
 
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);

@@ -10,6 +10,7 @@
 #include "cuda_engine_lora.cuh"
 #include "decodebench/accounting.h"
 #include "decodebench/cuda_engine.cuh"
+#include "decodebench/int4_frag.h"
 #include "decodebench/rope.h"
 #include "weights.cuh"
 
@@ -324,11 +325,15 @@ void DeviceWeights::fill(const WeightSource& ws) {
     alloc_matrix(lm_head_);
     produce(ws, ws.lm_head(), lm_head_, {}, stager, s);
   }
-  // Each kernel reads its own layout: the fast int4 GEMV the repacked one (weight_layout).
+  // Each kernel reads its own layout: the fast int4 GEMV the repacked one (weight_layout),
+  // in the tensor-core dot's fragment layout where that pays (int4_frag::preferred).
+  auto repack = [&](DeviceMatrix& m) {
+    repack_int4(m, s, int4_frag::preferred(m.rows, m.cols, m.group_size));
+  };
   for (Layer& d : layers_)
     for (DeviceMatrix* m : {&d.qkv, &d.o, &d.gate_up, &d.down})
-      if (layout_.block_int4_repacked && m->scheme == Scheme::int4) repack_int4(*m, s);
-  if (layout_.head_int4_repacked && !sh.tied_head && lm_head_.scheme == Scheme::int4) repack_int4(lm_head_, s);
+      if (layout_.block_int4_repacked && m->scheme == Scheme::int4) repack(*m);
+  if (layout_.head_int4_repacked && !sh.tied_head && lm_head_.scheme == Scheme::int4) repack(lm_head_);
   lora_groups_ = upload_external_lora(ws, alloc, s);
   lora_rank_ = lora_groups_.empty() ? 0 : ws.adapter()->rank;
   CUDA_CHECK(cudaStreamSynchronize(s));  // before the stager, the merger and the stream go

@@ -19,7 +19,8 @@ const std::vector<KernelInfo>& kernel_registry() {
        "dequantize to an fp16 scratch matrix, then cuBLAS (the 'fast kernel not used' case)", {4.0}},
       {"int4.gemv", Scheme::int4, true,
        "x in registers, 8 rows per group (4 rows x 2 chunks a thread on long rows), repacked nibbles, "
-       "scales and zero points packed per 8 rows, lop3-style unpack to half2, 16-byte loads",
+       "scales and zero points packed per 8 rows, lop3-style unpack to half2, 16-byte loads; on matrices of "
+       ">= 2e8 weights the dot runs on the tensor cores (mma.m16n8k16 from a fragment-ordered layout)",
        {}},
       {"int4.naive", Scheme::int4, false, "shift/mask/convert per element from the canonical layout (slow path)",
        {}},

@@ -72,9 +72,10 @@ Problem make_problem(const Case& c, std::mt19937& rng) {
 // One store-epilogue GEMV of c's problem p through `launch(m, in, out)`, on a poisoned output
 // (the int4 weights repacked first where `repack`), every row checked against the reference.
 template <class Launch>
-void check_rows(const Case& c, const Problem& p, bool repack, Launch launch) {
+void check_rows(const Case& c, const Problem& p, bool repack, Launch launch, bool fragments = false) {
   DeviceQuant dq(p.w);
-  if (repack) repack_int4(dq.m, nullptr);
+  if (repack) repack_int4(dq.m, nullptr, fragments);
+  ASSERT_EQ(dq.m.int4_frag, fragments) << name(c) << ": the fragment layout was asked for an eligible shape";
   DeviceBuffer<uint16_t> x(p.x);
   DeviceBuffer<float> y(static_cast<size_t>(c.rows));
   y.poison();
@@ -127,6 +128,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](cons
   return fmt::format("{}_{}_{}x{}", to_string(c.scheme), variant_name(c.variant), c.rows,
                      c.cols);
 });
+
+// int4 in the tensor-core dot's fragment layout (decodebench/int4_frag.h): whole blocks of 8
+// rows and spans of 1024 columns at group size 128, from one block to the real 8b, 1b and 70b
+// shapes (the launcher's R8 x K1, R4 x K1, R4 x K2 and R8 x K2 kernels among them). The
+// tensor cores accumulate in fp32 from exact products, so the fast kernels' bound holds.
+class GemvFragTest : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
+
+TEST_P(GemvFragTest, MatchesTheCpuReference) {
+  REQUIRE_GPU();
+  const Case c{Scheme::int4, GemvVariant::fast, GetParam().first, GetParam().second};
+  std::mt19937 rng(static_cast<unsigned>(c.rows * 17 + c.cols));
+  const Problem p = make_problem(c, rng);
+  check_rows(
+      c, p, true, [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) { gemv(m, in, out, c.variant, nullptr); },
+      true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemvFragTest,
+                         ::testing::Values(std::pair<int64_t, int64_t>{8, 1024}, std::pair<int64_t, int64_t>{24, 3072},
+                                           std::pair<int64_t, int64_t>{2048, 2048},
+                                           std::pair<int64_t, int64_t>{2048, 8192},
+                                           std::pair<int64_t, int64_t>{6144, 4096},
+                                           std::pair<int64_t, int64_t>{4096, 4096},
+                                           std::pair<int64_t, int64_t>{28672, 4096},
+                                           std::pair<int64_t, int64_t>{4096, 14336},
+                                           std::pair<int64_t, int64_t>{10240, 8192},
+                                           std::pair<int64_t, int64_t>{8192, 28672}),
+                         [](const auto& info) { return fmt::format("int4_frag_{}x{}", info.param.first, info.param.second); });
 
 // The rows kernel in shapes chosen by hand (gemv_tuned), single and double-buffered, against
 // the CPU reference. One block per SM, so that the row counts below set the groups per block:
@@ -197,6 +226,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTunedTest, ::testing::ValuesIn(tuned_cases(
 struct EpilogueCase {
   GemvVariant variant;
   int64_t rows, cols;
+  bool fragments = false;  // int4 in the tensor-core dot's layout
 };
 
 class GemvEpilogue : public ::testing::TestWithParam<EpilogueCase> {};
@@ -237,7 +267,8 @@ TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
   const double tol = 8.0 / 2048.0;
 
   DeviceQuant dq(q);
-  repack_int4(dq.m, nullptr);
+  repack_int4(dq.m, nullptr, c.fragments);
+  ASSERT_EQ(dq.m.int4_frag, c.fragments);
   DeviceBuffer<float> dres(resid), dprev(prev), dadd(addend), dy(rows), dy2(rows);
   DeviceBuffer<uint16_t> dnorm(norm_w), dact(rows / 2);
   DeviceBuffer<unsigned long long> key(1), slots(std::vector<unsigned long long>(kNormSlots, 0)),
@@ -305,10 +336,12 @@ TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
 INSTANTIATE_TEST_SUITE_P(Kernels, GemvEpilogue,
                          ::testing::Values(EpilogueCase{GemvVariant::fast, 256, 4096},
                                            EpilogueCase{GemvVariant::fast, 258, 512},
-                                           EpilogueCase{GemvVariant::warp, 258, 512}),
+                                           EpilogueCase{GemvVariant::warp, 258, 512},
+                                           EpilogueCase{GemvVariant::fast, 256, 4096, true},
+                                           EpilogueCase{GemvVariant::fast, 64, 14336, true}),
                          [](const auto& info) {
-                           return fmt::format("{}_{}x{}", variant_name(info.param.variant), info.param.rows,
-                                              info.param.cols);
+                           return fmt::format("{}_{}x{}{}", variant_name(info.param.variant), info.param.rows,
+                                              info.param.cols, info.param.fragments ? "_frag" : "");
                          });
 
 // dequant-cublas's fp16 copy: every element exactly fp16(QuantMatrix::at), in the vector

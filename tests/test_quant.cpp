@@ -8,6 +8,7 @@
 
 #include "decodebench/error.h"
 #include "decodebench/half.h"
+#include "decodebench/int4_frag.h"
 #include "decodebench/int4_meta.h"
 #include "decodebench/quant.h"
 #include "decodebench/synth.h"
@@ -159,6 +160,117 @@ TEST(Int4Meta, PackedIndexPermutesEachBlockInPlace) {
       }
       for (int h : hits) EXPECT_EQ(h, 1) << rows << "x" << groups << ": not a permutation";
     }
+  }
+}
+
+// The int4 fragment layout (decodebench/int4_frag.h) covers every nibble of a block of 8
+// rows and one span exactly once.
+TEST(Int4Frag, SourceIsAPermutationOfEachBlockAndSpan) {
+  std::vector<int> hits(int4_frag::kRows * int4_frag::kSpanCols, 0);
+  for (int i = 0; i < 8; ++i)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int u = 0; u < 4; ++u)
+        for (int n = 0; n < 8; ++n) {
+          const int4_frag::Source s = int4_frag::source(i, lane, u, n);
+          ASSERT_GE(s.row, 0);
+          ASSERT_LT(s.row, int4_frag::kRows);
+          ASSERT_GE(s.col, 0);
+          ASSERT_LT(s.col, int4_frag::kSpanCols);
+          ++hits[static_cast<size_t>(s.row * int4_frag::kSpanCols + s.col)];
+        }
+  for (int h : hits) ASSERT_EQ(h, 1);
+  EXPECT_TRUE(int4_frag::eligible(4096, 14336, 128));
+  EXPECT_FALSE(int4_frag::eligible(2560, 9728, 128));  // 9728 is not whole spans
+  EXPECT_FALSE(int4_frag::eligible(4100, 4096, 128));  // rows not whole blocks
+  EXPECT_FALSE(int4_frag::eligible(4096, 4096, 64));
+  // The layout is used on 70b's gate/up and down only (results/NOTES.md item 61).
+  EXPECT_TRUE(int4_frag::preferred(57344, 8192, 128));
+  EXPECT_TRUE(int4_frag::preferred(8192, 28672, 128));
+  EXPECT_FALSE(int4_frag::preferred(28672, 4096, 128));  // 8b gate/up
+  EXPECT_FALSE(int4_frag::preferred(10240, 8192, 128));  // 70b qkv
+  EXPECT_FALSE(int4_frag::preferred(57344, 8192, 64));   // not eligible
+}
+
+// What the tensor-core int4 dot computes, emulated lane by lane from the PTX fragment rules
+// of mma.m16n8k16 (A: a0,a1 = row g, columns 2c, 2c+1; a2,a3 = row g+8; a4..a7 the same at
+// columns + 8. B: b0,b1 = rows 2c, 2c+1 of column g; b2,b3 = rows + 8. D: d0,d1 = row g,
+// columns 2c, 2c+1; d2,d3 = row g+8), with the words unpacked as the kernel does (1024 + v,
+// 1024 + 16 v, x / 16 against the latter) and the offsets taken out per segment. Equals the
+// dot of the dequantized rows.
+TEST(Int4Frag, EmulatedMmaDotEqualsTheDequantizedDot) {
+  constexpr int kRowsB = int4_frag::kRows, kCols = int4_frag::kSpanCols, kSeg = 8;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> nib(0, 15);
+  std::uniform_real_distribution<double> xs(-2.0, 2.0), ss(0.001, 0.02);
+  std::vector<int> v(kRowsB * kCols);
+  for (int& e : v) e = nib(rng);
+  std::vector<double> x(kCols), scale(kRowsB * kSeg), zero(kRowsB * kSeg);
+  for (double& e : x) e = xs(rng);
+  for (double& e : scale) e = ss(rng);
+  for (double& e : zero) e = nib(rng);
+  // The packed words: [i][lane][u].
+  uint32_t word[8][32][4];
+  for (int i = 0; i < 8; ++i)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int u = 0; u < 4; ++u) {
+        uint32_t q = 0;
+        for (int n = 0; n < 8; ++n) {
+          const int4_frag::Source s = int4_frag::source(i, lane, u, n);
+          q |= static_cast<uint32_t>(v[s.row * kCols + s.col]) << (4 * n);
+        }
+        word[i][lane][u] = q;
+      }
+  auto lo = [](uint32_t q, int h) { return 1024.0 + ((q >> (16 * h)) & 0xf); };
+  auto hi = [](uint32_t q, int h) { return 1024.0 + 16.0 * ((q >> (16 * h + 4)) & 0xf); };
+  // Per segment, the offsets the kernel subtracts: O = 1024 (sum of x at k-slots < 8 + sum of
+  // x / 16 at the others), S = the sum of x.
+  double O[kSeg] = {}, S[kSeg] = {};
+  for (int col = 0; col < kCols; ++col) {
+    const int g = col / int4_frag::kSegmentCols;
+    O[g] += 1024.0 * (col % 16 < 8 ? x[col] : x[col] / 16.0);
+    S[g] += x[col];
+  }
+  std::vector<double> got(kRowsB, 0.0);
+  for (int p = 0; p < 4; ++p) {
+    double D[16][8] = {};
+    for (int j = 0; j < 8; ++j) {
+      const int i = 2 * p + j / 4, u = j % 4;
+      double A[16][16], B[16][8];
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane / 4, c = lane % 4;
+        const uint32_t q = word[i][lane][u];
+        for (int h = 0; h < 2; ++h) {
+          A[g][2 * c + h] = lo(q, h);
+          A[g + 8][2 * c + h] = lo(q >> 8, h);
+          A[g][2 * c + 8 + h] = hi(q, h);
+          A[g + 8][2 * c + 8 + h] = hi(q >> 8, h);
+          B[2 * c + h][g] = x[int4_frag::x_col(lane, j, 0, h)];
+          B[2 * c + 8 + h][g] = x[int4_frag::x_col(lane, j, 1, h)] / 16.0;
+        }
+      }
+      for (int m = 0; m < 16; ++m)
+        for (int n = 0; n < 8; ++n)
+          for (int k = 0; k < 16; ++k) D[m][n] += A[m][k] * B[k][n];
+    }
+    // Each lane's d registers; a lane keeps D[g][g] and D[g+8][g] where c == g / 2.
+    for (int lane = 0; lane < 32; ++lane) {
+      const int g = lane / 4, c = lane % 4;
+      if (c != g / 2) continue;
+      const double d[4] = {D[g][2 * c], D[g][2 * c + 1], D[g + 8][2 * c], D[g + 8][2 * c + 1]};
+      for (int h = 0; h < 2; ++h) {
+        const int row = 2 * p + h;
+        const double dot = d[2 * h + (g & 1)] - O[g] - zero[row * kSeg + g] * S[g];
+        got[row] += scale[row * kSeg + g] * dot;
+      }
+    }
+  }
+  for (int r = 0; r < kRowsB; ++r) {
+    double want = 0.0;
+    for (int col = 0; col < kCols; ++col) {
+      const int g = col / int4_frag::kSegmentCols;
+      want += scale[r * kSeg + g] * (v[r * kCols + col] - zero[r * kSeg + g]) * x[col];
+    }
+    EXPECT_NEAR(got[r], want, 1e-9 * (1.0 + std::fabs(want))) << "row " << r;
   }
 }
 

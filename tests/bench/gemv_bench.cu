@@ -17,6 +17,7 @@
 
 #include "common.cuh"
 #include "decodebench/half.h"
+#include "decodebench/int4_frag.h"
 #include "decodebench/weights.h"
 #include "gemv.cuh"
 #include "weights.cuh"
@@ -61,7 +62,9 @@ int main(int argc, char** argv) {
   const bool only = argc > 3 && std::strcmp(argv[1], "--only") == 0;
   const std::vector<Shape> shapes = {{"8b qkv", 6144, 4096, true},       {"8b o", 4096, 4096, false},
                                      {"8b gate/up", 28672, 4096, true},  {"8b down", 4096, 14336, false},
-                                     {"8b lm_head", 128256, 4096, true, true}, {"1b gate/up", 16384, 2048, true}};
+                                     {"8b lm_head", 128256, 4096, true, true}, {"1b gate/up", 16384, 2048, true},
+                                     {"70b qkv", 10240, 8192, true},     {"70b o", 8192, 8192, false},
+                                     {"70b gate/up", 57344, 8192, true}, {"70b down", 8192, 28672, false}};
   std::mt19937 rng(1);
   std::normal_distribution<float> nd(0.f, 0.02f);
   for (const Shape& sh : shapes) {
@@ -126,7 +129,7 @@ int main(int argc, char** argv) {
           CUDA_CHECK(cudaMalloc(&m.zeros, q.zeros.size()));
           CUDA_CHECK(cudaMemcpy(m.zeros, q.zeros.data(), q.zeros.size(), cudaMemcpyHostToDevice));
         }
-        if (s == Scheme::int4) repack_int4(m, nullptr);
+        if (s == Scheme::int4) repack_int4(m, nullptr, int4_frag::preferred(m.rows, m.cols, m.group_size));
       }
       const int reps = std::max(copies, 64);
       auto report = [&](const std::string& label, double us) {
@@ -148,7 +151,8 @@ int main(int argc, char** argv) {
           std::printf("%-10s %-5s %-22s skipped: %s\n", sh.name, to_string(s), label, e.what());
         }
       }
-      report("warp", time_us([&](int i) { gemv(ms[i % copies], in, out, GemvVariant::warp, nullptr); }, reps));
+      if (!ms[0].int4_frag)  // the warp kernel reads the nibble order only
+        report("warp", time_us([&](int i) { gemv(ms[i % copies], in, out, GemvVariant::warp, nullptr); }, reps));
       if (tune) {
         for (int r : {2, 4, 8})
           for (int k : {1, 2, 4})
