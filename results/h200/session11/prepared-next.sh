@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Prepared at the end of session 11 for session 12's first device run (results/NOTES.md,
+# "Next, from session 11" (1)): branch wip-s11-carveout2, the preferred L1 / shared-memory
+# carveout per kernel class: DB_EXP_CO_FP16 / _INT8 / _INT4 for the rows kernels by scheme
+# (fp16's also serves every fp16 lm_head), DB_EXP_CO_OTHER for every other kernel. Before
+# running, locally, on the branch:  git rev-parse --short=12 HEAD > .devrun/commit
+# then run(command="bash .devrun/next.sh", carry=[".devrun"]). ~4-5 minutes. Configurations:
+# unset (= main), uniform 25 (session 11's b62f5e1), and variants that keep fp16's GEMVs at
+# the driver's choice or at 0. Land the best as constants (branch land-carveout shows how),
+# then run the gpu tests and the matrix.
+export DB_GIT_COMMIT=$(cat .devrun/commit)
+R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
+CM="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
+cmake -S . -B build-gpu $CM >/dev/null && cmake --build build-gpu -j16 --target decodebench > $R/build.log 2>&1; echo "build rc=$?"
+t built
+cfg() {  # label OTHER FP16 INT8 INT4 (- for unset)
+  local l=$1; shift
+  local v=("$@"); for i in 0 1 2 3; do [ "${v[$i]}" = - ] && v[$i]=""; done
+  for m in 8b-fp16 8b-int8 8b-int4 4b-int8 4b-fp16 1b-int8; do
+    DB_EXP_CO_OTHER=${v[0]} DB_EXP_CO_FP16=${v[1]} DB_EXP_CO_INT8=${v[2]} DB_EXP_CO_INT4=${v[3]} \
+      timeout 60 build-gpu/decodebench --model $m --graph on -o $R/c.json > $R/c.txt 2>&1
+    echo "$l $m rc=$?: $(grep -E '^TPOT' $R/c.txt | tr -s ' ' | cut -d' ' -f2-3) $(grep -o '"tokens_hash": *"[^"]*"' $R/c.json) $(grep carveout $R/c.txt | head -1)"
+  done
+}
+{ cfg unset - - - -
+  cfg all25 25 25 25 25
+  cfg fp16def 25 - 25 25
+  cfg gemvdef 25 - - -
+  cfg fp16zero 25 0 25 25
+  cfg int4at12 25 - 25 12
+  cfg unset2 - - - - ; } | tee $R/step.txt
+rm -f $R/c.json; t done; tar czf $OUT/r.tgz -C $OUT r && rm -rf $R
