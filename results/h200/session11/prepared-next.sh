@@ -4,7 +4,7 @@
 # carveout per kernel class: DB_EXP_CO_FP16 / _INT8 / _INT4 for the rows kernels by scheme
 # (fp16's also serves every fp16 lm_head), DB_EXP_CO_OTHER for every other kernel. Before
 # running, locally, on the branch:  git rev-parse --short=12 HEAD > .devrun/commit
-# then run(command="bash .devrun/next.sh", carry=[".devrun"]). ~4-5 minutes. Configurations:
+# then run(command="bash .devrun/next.sh", carry=[".devrun"]). ~5-6 minutes. Configurations:
 # unset (= main), uniform 25 (session 11's b62f5e1), and variants that keep fp16's GEMVs at
 # the driver's choice or at 0. Land the best as constants (branch land-carveout shows how),
 # then run the gpu tests and the matrix.
@@ -28,5 +28,6 @@ cfg() {  # label OTHER FP16 INT8 INT4 (- for unset)
   cfg gemvdef 25 - - -
   cfg fp16zero 25 0 25 25
   cfg int4at12 25 - 25 12
+  cfg int8at12 25 - 12 25
   cfg unset2 - - - - ; } | tee $R/step.txt
 rm -f $R/c.json; t done; tar czf $OUT/r.tgz -C $OUT r && rm -rf $R
