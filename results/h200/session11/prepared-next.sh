@@ -15,7 +15,7 @@
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 CM="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"
-cmake -S . -B build-gpu $CM >/dev/null && cmake --build build-gpu -j16 --target decodebench > $R/build.log 2>&1; echo "build rc=$?"
+cmake -S . -B build-gpu $CM >/dev/null && cmake --build build-gpu -j16 --target decodebench decodebench_kernel_trace > $R/build.log 2>&1; echo "build rc=$?"
 t built
 cfg() {  # label OTHER FP16 INT8 INT4 (- for unset)
   local l=$1; shift
@@ -34,4 +34,13 @@ cfg() {  # label OTHER FP16 INT8 INT4 (- for unset)
   cfg gdefo25 25 - - -
   cfg fp16def 25 - 25 25
   cfg unset2 - - - - ; } | tee $R/step.txt
+t stepped; tar czf $OUT/r.tgz -C $OUT r
+# What configuration each kernel ran in (the trace's smem_executed), without and with g14o25.
+for l in unset g14o25; do
+  co=(); [ $l = g14o25 ] && co=(DB_EXP_CO_OTHER=25 DB_EXP_CO_FP16=14 DB_EXP_CO_INT8=14 DB_EXP_CO_INT4=14)
+  env "${co[@]}" DB_TRACE_OUT=$R/trace-$l.csv CUDA_INJECTION64_PATH=$PWD/build-gpu/libdecodebench_kernel_trace.so \
+    timeout 60 build-gpu/decodebench --model 8b-int8 --graph on --tokens 128 --warmup 0 --repeat 1 > /dev/null 2>&1
+  python3 scripts/trace_step.py $R/trace-$l.csv 0 127 > $R/trace-$l.txt 2>&1; echo "== $l"; grep -E "step|gate_up|down|qkv| o |attention|lm_head" $R/trace-$l.txt | head -7
+  gzip $R/trace-$l.csv
+done
 rm -f $R/c.json; t done; tar czf $OUT/r.tgz -C $OUT r && rm -rf $R
