@@ -131,7 +131,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](cons
 
 // int4 in the tensor-core dot's fragment layout (decodebench/int4_frag.h): whole blocks of 8
 // rows and spans of 1024 columns at group size 128, from one block to the real 8b, 1b and 70b
-// shapes (the launcher's R8 x K1, R4 x K1, R4 x K2 and R8 x K2 kernels among them). The
+// shapes (the launcher's R8 x K1, R4 x K1 and R4 x K2 kernels among them). The
 // tensor cores accumulate in fp32 from exact products, so the fast kernels' bound holds.
 class GemvFragTest : public ::testing::TestWithParam<std::pair<int64_t, int64_t>> {};
 
