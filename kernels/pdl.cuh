@@ -14,6 +14,8 @@
 // Because each kernel waits for the one before it, the chain is transitive: after pdl_wait()
 // every earlier kernel of the stream has finished. Kernels launched without the attribute
 // (the <<<>>> ones) still wait for their predecessor to complete, as always.
+// Every launch here also carries its preferred L1 / shared-memory split (launch_carveout
+// below, decodebench/carveout.h), on every GPU.
 // One exception, by design: the step's first kernel (embed) waits before it triggers, so no
 // kernel of a decode step starts before the previous step has completed. What only earlier
 // steps write (the position, the KV cache rows below it) may then be read before pdl_wait:
@@ -23,9 +25,13 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "common.cuh"
+#include "decodebench/carveout.h"
 
 namespace db::cuda {
 
@@ -57,20 +63,47 @@ inline bool pdl_supported() {
 
 namespace detail {
 
-// The launch configuration, with the PDL attribute where the device has it. `attr` is the
-// storage the configuration points into: it must outlive the launch call.
-inline cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                                     cudaLaunchAttribute* attr) {
+// The preferred L1 / shared-memory split of a launch (decodebench/carveout.h): the shared
+// memory of the blocks one SM will hold, no less than kMinCarveoutPercent. Computed once per
+// kernel and launch shape (a graph captures it; an eager step looks it up).
+inline int launch_carveout(const void* kernel, dim3 grid, dim3 block, size_t smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, unsigned, unsigned, size_t>, int> cache;
+  const unsigned blocks = grid.x * grid.y * grid.z, threads = block.x * block.y * block.z;
+  const auto key = std::make_tuple(kernel, blocks, threads, smem);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  int dev = 0, sms = 0, max_sm = 0, reserved = 0, occupancy = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&max_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+  cudaFuncAttributes fa = {};
+  CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, static_cast<int>(threads), smem));
+  const int64_t resident = resident_blocks(blocks, sms, occupancy);
+  const int pct = carveout_percent(resident, static_cast<int64_t>(fa.sharedSizeBytes + smem) + reserved, max_sm);
+  cache.emplace(key, pct);
+  return pct;
+}
+
+// The launch configuration: the carveout above, and the PDL attribute where the device has
+// it. `attr` is the storage the configuration points into: it must outlive the launch call.
+inline cudaLaunchConfig_t pdl_config(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                     cudaLaunchAttribute (&attr)[2]) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
+  cfg.attrs = attr;
+  attr[0].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+  attr[0].val.sharedMemCarveout = static_cast<unsigned>(launch_carveout(kernel, grid, block, smem));
+  cfg.numAttrs = 1;
   if (pdl_supported()) {
-    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr->val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.numAttrs = 2;
   }
   return cfg;
 }
@@ -88,8 +121,9 @@ inline cudaError_t launch_result(cudaError_t e) {
 // kernel's parameter types as in a <<<>>> launch. Checked, so no CUDA_CHECK_LAUNCH after it.
 template <typename... KArgs, typename... Args>
 void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
-  cudaLaunchAttribute attr = {};
-  const cudaLaunchConfig_t cfg = detail::pdl_config(grid, block, smem, s, &attr);
+  cudaLaunchAttribute attr[2] = {};
+  const cudaLaunchConfig_t cfg =
+      detail::pdl_config(reinterpret_cast<const void*>(kernel), grid, block, smem, s, attr);
   CUDA_CHECK(detail::launch_result(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...)));
 }
 
@@ -97,8 +131,8 @@ void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaSt
 // kernel parameter, each to a value of exactly that parameter's type (cudaLaunchKernel's
 // convention; nothing is converted).
 inline void launch_raw(const void* kernel, dim3 grid, dim3 block, size_t smem, cudaStream_t s, void** args) {
-  cudaLaunchAttribute attr = {};
-  const cudaLaunchConfig_t cfg = detail::pdl_config(grid, block, smem, s, &attr);
+  cudaLaunchAttribute attr[2] = {};
+  const cudaLaunchConfig_t cfg = detail::pdl_config(kernel, grid, block, smem, s, attr);
   CUDA_CHECK(detail::launch_result(cudaLaunchKernelExC(&cfg, kernel, args)));
 }
 
