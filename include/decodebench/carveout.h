@@ -21,8 +21,9 @@
 namespace db {
 
 // 14% of 228 KB is 31.9 KB, which rounds up to the H200's 32 KB configuration (224 KB of L1).
-// Measured on H200, every kernel at 14% against the GEMVs at 8 KB (3%, the rest at 64 KB):
-// 8b-int8 2.187 against 2.207 ms, 8b-int4 1.756 against 1.770 (results/NOTES.md item 64).
+// Measured on H200 with this rule (results/NOTES.md item 66), a floor of 14 against 7 (16 KB)
+// and 0 (only what the resident blocks need): 8b-fp16 3.772 / 3.773 / 3.845 ms, 8b-int8
+// 2.215 / 2.215 / 2.236, 8b-int4 1.756 / 1.771 / 1.771, 1b-fp16 0.775 / 0.775 / 0.795.
 constexpr int kMinCarveoutPercent = 14;
 
 // The blocks of a launch that one SM holds at once: all it can (`occupancy`, by registers,
