@@ -829,16 +829,6 @@ __global__ void __launch_bounds__(kThreads) gemv_naive_kernel(DeviceMatrix m, Ge
 
 // ------------------------------------------------------------------ launcher
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
-}
-
 // Resident blocks per SM for a kernel at a shared-memory size, raising the kernel's dynamic
 // shared-memory limit when x needs more than the default 48 KB (70B's down_proj: 56 KB).
 int blocks_per_sm(const void* kernel, size_t smem, int threads = kThreads) {

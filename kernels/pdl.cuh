@@ -49,16 +49,24 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// Whether the current device has PDL (compute capability 9.0 or newer). Queried once per
-// process, like sm_count(): the benchmark runs on one device.
+// A device attribute of the current device, queried once per process (per call site's
+// static): the benchmark runs on one device.
+inline int device_attribute(cudaDeviceAttr a) {
+  int dev = 0, v = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&v, a, dev));
+  return v;
+}
+
+// Whether the current device has PDL (compute capability 9.0 or newer).
 inline bool pdl_supported() {
-  static const bool ok = [] {
-    int dev = 0, major = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    return major >= 9;
-  }();
+  static const bool ok = device_attribute(cudaDevAttrComputeCapabilityMajor) >= 9;
   return ok;
+}
+
+inline int sm_count() {
+  static const int n = device_attribute(cudaDevAttrMultiProcessorCount);
+  return n;
 }
 
 namespace detail {
@@ -73,15 +81,13 @@ inline int launch_carveout(const void* kernel, dim3 grid, dim3 block, size_t sme
   const auto key = std::make_tuple(kernel, blocks, threads, smem);
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  int dev = 0, sms = 0, max_sm = 0, reserved = 0, occupancy = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&max_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev));
+  static const int max_sm = device_attribute(cudaDevAttrMaxSharedMemoryPerMultiprocessor);
+  static const int reserved = device_attribute(cudaDevAttrReservedSharedMemoryPerBlock);
+  int occupancy = 0;
   cudaFuncAttributes fa = {};
   CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, static_cast<int>(threads), smem));
-  const int64_t resident = resident_blocks(blocks, sms, occupancy);
+  const int64_t resident = resident_blocks(blocks, sm_count(), occupancy);
   const int pct = carveout_percent(resident, static_cast<int64_t>(fa.sharedSizeBytes + smem) + reserved, max_sm);
   cache.emplace(key, pct);
   return pct;
