@@ -265,9 +265,10 @@ struct Bench {
     return a;
   }
 
-  // GB/s over `bytes` of one launch `f(args)`: the median of 9 after 3 warm-ups.
+  // Milliseconds of one launch `f(args)` over `bytes`: the median of 9 after 3 warm-ups; the
+  // same launch's Args::waited goes to median_waited.
   template <class F>
-  double gbps(int64_t bytes, int64_t block_bytes, int64_t barrier_bytes, F&& f) {
+  double median_ms(int64_t bytes, int64_t block_bytes, int64_t barrier_bytes, F&& f) {
     std::vector<std::pair<float, unsigned long long>> ms;
     for (int r = 0; r < 12; ++r) {
       const Args a = next(bytes, block_bytes, barrier_bytes);
@@ -286,7 +287,13 @@ struct Bench {
     }
     std::sort(ms.begin(), ms.end());
     median_waited = static_cast<double>(ms[ms.size() / 2].second);
-    return static_cast<double>(bytes) / (ms[ms.size() / 2].first * 1e-3) / 1e9;
+    return ms[ms.size() / 2].first;
+  }
+
+  // GB/s over `bytes` of one launch `f(args)`, as median_ms times it.
+  template <class F>
+  double gbps(int64_t bytes, int64_t block_bytes, int64_t barrier_bytes, F&& f) {
+    return static_cast<double>(bytes) / (median_ms(bytes, block_bytes, barrier_bytes, f) * 1e-3) / 1e9;
   }
 
   // The median launch's time in a grid barrier, per barrier and block, in us ("" if none).
@@ -367,6 +374,23 @@ void launch(const void* kernel, int grid, int threads, size_t smem, void** args)
   CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(threads), args, smem, nullptr));
 }
 
+// The launches Bench times: regs_kernel with `n` loads a thread, and bulk_kernel.
+auto regs_launch(int n, int grid, int threads, bool sync) {
+  const void* k = regs_for(n);
+  return [=](Args a) {
+    bool s = sync;
+    void* args[] = {&a, &s};
+    launch(k, grid, threads, 0, args);
+  };
+}
+auto bulk_launch(int grid, int threads, size_t smem, int slot_bytes, int nslots) {
+  return [=](Args a) {
+    int slot = slot_bytes, ns = nslots;
+    void* args[] = {&a, &slot, &ns};
+    launch(reinterpret_cast<const void*>(&bulk_kernel), grid, threads, smem, args);
+  };
+}
+
 // Bytes a block reads: `total` split over the grid, rounded down to whole units.
 int64_t per_block(int64_t total, int grid, int64_t unit = kUnit) {
   return std::max<int64_t>(unit, total / grid / unit * unit);
@@ -402,11 +426,7 @@ int run(int argc, char** argv) {
           if (occupancy(k, T, 0) < bps) continue;
           const int grid = b.sms * bps;
           const int64_t bb = per_block(kTotal, grid);
-          const double g = b.gbps(bb * grid, bb, 0, [&](Args a) {
-            bool s = sync;
-            void* args[] = {&a, &s};
-            launch(k, grid, T, 0, args);
-          });
+          const double g = b.gbps(bb * grid, bb, 0, regs_launch(N, grid, T, sync));
           std::printf("regs %4d %2d %2d %d - | %4d %6.0f\n", T, bps, N, sync, bps * T * N * 16 / 1024, g);
         }
 
@@ -443,27 +463,24 @@ int run(int argc, char** argv) {
           if (smem > 227 * 1024 || occupancy(bk, threads, smem) < bps) continue;
           const int grid = b.sms * bps;
           const int64_t bb = per_block(kTotal, grid);
-          int slot = skb * 1024, ns = nslots;
-          const double g = b.gbps(bb * grid, bb, 0, [&](Args a) {
-            void* args[] = {&a, &slot, &ns};
-            launch(bk, grid, threads, smem, args);
-          });
+          const double g = b.gbps(bb * grid, bb, 0, bulk_launch(grid, threads, smem, skb * 1024, nslots));
           std::printf("bulk %2d %2d %d %d | %4d %6.0f\n", skb, nslots, consumers, bps, bps * ring_kb, g);
         }
 
-  // A grid barrier every M bytes per SM: how each mode streams across dependencies.
+  // What a grid barrier costs alone, then with a barrier every M bytes per SM: how each mode
+  // streams across dependencies.
   std::printf("\n# barrier alone: blocks/SM threads backoff_ns | us per barrier\n");
   for (unsigned backoff : {0u, 32u, 128u})
     if (!rotate_only)
       for (int bps : {1, 4}) {
         const int T = bps == 1 ? 512 : 128, grid = b.sms * bps, n = 2000;
         b.backoff = backoff;
-        const double g = b.gbps(1, 0, 0, [&](Args a) {
+        const double ms = b.median_ms(0, 0, 0, [&](Args a) {
           int nn = n;
           void* args[] = {&a, &nn};
           launch(reinterpret_cast<const void*>(&barrier_kernel), grid, T, 0, args);
         });
-        std::printf("barrier alone %d %d %3u | %6.3f\n", bps, T, backoff, 1.0 / g / 1e9 * 1e6 / n);
+        std::printf("barrier alone %d %d %3u | %6.3f\n", bps, T, backoff, ms * 1e3 / n);
       }
   std::printf("\n# barriers: mode config barrierKB/SM backoff_ns | GB/s, time in a barrier per block\n");
   for (unsigned backoff : {0u, 32u, 128u})
@@ -473,25 +490,15 @@ int run(int argc, char** argv) {
       {  // regs as the rows kernel: 128 x 4, 8 loads, a block barrier per group
         const int T = 128, bps = 4, grid = b.sms * bps;
         const int64_t bb = per_block(kTotal, grid), m = mkb * 1024 / bps;
-        const void* k = regs_for(8);
-        const double g = b.gbps(bb * grid, bb, m, [&](Args a) {
-          bool s = true;
-          void* args[] = {&a, &s};
-          launch(k, grid, T, 0, args);
-        });
+        const double g = b.gbps(bb * grid, bb, m, regs_launch(8, grid, T, true));
         std::printf("barrier regs T128x4 N8 sync %4lld %3u | %6.0f %s\n", static_cast<long long>(mkb),
                     backoff, g, b.wait_us(grid, bb, m).c_str());
       }
       {  // regs at 512 x 4, 4 loads: 128 KB in flight
         const int T = 512, bps = 4, grid = b.sms * bps;
         const int64_t bb = per_block(kTotal, grid), m = mkb * 1024 / bps;
-        const void* k = regs_for(4);
-        if (occupancy(k, T, 0) >= bps) {
-          const double g = b.gbps(bb * grid, bb, m, [&](Args a) {
-            bool s = false;
-            void* args[] = {&a, &s};
-            launch(k, grid, T, 0, args);
-          });
+        if (occupancy(regs_for(4), T, 0) >= bps) {
+          const double g = b.gbps(bb * grid, bb, m, regs_launch(4, grid, T, false));
           std::printf("barrier regs T512x4 N4 %4lld %3u | %6.0f %s\n", static_cast<long long>(mkb), backoff,
                       g, b.wait_us(grid, bb, m).c_str());
         }
@@ -501,19 +508,14 @@ int run(int argc, char** argv) {
         const int grid = b.sms, threads = 9 * kWarp;
         const size_t smem = size_t{1024} * ring;
         const int64_t bb = per_block(kTotal, grid), m = mkb * 1024;
-        int slot = skb * 1024, ns = ring / skb;
+        const int ns = ring / skb;
         if (occupancy(bk, threads, smem) < 1) fail("a bulk block of {} bytes does not fit", smem);
-        const double g = b.gbps(bb * grid, bb, m, [&](Args a) {
-          void* args[] = {&a, &slot, &ns};
-          launch(bk, grid, threads, smem, args);
-        });
+        const double g = b.gbps(bb * grid, bb, m, bulk_launch(grid, threads, smem, skb * 1024, ns));
         std::printf("barrier bulk %dKBx%d %4lld %3u | %6.0f %s\n", skb, ns, static_cast<long long>(mkb),
                     backoff, g, b.wait_us(grid, bb, m).c_str());
       }
     }
 
-  // The rows kernel's configuration (128 threads x 4 blocks, 8 loads, a block barrier per
-  // group) on the bytes of 8b-int4's GEMVs, 32 launches back to back.
   b.backoff = 0;
   if (barriers_only) return 0;
   if (rotate_only) {  // the rows kernel's configuration, each block's start rotated or not
@@ -522,17 +524,14 @@ int run(int argc, char** argv) {
       for (int rot = 0; rot < 2; ++rot) {
         const int T = 128, bps = 4, grid = b.sms * bps;
         const int64_t bb = per_block(kTotal, grid), m = mkb * 1024 / bps;
-        const void* k = regs_for(8);
         b.rotate = rot;
-        const double g = b.gbps(bb * grid, bb, m, [&](Args a) {
-          bool s = true;
-          void* args[] = {&a, &s};
-          launch(k, grid, T, 0, args);
-        });
+        const double g = b.gbps(bb * grid, bb, m, regs_launch(8, grid, T, true));
         std::printf("rotated regs T128x4 N8 sync %4lld %d | %6.0f %s\n", static_cast<long long>(mkb), rot, g,
                     b.wait_us(grid, bb, m).c_str());
       }
   }
+  // The rows kernel's configuration (128 threads x 4 blocks, 8 loads, a block barrier per
+  // group) on the bytes of 8b-int4's GEMVs, 32 launches back to back.
   std::printf("\n# per kernel: GEMV MB blocks groups rotate | us each, GB/s\n");
   for (int rot = 0; rot < (rotate_only ? 2 : 1); ++rot)
     for (auto [name, mb] : {std::pair{"qkv", 13.4}, {"o", 8.9}, {"gate/up", 62.4}, {"down", 31.2}}) {
@@ -543,12 +542,7 @@ int run(int argc, char** argv) {
       const int64_t per = (groups + 4 * b.sms - 1) / (4 * b.sms);
       const int grid = static_cast<int>((groups + per - 1) / per);
       const int64_t bb = per * group;
-      const void* k = regs_for(8);
-      const double us = b.us_each(bb * grid, bb, 32, [&](Args a) {
-        bool s = true;
-        void* args[] = {&a, &s};
-        launch(k, grid, T, 0, args);
-      });
+      const double us = b.us_each(bb * grid, bb, 32, regs_launch(8, grid, T, true));
       std::printf("kernel %-8s %5.1f MB %4d blocks x %lld groups %d | %6.2f %6.0f\n", name, bb * grid / 1e6,
                   grid, static_cast<long long>(per), rot, us, bb * grid / (us * 1e3));
     }
