@@ -36,31 +36,6 @@ std::string tokens_hash(const std::vector<int32_t>& tokens) {
   return fmt::format("{:016x}", h);
 }
 
-// The regime rule (README "Regimes"): bandwidth-bound when the median step is within
-// 1/0.6 of the byte floor; otherwise overhead-bound when the measured fixed cost of the
-// step's launches explains at least half of the time above the floor; else kernel-bound.
-void classify(Roofline& r, const BackendRun& run, const TpotStats& t, const PerTokenBytes& b) {
-  const double gap = t.median - r.floor_tpot_ms;
-  const double fixed_ms = run.launches_per_step * run.launch_overhead_us / 1e3;
-  if (r.efficiency >= 0.6) {
-    r.regime = "bandwidth-bound";
-    r.regime_reason = fmt::format("efficiency {:.2f} >= 0.60: the step runs within 1/0.6 of its byte floor", r.efficiency);
-  } else if (fixed_ms >= 0.5 * gap) {
-    r.regime = "overhead-bound";
-    r.regime_reason = fmt::format(
-        "efficiency {:.2f} < 0.60 and {} launches x {:.2f} us = {:.3f} ms of fixed cost explain >= half of the "
-        "{:.3f} ms above the floor",
-        r.efficiency, run.launches_per_step, run.launch_overhead_us, fixed_ms, gap);
-  } else {
-    r.regime = "kernel-bound";
-    r.regime_reason = fmt::format(
-        "efficiency {:.2f} < 0.60 and fixed cost ({:.3f} ms) explains less than half of the {:.3f} ms above the "
-        "floor: the kernels themselves run below bandwidth{}",
-        r.efficiency, fixed_ms, gap,
-        b.kernel_extra ? fmt::format(" (the kernel moves {:.2f} GB beyond the minimum)", b.kernel_extra / 1e9) : "");
-  }
-}
-
 }  // namespace
 
 std::string weights_key(const RunSpec& spec, const ModelConfig& cfg) {
@@ -165,7 +140,8 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
     r.roofline.achieved_GBps = total / (r.timing.tpot_ms.median * 1e-3) / 1e9;
     r.roofline.efficiency = r.roofline.floor_tpot_ms / r.timing.tpot_ms.median;
   }
-  classify(r.roofline, run, r.timing.tpot_ms, r.bytes.per_token);
+  classify_regime(r.roofline, r.timing.tpot_ms.median, run.launches_per_step, run.launch_overhead_us,
+                  r.bytes.per_token.kernel_extra);
   r.memory = run.memory;
 
   r.check.tokens = run.tokens;

@@ -99,7 +99,7 @@ db::Result full_result(const std::string& model, const std::vector<double>& samp
   r.roofline.achieved_GBps = 5'170'216'960 / (r.timing.tpot_ms.median * 1e-3) / 1e9;
   r.roofline.efficiency = r.roofline.floor_tpot_ms / r.timing.tpot_ms.median;
   r.roofline.regime = "bandwidth-bound";
-  r.roofline.regime_reason = "efficiency >= 0.6";
+  r.roofline.regime_reason = "efficiency >= 0.75";
   r.memory.weights_bytes = 5'670'183'000;
   r.memory.kv_cache_bytes = 1'073'741'824;
   r.memory.scratch_bytes = 2'097'152;

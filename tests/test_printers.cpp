@@ -59,7 +59,7 @@ db::Result sample_result(const std::string& model, double median_ms) {
   r.roofline.achieved_GBps = 5'170'216'960 / (median_ms * 1e-3) / 1e9;
   r.roofline.efficiency = r.roofline.floor_tpot_ms / median_ms;
   r.roofline.regime = "bandwidth-bound";
-  r.roofline.regime_reason = "efficiency 0.84 >= 0.6";
+  r.roofline.regime_reason = "efficiency 0.84 >= 0.75";
   r.memory.weights_bytes = 5'700'000'000;
   r.memory.kv_cache_bytes = 1'073'741'824;
   r.memory.scratch_bytes = 2'097'152;
@@ -300,7 +300,7 @@ TEST(Printers, SummaryStatesTheFiguresInAlignedLines) {
   for (const char* want :
        {"8b-int4", "int4 g128", "int4.gemv", "graph on", "NVIDIA H200", "1.500 ms median", "666.7 tok/s",
         "5.17 GB/token", "lm_head 1.05", "KV 0.07", "1.261 ms at 4100.0 GB/s", "3446.8 GB/s", "84.1%",
-        "bandwidth-bound: efficiency 0.84 >= 0.6", "6.78 GB"})
+        "bandwidth-bound: efficiency 0.84 >= 0.75", "6.78 GB"})
     EXPECT_NE(text.find(want), std::string::npos) << "missing \"" << want << "\" in\n" << text;
   EXPECT_EQ(text.find("WARNING"), std::string::npos);
   const std::vector<std::string> lines = split_lines(text);

@@ -96,7 +96,7 @@ db::Result populated_result() {
   r.roofline.achieved_GBps = 3249.5;
   r.roofline.efficiency = 0.7875;
   r.roofline.regime = "bandwidth-bound";
-  r.roofline.regime_reason = "efficiency 0.79 >= 0.6";
+  r.roofline.regime_reason = "efficiency 0.79 >= 0.75";
   r.memory.weights_bytes = 5'670'183'000;
   r.memory.kv_cache_bytes = 1'073'741'824;
   r.memory.scratch_bytes = 2'097'152;
@@ -457,6 +457,44 @@ TEST(ComputeStats, MatchesHandComputedValues) {
   expect_stats(db::compute_stats({50, 10, 40, 20, 30}), 30, 30, 14, 46, 49.6, 10, 50, std::sqrt(250.0), 5);
   expect_stats(db::compute_stats({2.5}), 2.5, 2.5, 2.5, 2.5, 2.5, 2.5, 2.5, 0, 1);
   expect_stats(db::compute_stats({}), 0, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+
+
+// The regime rule (README "Regimes"), at its boundaries: a step with the floor at 1 ms.
+db::Roofline regime_of(double median_ms, int launches, double launch_us, uint64_t kernel_extra = 0) {
+  db::Roofline r;
+  r.floor_tpot_ms = 1.0;
+  r.efficiency = r.floor_tpot_ms / median_ms;
+  db::classify_regime(r, median_ms, launches, launch_us, kernel_extra);
+  return r;
+}
+
+TEST(Regime, BandwidthBoundFromTheBarAsPrinted) {
+  const db::Roofline fast = regime_of(1.0 / 0.89, 300, 2.0);
+  EXPECT_EQ(fast.regime, "bandwidth-bound");
+  EXPECT_EQ(fast.regime_reason, "efficiency 0.89 >= 0.75: the step runs within 1/0.75 of its byte floor");
+  // 0.7451 prints as 0.75, so it is labelled as what it prints; 0.7449 prints as 0.74.
+  EXPECT_EQ(regime_of(1.0 / 0.7451, 0, 0).regime, "bandwidth-bound");
+  EXPECT_EQ(regime_of(1.0 / 0.7449, 0, 0).regime, "kernel-bound");
+}
+
+TEST(Regime, BelowTheBarTheFixedCostDecidesBetweenOverheadAndKernel) {
+  // 1.5 ms for a 1 ms floor (efficiency 0.67): 0.5 ms above the floor.
+  const db::Roofline overhead = regime_of(1.5, 150, 2.0);  // 0.3 ms of launches: more than half
+  EXPECT_EQ(overhead.regime, "overhead-bound");
+  EXPECT_EQ(overhead.regime_reason,
+            "efficiency 0.67 < 0.75 and 150 launches x 2.00 us = 0.300 ms of fixed cost explain >= half of the "
+            "0.500 ms above the floor");
+  const db::Roofline kernel = regime_of(1.5, 100, 2.0, 2'500'000'000);  // 0.2 ms: less than half
+  EXPECT_EQ(kernel.regime, "kernel-bound");
+  EXPECT_EQ(kernel.regime_reason,
+            "efficiency 0.67 < 0.75 and fixed cost (0.200 ms) explains less than half of the 0.500 ms above the "
+            "floor: the kernels themselves run below bandwidth (the kernel moves 2.50 GB beyond the minimum)");
+}
+
+TEST(Regime, TheCpuBackendHasNoLaunchesSoItIsBandwidthOrKernelBound) {
+  EXPECT_EQ(regime_of(1.0 / 0.80, 0, 0).regime, "bandwidth-bound");
+  EXPECT_EQ(regime_of(1.0 / 0.60, 0, 0).regime, "kernel-bound");
 }
 
 }  // namespace
