@@ -101,11 +101,14 @@ __device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cas
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
 
 // Eight elements of the RMSNorm'ed residual stream, columns 8p..8p+7, as the fp16 x every
-// GEMV (and the LoRA shrink) multiplies: fp16(resid * inv * norm_w), in that order. Split in
-// a load and a conversion so that a kernel can issue all its pieces' loads (and the norm
-// statistics') before it needs any of them.
+// GEMV (and the LoRA shrink) multiplies: fp16(r * inv * norm_w), in that order, where r is
+// the stream's fp16 copy where the step keeps one (resid_h: its writers store it beside the
+// float stream, and a normalized GEMV's blocks, which all fetch their x right after the wait
+// on the writer, then fetch half the bytes; results/NOTES.md item 82) and the float stream
+// otherwise. Split in a load and a conversion so that a kernel can issue all its pieces'
+// loads (and the norm statistics') before it needs any of them.
 struct ResidPiece {
-  float4 a, b;  // resid[8p..8p+7]
+  float4 a, b;  // resid[8p..8p+7]; from the fp16 copy its 16 bytes ride in a's bits (b unused)
   uint4 nw;     // norm_w[8p..8p+7]
 };
 
@@ -121,8 +124,26 @@ __device__ __forceinline__ ResidPiece load_resid_piece(const float* resid, uint4
   return {__ldg(r4 + 2 * p), __ldg(r4 + 2 * p + 1), norm_w_piece};
 }
 
-__device__ __forceinline__ uint4 normalize_piece(const ResidPiece& piece, float inv) {
-  const float r[8] = {piece.a.x, piece.a.y, piece.a.z, piece.a.w, piece.b.x, piece.b.y, piece.b.z, piece.b.w};
+// From the fp16 copy; the piece is widened only by normalize_piece.
+__device__ __forceinline__ ResidPiece load_resid_piece(const __half* resid_h, uint4 norm_w_piece, int64_t p) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(resid_h) + p);
+  return {make_float4(__uint_as_float(u.x), __uint_as_float(u.y), __uint_as_float(u.z), __uint_as_float(u.w)),
+          make_float4(0.f, 0.f, 0.f, 0.f), norm_w_piece};
+}
+
+// `from_copy`: the piece came from the fp16 copy.
+__device__ __forceinline__ uint4 normalize_piece(const ResidPiece& piece, float inv, bool from_copy) {
+  float r[8] = {piece.a.x, piece.a.y, piece.a.z, piece.a.w, piece.b.x, piece.b.y, piece.b.z, piece.b.w};
+  if (from_copy) {
+    const uint32_t u[4] = {__float_as_uint(piece.a.x), __float_as_uint(piece.a.y), __float_as_uint(piece.a.z),
+                           __float_as_uint(piece.a.w)};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 v = __half22float2(bits_h2(u[e]));
+      r[2 * e] = v.x;
+      r[2 * e + 1] = v.y;
+    }
+  }
   const uint32_t n[4] = {piece.nw.x, piece.nw.y, piece.nw.z, piece.nw.w};
   uint32_t h[4];
 #pragma unroll
@@ -133,9 +154,12 @@ __device__ __forceinline__ uint4 normalize_piece(const ResidPiece& piece, float 
   return make_uint4(h[0], h[1], h[2], h[3]);
 }
 
-__device__ __forceinline__ uint4 normalized_piece(const float* resid, const __half* norm_w, int64_t p,
-                                                  float inv) {
-  return normalize_piece(load_resid_piece(resid, norm_w, p), inv);
+// One piece, loaded and normalized: from the copy where `resid_h` is set.
+__device__ __forceinline__ uint4 normalized_piece(const float* resid, const __half* resid_h,
+                                                  const __half* norm_w, int64_t p, float inv) {
+  const uint4 nw = __ldg(reinterpret_cast<const uint4*>(norm_w) + p);
+  return resid_h ? normalize_piece(load_resid_piece(resid_h, nw, p), inv, true)
+                 : normalize_piece(load_resid_piece(resid, nw, p), inv, false);
 }
 
 }  // namespace db::cuda

@@ -57,7 +57,10 @@ __device__ void stage_x(const GemvInput& in, int64_t cols, uint4* xs, float* red
     for (int k = 0; k < 8; ++k) {
       const int64_t c = static_cast<int64_t>(p) * 8 + k;
       float v = 0.f;
-      if (c < cols) v = in.resid ? in.resid[c] * inv * __half2float(in.norm_w[c]) : __half2float(in.x[c]);
+      if (c < cols) {
+        const float r = in.resid_h ? __half2float(in.resid_h[c]) : (in.resid ? in.resid[c] : 0.f);
+        v = in.resid ? r * inv * __half2float(in.norm_w[c]) : __half2float(in.x[c]);
+      }
       h[k] = __float2half_rn(v);
     }
     xs[swizzle_piece(p)] = *reinterpret_cast<const uint4*>(h);
@@ -86,10 +89,12 @@ __device__ __forceinline__ void finish_task(const GemvOutput& out, int64_t r0, b
     case Epilogue::residual: {
       const float n0 = out.resid[r0] + v0;
       out.resid[r0] = n0;
+      if (out.resid_h) out.resid_h[r0] = __float2half_rn(n0);
       ssq += n0 * n0;
       if (r1_valid) {
         const float n1 = out.resid[r0 + 1] + v1;
         out.resid[r0 + 1] = n1;
+        if (out.resid_h) out.resid_h[r0 + 1] = __float2half_rn(n1);
         ssq += n1 * n1;
       }
       break;
@@ -451,8 +456,11 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
     // Past the end: a real piece, zeroed below.
     const int c = min(static_cast<int>(threadIdx.x) + k * T, chunks - 1);
 #pragma unroll
-    for (int j = 0; j < P; ++j)
-      raw[k][j] = load_resid_piece(in.resid, nw[k][j], static_cast<int64_t>(c) * P + j);
+    for (int j = 0; j < P; ++j) {
+      const int64_t p = static_cast<int64_t>(c) * P + j;
+      raw[k][j] =
+          in.resid_h ? load_resid_piece(in.resid_h, nw[k][j], p) : load_resid_piece(in.resid, nw[k][j], p);
+    }
   }
   float inv;
   if (in.sumsq) {
@@ -474,9 +482,9 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
       if (c >= chunks) {
         xv[k][j] = make_uint4(0, 0, 0, 0);
       } else if constexpr (kAll > 0) {
-        xv[k][j] = normalize_piece(raw[k][j], inv);
+        xv[k][j] = normalize_piece(raw[k][j], inv, in.resid_h != nullptr);
       } else {
-        xv[k][j] = normalized_piece(in.resid, in.norm_w, static_cast<int64_t>(c) * P + j, inv);
+        xv[k][j] = normalized_piece(in.resid, in.resid_h, in.norm_w, static_cast<int64_t>(c) * P + j, inv);
       }
     }
   }

@@ -53,6 +53,9 @@ struct GemvInput {
   // With `resid`: the norm statistics its producer left (common.cuh, kNormSlots slots), so
   // a block reads only its own slice of resid. Null: every block sums all of resid itself.
   const unsigned long long* sumsq = nullptr;
+  // With `resid`: the residual stream's fp16 copy, which x is normalized from where set
+  // (common.cuh, ResidPiece). The statistics still come from the float stream's writers.
+  const __half* resid_h = nullptr;
 };
 
 struct GemvOutput {
@@ -67,6 +70,8 @@ struct GemvOutput {
   // Residual epilogue: the squares of the updated resid are added here (common.cuh) for the
   // RMSNorm of the next GEMV. Null: nothing is recorded.
   unsigned long long* sumsq = nullptr;
+  // Residual epilogue: the updated rows also go here, rounded to fp16 (GemvInput::resid_h).
+  __half* resid_h = nullptr;
 };
 
 // Whether the variant supports this matrix (vector widths), with the reason when not.

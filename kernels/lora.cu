@@ -38,6 +38,7 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 x, float acc) {
 struct ShrinkInput {
   const __half* x = nullptr;
   const float* resid = nullptr;
+  const __half* resid_h = nullptr;
   const __half* norm_w = nullptr;
   const unsigned long long* sumsq = nullptr;
   float eps = 0.f;
@@ -58,7 +59,7 @@ __global__ void __launch_bounds__(kShrinkThreads)
     const int64_t pieces = in / 8;
     const uint4* x4 = reinterpret_cast<const uint4*>(x);
     for (int64_t p = threadIdx.x; p < pieces; p += blockDim.x) {
-      const uint4 xv = src.resid ? normalized_piece(src.resid, src.norm_w, p, inv) : x4[p];
+      const uint4 xv = src.resid ? normalized_piece(src.resid, src.resid_h, src.norm_w, p, inv) : x4[p];
 #pragma unroll
       for (int r = 0; r < kShrinkRows; ++r)
         if (r0 + r < rows)
@@ -174,6 +175,7 @@ void lora_apply(const LoraGroup& g, cudaStream_t s) {
   ShrinkInput src;
   src.x = g.x;
   src.resid = g.resid;
+  src.resid_h = g.resid_h;
   src.norm_w = g.norm_w;
   src.sumsq = g.sumsq;
   src.eps = g.eps;

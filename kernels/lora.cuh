@@ -34,9 +34,10 @@ constexpr int kLoraMaxSegments = 3;  // q, k, v
 struct LoraGroup {
   const __half* x = nullptr;  // [in]
   // Or the residual stream, normalized by the shrink exactly as the GEMVs do it (x =
-  // fp16(resid * inv * norm_w)) from the statistics its producer left (common.cuh): no
-  // RMSNorm kernel of its own. Needs in % 8 == 0.
+  // fp16(r * inv * norm_w), r from the fp16 copy `resid_h` where set, common.cuh) from the
+  // statistics its producer left: no RMSNorm kernel of its own. Needs in % 8 == 0.
   const float* resid = nullptr;
+  const __half* resid_h = nullptr;
   const __half* norm_w = nullptr;
   const unsigned long long* sumsq = nullptr;
   float eps = 0.f;

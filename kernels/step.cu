@@ -7,7 +7,7 @@ namespace db::cuda {
 namespace {
 
 __global__ void embed_kernel(const __half* table, int64_t hidden, StepState st, float* resid,
-                             unsigned long long* sumsq) {
+                             unsigned long long* sumsq, __half* resid_h) {
   // Wait first, then let the next kernel launch: so every kernel of this step starts after
   // the previous step has completed, and may read what only earlier steps write (the
   // position, the KV cache below it) before its own pdl_wait (attention does, pdl.cuh).
@@ -17,8 +17,10 @@ __global__ void embed_kernel(const __half* table, int64_t hidden, StepState st, 
   const int64_t row = *st.token;
   float ss = 0.f;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < hidden; i += int64_t{gridDim.x} * blockDim.x) {
-    const float v = __half2float(table[row * hidden + i]);
+    const __half t = table[row * hidden + i];
+    const float v = __half2float(t);
     resid[i] = v;
+    if (resid_h) resid_h[i] = t;
     ss += v * v;
   }
   if (!sumsq) return;  // uniform across the block
@@ -72,9 +74,9 @@ __global__ void argmax_kernel(const float* logits, int64_t n, unsigned long long
 }  // namespace
 
 void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, unsigned long long* sumsq,
-           cudaStream_t s) {
+           cudaStream_t s, __half* resid_h) {
   launch(embed_kernel, static_cast<unsigned>((hidden + 255) / 256), 256, 0, s, table, hidden, st, resid,
-         sumsq);
+         sumsq, resid_h);
 }
 
 void finish_step(const StepState& st, cudaStream_t s) {

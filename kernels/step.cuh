@@ -21,9 +21,10 @@ struct StepState {
   int norm_stats_count = 0;
 };
 
-// resid[i] = embedding[token, i]; the squares go to `sumsq` (common.cuh) when it is set.
+// resid[i] = embedding[token, i], and into its fp16 copy `resid_h` when set; the squares go
+// to `sumsq` (common.cuh) when it is set.
 void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, unsigned long long* sumsq,
-           cudaStream_t s);
+           cudaStream_t s, __half* resid_h = nullptr);
 // The argmax key becomes the next input token and is recorded; pos advances; key and norm
 // statistics reset.
 void finish_step(const StepState& st, cudaStream_t s);

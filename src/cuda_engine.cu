@@ -46,6 +46,7 @@ struct Engine::Buffers {
   float* part_o = nullptr;
   float* part_ml = nullptr;
   unsigned* counters = nullptr;
+  __half* resid_h = nullptr;       // [hidden]: resid's fp16 copy, where every writer keeps it
   int32_t* state = nullptr;        // token, pos, first_pos
   int32_t* tokens_out = nullptr;   // [positions]
   unsigned long long* key = nullptr;
@@ -489,6 +490,16 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   b.part_ml = static_cast<float*>(alloc(4ull * c_.num_attention_heads * b.max_splits * 2));
   b.counters = static_cast<unsigned*>(alloc(4 * c_.num_key_value_heads));
   CUDA_CHECK(cudaMemsetAsync(b.counters, 0, 4 * c_.num_key_value_heads, stream_));
+  // The normalized GEMVs read x from an fp16 copy of the residual stream, which its writers
+  // (embed, and the O and down GEMVs' residual epilogue) store beside it: half the bytes that
+  // every block of QKV and gate/up fetches at once right after its wait (8b-int4 -5%,
+  // results/NOTES.md item 82). Only where every writer is a GEMV: the cuBLAS paths' epilogue
+  // does not write it, and their RMSNorm kernel reads the float stream.
+  bool gemv_writers = true;
+  for (const DeviceLayer& d : layers_)
+    for (const LinearOp* op : {&d.o, &d.down})
+      gemv_writers = gemv_writers && (op->impl == LinearImpl::gemv_fast || op->impl == LinearImpl::gemv_naive);
+  if (gemv_writers) b.resid_h = static_cast<__half*>(alloc(2 * c_.hidden_size));
   b.state = static_cast<int32_t*>(alloc(4 * 3));
   CUDA_CHECK(cudaMemsetAsync(b.state, 0, 4 * 3, stream_));
   b.tokens_out = static_cast<int32_t*>(alloc(4 * positions));
@@ -582,11 +593,11 @@ void Engine::enqueue_step() {
   // The statistics of RMSNorm site s: 2l before layer l's attention, 2l + 1 before its MLP,
   // 2L before the lm_head; each is written by the kernel that last writes resid before it.
   auto stats = [&](int64_t site) { return norm_stats_ ? b.norm_stats + site * kNormSlots : nullptr; };
-  embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, st_, b.resid, stats(0), stream_);
+  embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, st_, b.resid, stats(0), stream_, b.resid_h);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const DeviceLayer& d = layers_[l];
-    const float* qkv_delta = lora_delta(l, LoraSite::qkv, b.resid, d.attn_norm, stats(2 * l));  // external LoRA, else null
-    run_linear(d.qkv, {nullptr, b.resid, d.attn_norm, eps, stats(2 * l)},
+    const float* qkv_delta = lora_delta(l, LoraSite::qkv, b.resid, b.resid_h, d.attn_norm, stats(2 * l));  // external LoRA, else null
+    run_linear(d.qkv, {nullptr, b.resid, d.attn_norm, eps, stats(2 * l), b.resid_h},
                with_addend({Epilogue::store, b.qkv}, qkv_delta));
 
     AttentionArgs a;
@@ -612,17 +623,20 @@ void Engine::enqueue_step() {
 
     GemvOutput o_out{Epilogue::residual, nullptr, b.resid};
     o_out.sumsq = stats(2 * l + 1);
+    o_out.resid_h = b.resid_h;
     o_out.addend = lora_delta(l, LoraSite::o, b.attn);
     run_linear(d.o, {b.attn}, o_out);
-    const float* gate_up_delta = lora_delta(l, LoraSite::gate_up, b.resid, d.mlp_norm, stats(2 * l + 1));
-    run_linear(d.gate_up, {nullptr, b.resid, d.mlp_norm, eps, stats(2 * l + 1)},
+    const float* gate_up_delta =
+        lora_delta(l, LoraSite::gate_up, b.resid, b.resid_h, d.mlp_norm, stats(2 * l + 1));
+    run_linear(d.gate_up, {nullptr, b.resid, d.mlp_norm, eps, stats(2 * l + 1), b.resid_h},
                with_addend({Epilogue::silu_mul, nullptr, nullptr, b.act}, gate_up_delta));
     GemvOutput down_out{Epilogue::residual, nullptr, b.resid};
     down_out.sumsq = stats(2 * l + 2);
+    down_out.resid_h = b.resid_h;
     down_out.addend = lora_delta(l, LoraSite::down, b.act);
     run_linear(d.down, {b.act}, down_out);
   }
-  run_linear(lm_head_, {nullptr, b.resid, final_norm_, eps, stats(2 * c_.num_hidden_layers)},
+  run_linear(lm_head_, {nullptr, b.resid, final_norm_, eps, stats(2 * c_.num_hidden_layers), b.resid_h},
              {Epilogue::logits, b.logits, nullptr, nullptr, b.key});
   finish_step(st_, stream_);
 }

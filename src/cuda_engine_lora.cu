@@ -258,8 +258,8 @@ const float* Engine::lora_delta(int64_t layer, LoraSite site, const __half* x) {
   return g.delta;
 }
 
-const float* Engine::lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* norm_w,
-                               const unsigned long long* sumsq) {
+const float* Engine::lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* resid_h,
+                               const __half* norm_w, const unsigned long long* sumsq) {
   if (!lora_ || lora_->groups[layer][static_cast<size_t>(site)].targets == 0) return nullptr;
   if (sumsq && c_.hidden_size % 8 == 0) {
     // The shrink normalizes the residual itself, from the statistics the GEMVs hand on, with
@@ -267,6 +267,7 @@ const float* Engine::lora_delta(int64_t layer, LoraSite site, const float* resid
     // costs ~5 us of a mostly idle GPU).
     LoraGroup g = lora_->groups[layer][static_cast<size_t>(site)];
     g.resid = resid;
+    g.resid_h = resid_h;
     g.norm_w = norm_w;
     g.sumsq = sumsq;
     g.eps = static_cast<float>(c_.rms_norm_eps);

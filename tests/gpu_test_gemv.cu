@@ -231,9 +231,9 @@ struct EpilogueCase {
 
 class GemvEpilogue : public ::testing::TestWithParam<EpilogueCase> {};
 
-// Every epilogue, the addend, and the RMSNorm statistics a residual epilogue hands to the
-// next GEMV, against a host computation: the rows kernel with and without a tail group, and
-// the warp kernel.
+// Every epilogue, the addend, and the RMSNorm statistics and fp16 copy a residual epilogue
+// hands to the next GEMV, and x normalized from that copy, against a host computation: the
+// rows kernel with and without a tail group, and the warp kernel.
 TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
   REQUIRE_GPU();
   const EpilogueCase c = GetParam();
@@ -284,9 +284,13 @@ TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
   out.resid = dprev.p;
   out.addend = dadd.p;
   out.sumsq = slots.p;
+  DeviceBuffer<uint16_t> dprev_h(rows);  // the residual stream's fp16 copy, written beside it
+  dprev_h.poison();
+  out.resid_h = reinterpret_cast<__half*>(dprev_h.p);
   gemv(dq.m, in, out, c.variant, nullptr);
   out.addend = nullptr;
   out.sumsq = nullptr;
+  out.resid_h = nullptr;
   out.epilogue = Epilogue::silu_mul;
   out.act = reinterpret_cast<__half*>(dact.p);
   dact.poison();
@@ -306,7 +310,27 @@ TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
   out2.y = dy2.p;
   dy2.poison();
   gemv(dq.m, in2, out2, c.variant, nullptr);
+  // And with x normalized from the residual stream's fp16 copy (the statistics still the
+  // float stream's): x = fp16(fp16(resid) * inv * norm_w).
+  std::vector<uint16_t> resid_h(cols);
+  for (int64_t k = 0; k < cols; ++k) resid_h[k] = f32_to_f16(resid[k]);
+  DeviceBuffer<uint16_t> dres_h(resid_h);
+  DeviceBuffer<float> dy3(rows);
+  dy3.poison();
+  GemvInput in3 = in2;
+  in3.resid_h = reinterpret_cast<const __half*>(dres_h.p);
+  out2.y = dy3.p;
+  gemv(dq.m, in3, out2, c.variant, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<double> y_h(rows, 0.0);
+  for (int64_t k = 0; k < cols; ++k)
+    x[k] = f16_to_f32(f32_to_f16(float(f16_to_f32(resid_h[k]) * inv * f16_to_f32(norm_w[k]))));
+  for (int64_t r = 0; r < rows; ++r) {
+    q.row(r, row.data());
+    for (int64_t k = 0; k < cols; ++k) y_h[r] += row[k] * x[k];
+  }
+  const std::vector<float> got_y3 = dy3.download();
+  const std::vector<uint16_t> got_res_h = dprev_h.download();
 
   const std::vector<float> got_res = dprev.download(), got_y = dy.download(), got_y2 = dy2.download();
   const std::vector<uint16_t> got_act = dact.download();
@@ -316,6 +340,8 @@ TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
     ASSERT_LE(std::fabs(got_y[r] - y[r]), tol * mag[r] + 1e-5) << "logits row " << r;
     // rsqrt of a sum that differs in its last bits: x may move by one fp16 ulp per element.
     ASSERT_LE(std::fabs(got_y2[r] - y[r]), 2 * tol * mag[r] + 1e-5) << "with given statistics, row " << r;
+    ASSERT_LE(std::fabs(got_y3[r] - y_h[r]), 2 * tol * mag[r] + 1e-5) << "x from the fp16 copy, row " << r;
+    ASSERT_EQ(got_res_h[r], f32_to_f16(got_res[r])) << "fp16 copy of residual row " << r;
     new_ss += double(got_res[r]) * got_res[r];
   }
   unsigned long long total = 0;

@@ -210,12 +210,12 @@ class Engine {
   void setup_lora();
   // Enqueues the low-rank path of one site of a layer and returns its delta, the addend of
   // the site's GEMV; nullptr when nothing there is adapted. `x` is the GEMV's input vector;
-  // the overload with the residual and norm weight (q/k/v, gate/up) normalizes it: in the
-  // shrink from the norm statistics `sumsq` when the GEMVs keep them, else with an RMSNorm
-  // kernel first.
+  // the overload with the residual (and its fp16 copy, or null) and norm weight (q/k/v,
+  // gate/up) normalizes it: in the shrink from the norm statistics `sumsq` when the GEMVs
+  // keep them, else with an RMSNorm kernel first.
   const float* lora_delta(int64_t layer, LoraSite site, const __half* x);
-  const float* lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* norm_w,
-                          const unsigned long long* sumsq);
+  const float* lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* resid_h,
+                          const __half* norm_w, const unsigned long long* sumsq);
   std::unique_ptr<Lora> lora_;
 };
 
