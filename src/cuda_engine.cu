@@ -492,7 +492,7 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   CUDA_CHECK(cudaMemsetAsync(b.counters, 0, 4 * c_.num_key_value_heads, stream_));
   // The normalized GEMVs read x from an fp16 copy of the residual stream, which its writers
   // (embed, and the O and down GEMVs' residual epilogue) store beside it: half the bytes that
-  // every block of QKV and gate/up fetches at once right after its wait (8b-int4 -5%,
+  // every block of QKV and gate/up fetches at once right after its wait (8b-int4 -4 to -5%,
   // results/NOTES.md item 82). Only where every writer is a GEMV: the cuBLAS paths' epilogue
   // does not write it, and their RMSNorm kernel reads the float stream.
   bool gemv_writers = true;
