@@ -370,7 +370,7 @@ MemoryUse Engine::plan(const ModelConfig& c, const KernelInfo& kernel, int64_t p
                     4ull * positions * hd + 4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
                     4 * c.num_key_value_heads + 4 * (3 + positions) + 8 + 8 * (2 * L + 1) * kNormSlots +
                     (d.impl == LinearImpl::dequant_cublas ? 2ull * d.largest : 0) +
-                    (d.uses_cublas ? kCublasWorkspace : 0) + lora_scratch_bytes(c, lora_rank);
+                    (d.uses_cublas ? kCublasWorkspace : 2 * H) + lora_scratch_bytes(c, lora_rank);
   m.total_bytes = m.kv_cache_bytes + m.scratch_bytes;
   return m;
 }
@@ -493,13 +493,10 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   // The normalized GEMVs read x from an fp16 copy of the residual stream, which its writers
   // (embed, and the O and down GEMVs' residual epilogue) store beside it: half the bytes that
   // every block of QKV and gate/up fetches at once right after its wait (8b-int4 -4 to -5%,
-  // results/NOTES.md item 82). Only where every writer is a GEMV: the cuBLAS paths' epilogue
-  // does not write it, and their RMSNorm kernel reads the float stream.
-  bool gemv_writers = true;
-  for (const DeviceLayer& d : layers_)
-    for (const LinearOp* op : {&d.o, &d.down})
-      gemv_writers = gemv_writers && (op->impl == LinearImpl::gemv_fast || op->impl == LinearImpl::gemv_naive);
-  if (gemv_writers) b.resid_h = static_cast<__half*>(alloc(2 * c_.hidden_size));
+  // results/NOTES.md item 82). Only where the blocks' linears are GEMVs (as the statistics
+  // below): the cuBLAS paths' epilogue does not write it, and their RMSNorm kernel reads the
+  // float stream. Engine::plan counts it on the same condition.
+  if (!dims.uses_cublas) b.resid_h = static_cast<__half*>(alloc(2 * H));
   b.state = static_cast<int32_t*>(alloc(4 * 3));
   CUDA_CHECK(cudaMemsetAsync(b.state, 0, 4 * 3, stream_));
   b.tokens_out = static_cast<int32_t*>(alloc(4 * positions));
