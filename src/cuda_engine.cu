@@ -507,7 +507,7 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   const int stats_count = static_cast<int>((2 * L + 1) * kNormSlots);
   b.norm_stats = static_cast<unsigned long long*>(alloc(8ull * stats_count));
   CUDA_CHECK(cudaMemsetAsync(b.norm_stats, 0, 8ull * stats_count, stream_));
-  norm_stats_ = impl == LinearImpl::gemv_fast || impl == LinearImpl::gemv_naive;
+  norm_stats_ = !dims.uses_cublas;  // as resid_h above, and Engine::plan
   st_ = StepState{b.state, b.state + 1, b.state + 2, b.tokens_out, b.key, b.norm_stats, stats_count};
   if (dims.uses_cublas || head_impl == LinearImpl::cublas || head_impl == LinearImpl::dequant_cublas) {
     CUBLAS_CHECK(cublasCreate(&cublas_));

@@ -652,7 +652,7 @@ void classify_regime(Roofline& r, double median_ms, int launches_per_step, doubl
   const double shown = std::round(r.efficiency * 100) / 100;  // as every table prints it
   const double gap = median_ms - r.floor_tpot_ms;
   const double fixed_ms = launches_per_step * launch_overhead_us / 1e3;
-  const double bar = kBandwidthBoundEfficiency;
+  constexpr double bar = kBandwidthBoundEfficiency;
   if (shown >= bar) {
     r.regime = "bandwidth-bound";
     r.regime_reason =
