@@ -280,6 +280,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   for (int g = warp; g < G; g += kWarps) {
     const int64_t h = kvh * G + g;
     float M = -INFINITY, L = 0.f;
+#pragma unroll 2
     for (int s0 = 0; s0 < splits; s0 += kWarp) {  // running merge over groups of 32 splits
       const int s = s0 + lane;
       const float m = s < splits ? __ldcg(&a.part_ml[(h * a.max_splits + s) * 2]) : -INFINITY;
@@ -294,17 +295,23 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     }
   }
   __syncthreads();
-  // The outputs: each split's weight exp(m - M) per head goes to shared memory once (in the V
-  // rows' space, no longer needed), then thread i sums element i over the splits for every
-  // head at once, MAXG independent chains whose loads are in flight together. One head after
-  // another, with each split's max reloaded and exponentiated per element, the merge was a
-  // chain of ~splits / 8 memory round trips per head (8b at 4096 positions: 4 heads x 5).
-  // The sums are the same, in the same order, as that loop's.
-  float* wgt = reinterpret_cast<float*>(&v_s[0][0]);
-  constexpr int kWgtSplits = static_cast<int>(sizeof(v_s) / sizeof(float)) / MAXG;
-  float acc[MAXG];
+  // The outputs. Each split's weight exp(m - M) per head goes to shared memory once (in the V
+  // rows' space, free by now). Then the block reads the splits' partial outputs as float4
+  // quads: thread t takes quad t % Q of every head for splits t / Q, t / Q + J, ..., its
+  // loads for 4 splits x MAXG heads in flight together, and the J partial sums of each
+  // element are added through shared memory at the end. Thread by element and head by head,
+  // the merge was a chain of memory round trips, ~splits / 8 per head (8b at 4096 positions:
+  // ~20, then ~9 with the heads side by side; now ~3).
+  constexpr int Q = HD / 4;                        // float4 quads of one head's output
+  constexpr int J = kThreads / Q < 4 ? kThreads / Q : 4;  // splits summed side by side
+  float4* red = reinterpret_cast<float4*>(&v_s[0][0]);    // [J][MAXG][Q]
+  float* wgt = reinterpret_cast<float*>(red + J * MAXG * Q);  // [MAXG][kWgtSplits]
+  constexpr int kWgtSplits = (static_cast<int>(sizeof(v_s) / sizeof(float)) - J * MAXG * HD) / MAXG;
+  static_assert(kWgtSplits >= 64, "room for the weights of 64 splits at a time");
+  const int q = threadIdx.x % Q, j = threadIdx.x / Q;
+  float4 acc[MAXG];
 #pragma unroll
-  for (int g = 0; g < MAXG; ++g) acc[g] = 0.f;
+  for (int g = 0; g < MAXG; ++g) acc[g] = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int s0 = 0; s0 < splits; s0 += kWgtSplits) {
     const int ns = min(splits - s0, kWgtSplits);
     for (int e = threadIdx.x; e < MAXG * ns; e += kThreads) {
@@ -313,22 +320,38 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
       wgt[g * kWgtSplits + s] = g < G ? expf(__ldcg(&a.part_ml[(h * a.max_splits + s0 + s) * 2]) - m_s[g]) : 0.f;
     }
     __syncthreads();
-    if (i < HD) {
+    if (j < J) {
 #pragma unroll 4
-      for (int s = 0; s < ns; ++s) {
+      for (int s = j; s < ns; s += J) {
 #pragma unroll
         for (int g = 0; g < MAXG; ++g) {  // heads past G: weight 0 against a real head's row
           const int64_t h = kvh * G + min(g, G - 1);
-          acc[g] += wgt[g * kWgtSplits + s] * __ldcg(&a.part_o[(h * a.max_splits + s0 + s) * HD + i]);
+          const float w = wgt[g * kWgtSplits + s];
+          const float4 o = __ldcg(reinterpret_cast<const float4*>(a.part_o + (h * a.max_splits + s0 + s) * HD) + q);
+          acc[g].x += w * o.x;
+          acc[g].y += w * o.y;
+          acc[g].z += w * o.z;
+          acc[g].w += w * o.w;
         }
       }
     }
     __syncthreads();  // wgt is rewritten by the next chunk of splits
   }
-  if (i < HD) {
+  if (j < J) {
 #pragma unroll
-    for (int g = 0; g < MAXG; ++g)
-      if (g < G) a.out[(kvh * G + g) * HD + i] = __float2half_rn(acc[g] / l_s[g]);
+    for (int g = 0; g < MAXG; ++g) red[(j * MAXG + g) * Q + q] = acc[g];
+  }
+  __syncthreads();
+  if (i < HD) {
+    const float* r = reinterpret_cast<const float*>(red);
+#pragma unroll
+    for (int g = 0; g < MAXG; ++g) {
+      if (g >= G) break;
+      float sum = 0.f;
+#pragma unroll
+      for (int jj = 0; jj < J; ++jj) sum += r[(jj * MAXG + g) * HD + i];
+      a.out[(kvh * G + g) * HD + i] = __float2half_rn(sum / l_s[g]);
+    }
   }
   if (threadIdx.x == 0) a.counters[kvh] = 0;  // ready for the next layer
 }
