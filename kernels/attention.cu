@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   __syncthreads();
   if (!last) return;
   __threadfence();
-  // Merge weights: warp w takes query heads w, w + 4, ...; lane s reads split s's max and sum
-  // (all splits at once), so the merge costs one round trip for them.
+  // Merge weights: warp w takes query heads w, w + 4, ...; lane s reads split s's max and sum,
+  // 32 splits a round, two rounds' loads issued together (one round trip up to 64 splits).
   for (int g = warp; g < G; g += kWarps) {
     const int64_t h = kvh * G + g;
     float M = -INFINITY, L = 0.f;
