@@ -299,9 +299,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   // rows' space, free by now). Then the block reads the splits' partial outputs as float4
   // quads: thread t takes quad t % Q of every head for splits t / Q, t / Q + J, ..., its
   // loads for 4 splits x MAXG heads in flight together, and the J partial sums of each
-  // element are added through shared memory at the end. Thread by element and head by head,
-  // the merge was a chain of memory round trips, ~splits / 8 per head (8b at 4096 positions:
-  // ~20, then ~9 with the heads side by side; now ~3).
+  // element are added through shared memory at the end: ~3 memory round trips for 8b at 4096
+  // positions, where one thread per element, head by head, took ~20 (results/NOTES.md items
+  // 85-86).
   constexpr int Q = HD / 4;                        // float4 quads of one head's output
   constexpr int J = kThreads / Q < 4 ? kThreads / Q : 4;  // splits summed side by side
   float4* red = reinterpret_cast<float4*>(&v_s[0][0]);    // [J][MAXG][Q]
