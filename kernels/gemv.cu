@@ -16,6 +16,7 @@
 #include "common.cuh"
 #include "decodebench/int4_frag.h"
 #include "decodebench/int4_meta.h"
+#include "decodebench/quant.h"
 #include "gemv.cuh"
 #include "pdl.cuh"
 
@@ -501,6 +502,13 @@ struct GroupMeta {
   uint32_t z[(R + 3) / 4];
 };
 
+// A symmetric matrix has no zero points. Its groups load theirs from these 8s (one cached
+// line) instead, through the same instructions as a matrix with zero points: branching around
+// the loads made symmetric 8b-int4 9% slower than asymmetric, which reads more bytes (1.832
+// against 1.682 ms; now 1.669, results/NOTES.md item 96).
+__device__ __align__(16) const uint8_t kSymmetricZeros[16] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
+static_assert(quant::kInt4SymmetricZero == 8, "kSymmetricZeros holds the symmetric zero point");
+
 template <int R>
 __device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMatrix& m, int G, int64_t row0,
                                                 int gcol) {
@@ -513,22 +521,20 @@ __device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMa
   // larger).
   const int64_t e = first * G + static_cast<int64_t>(gcol) * n;
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(m.scales) + e;
-  const uint8_t* zp = m.zeros + e;
+  const uint8_t* zp = m.zero_point ? m.zeros + e : kSymmetricZeros;  // offsets below stay < 16
   if (n == int4_meta::kBlockRows) {  // uniform: only a matrix's last group can take the other path
     if constexpr (R == 8) {
       const uint4 v = __ldg(reinterpret_cast<const uint4*>(sp));
       gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w;
-      if (m.zero_point) {
-        const uint2 z = __ldg(reinterpret_cast<const uint2*>(zp));
-        gm.z[0] = z.x, gm.z[1] = z.y;
-      }
+      const uint2 z = __ldg(reinterpret_cast<const uint2*>(zp));
+      gm.z[0] = z.x, gm.z[1] = z.y;
     } else if constexpr (R == 4) {
       const uint2 v = __ldg(reinterpret_cast<const uint2*>(sp + within));
       gm.s[0] = v.x, gm.s[1] = v.y;
-      if (m.zero_point) gm.z[0] = __ldg(reinterpret_cast<const uint32_t*>(zp + within));
+      gm.z[0] = __ldg(reinterpret_cast<const uint32_t*>(zp + within));
     } else {
       gm.s[0] = __ldg(reinterpret_cast<const uint32_t*>(sp + within));
-      if (m.zero_point) gm.z[0] = __ldg(reinterpret_cast<const uint16_t*>(zp + within));
+      gm.z[0] = __ldg(reinterpret_cast<const uint16_t*>(zp + within));
     }
   } else {
 #pragma unroll
@@ -539,12 +545,8 @@ __device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMa
     for (int r = 0; r < R; ++r) {
       const int rr = min(within + r, n - 1);
       gm.s[r / 2] |= static_cast<uint32_t>(__ldg(sp + rr)) << (16 * (r % 2));
-      if (m.zero_point) gm.z[r / 4] |= static_cast<uint32_t>(__ldg(zp + rr)) << (8 * (r % 4));
+      gm.z[r / 4] |= static_cast<uint32_t>(__ldg(zp + rr)) << (8 * (r % 4));
     }
-  }
-  if (!m.zero_point) {
-#pragma unroll
-    for (int i = 0; i < (R + 3) / 4; ++i) gm.z[i] = 0x08080808u;  // the symmetric zero point
   }
 }
 

@@ -19,6 +19,7 @@ struct Case {
   Scheme scheme;
   GemvVariant variant;
   int64_t rows, cols;
+  bool zero_point = true;  // int4: asymmetric groups (false: symmetric, no zero points stored)
 };
 
 const char* variant_name(GemvVariant v) {
@@ -31,8 +32,8 @@ const char* variant_name(GemvVariant v) {
 }
 
 std::string name(const Case& c) {
-  return fmt::format("{}.{} [{} x {}]", to_string(c.scheme), variant_name(c.variant),
-                     c.rows, c.cols);
+  return fmt::format("{}.{} [{} x {}]{}", to_string(c.scheme), variant_name(c.variant), c.rows, c.cols,
+                     c.zero_point ? "" : " symmetric");
 }
 
 // Fast kernels accumulate up to 8 fp16 products per accumulator before converting to fp32;
@@ -52,7 +53,7 @@ Problem make_problem(const Case& c, std::mt19937& rng) {
   std::normal_distribution<float> wd(0.f, 0.02f), xd(0.f, 1.f);
   std::vector<float> w(static_cast<size_t>(c.rows * c.cols));
   for (float& v : w) v = wd(rng);
-  p.w = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, c.cols % 128 == 0 ? 128 : 32, true);
+  p.w = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, c.cols % 128 == 0 ? 128 : 32, c.zero_point);
   p.x.resize(static_cast<size_t>(c.cols));
   for (auto& h : p.x) h = f32_to_f16(xd(rng));
   p.ref.assign(static_cast<size_t>(c.rows), 0.0);
@@ -119,14 +120,17 @@ std::vector<Case> cases() {
       if (s != Scheme::fp16) out.push_back({s, GemvVariant::naive, r, k});
       if (s != Scheme::fp16) out.push_back({s, GemvVariant::warp, r, k});  // the kernel fast replaced
     }
+    // Symmetric int4 (no zero points): the kernels load the symmetric zero point instead.
+    for (GemvVariant v : {GemvVariant::fast, GemvVariant::warp, GemvVariant::naive})
+      out.push_back({Scheme::int4, v, r, k, false});
   }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](const auto& info) {
   const Case& c = info.param;
-  return fmt::format("{}_{}_{}x{}", to_string(c.scheme), variant_name(c.variant), c.rows,
-                     c.cols);
+  return fmt::format("{}_{}_{}x{}{}", to_string(c.scheme), variant_name(c.variant), c.rows, c.cols,
+                     c.zero_point ? "" : "_sym");
 });
 
 // int4 in the tensor-core dot's fragment layout (decodebench/int4_frag.h): whole blocks of 8
@@ -137,12 +141,15 @@ class GemvFragTest : public ::testing::TestWithParam<std::pair<int64_t, int64_t>
 
 TEST_P(GemvFragTest, MatchesTheCpuReference) {
   REQUIRE_GPU();
-  const Case c{Scheme::int4, GemvVariant::fast, GetParam().first, GetParam().second};
-  std::mt19937 rng(static_cast<unsigned>(c.rows * 17 + c.cols));
-  const Problem p = make_problem(c, rng);
-  check_rows(
-      c, p, true, [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) { gemv(m, in, out, c.variant, nullptr); },
-      true);
+  for (bool zero_point : {true, false}) {
+    const Case c{Scheme::int4, GemvVariant::fast, GetParam().first, GetParam().second, zero_point};
+    std::mt19937 rng(static_cast<unsigned>(c.rows * 17 + c.cols));
+    const Problem p = make_problem(c, rng);
+    ASSERT_NO_FATAL_FAILURE(check_rows(
+        c, p, true,
+        [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) { gemv(m, in, out, c.variant, nullptr); },
+        true));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemvFragTest,
@@ -167,6 +174,7 @@ struct TunedCase {
   int rows_per_group, chunks;  // 0: the scheme's defaults, as gemv() takes them
   bool double_buffer;
   int64_t cols;
+  bool zero_point = true;
 };
 
 class GemvTunedTest : public ::testing::TestWithParam<TunedCase> {};
@@ -189,7 +197,7 @@ TEST_P(GemvTunedTest, MatchesTheCpuReferenceWithAnyGroupsPerBlock) {
   for (const auto& [n, short_by] : layouts) {
     // n * sms - 1 groups over sms blocks: one block of n - 1 groups, the others n.
     const int64_t rows = (n ? R * (n * sms - 1) : R) - short_by;
-    const Case pc{c.scheme, GemvVariant::fast, rows, c.cols};
+    const Case pc{c.scheme, GemvVariant::fast, rows, c.cols, c.zero_point};
     std::mt19937 rng(static_cast<unsigned>(rows * 131 + c.cols));
     const Problem p = make_problem(pc, rng);
     ASSERT_NO_FATAL_FAILURE(check_rows(pc, p, c.scheme == Scheme::int4,
@@ -213,13 +221,17 @@ std::vector<TunedCase> tuned_cases() {
       out.push_back({s, 0, 0, db, 14336});
     }
   }
+  // Symmetric int4 in every single-buffered shape: each group size of rows loads the
+  // symmetric zero point its own way, and the short last group another.
+  for (auto [r, k] : shapes) out.push_back({Scheme::int4, r, k, false, 1056, false});
+  out.push_back({Scheme::int4, 0, 0, false, 4096, false});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemvTunedTest, ::testing::ValuesIn(tuned_cases()), [](const auto& info) {
   const TunedCase& c = info.param;
-  return fmt::format("{}_R{}K{}_{}_{}", to_string(c.scheme), c.rows_per_group, c.chunks,
-                     c.double_buffer ? "double" : "single", c.cols);
+  return fmt::format("{}_R{}K{}_{}_{}{}", to_string(c.scheme), c.rows_per_group, c.chunks,
+                     c.double_buffer ? "double" : "single", c.cols, c.zero_point ? "" : "_sym");
 });
 
 // The epilogues and the fused RMSNorm prologue, on one int4 matrix with the fast kernel.
