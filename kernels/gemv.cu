@@ -229,7 +229,7 @@ struct Fast<Scheme::int4> {
   // A 32-column chunk never spans two groups (groups are powers of two >= 32). The scales and
   // zero points are in the packed layout (decodebench/int4_meta.h).
   __device__ static Meta meta(const DeviceMatrix& m, int64_t row, int chunk, int group_shift) {
-    const int64_t g = int4_meta::packed_index(m.rows, m.cols >> (group_shift + 5), row, chunk >> group_shift);
+    const int64_t g = int4_meta::packed_index(m.cols >> (group_shift + 5), row, chunk >> group_shift);
     return {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + g), m.zero_point ? __ldg(m.zeros + g) : 8u};
   }
   // A repacked word holds columns 0..7 as nibbles 0,2,4,6,1,3,5,7. OR-ing a masked nibble
@@ -493,9 +493,9 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
 
 // int4: the scales of a group's R rows (R divides 8) as R / 2 half2 words and their zero
 // points as bytes of (R + 3) / 4 words, one vector load each from the packed layout
-// (decodebench/int4_meta.h): two loads where the canonical layout took 2R. The last block
-// of a matrix whose rows are not a multiple of 8 is stored narrower; its one group takes
-// scalar loads, repeating the last row past the end as the weights do.
+// (decodebench/int4_meta.h): two loads where the canonical layout took 2R. A matrix whose
+// rows are not a multiple of 8 has its last block padded, repeating its last row as the
+// weights' loads do, so every group takes the same loads.
 template <int R>
 struct GroupMeta {
   uint32_t s[R / 2];
@@ -514,39 +514,23 @@ __device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMa
                                                 int gcol) {
   static_assert(R == 2 || R == 4 || R == 8, "a group of rows lies inside one block of 8");
   const int64_t first = row0 / int4_meta::kBlockRows * int4_meta::kBlockRows;
-  const int n = static_cast<int>(int4_meta::block_rows(m.rows, row0));
   const int within = static_cast<int>(row0 - first);
-  // int4_meta::packed_index of (row0, gcol), written out once for the group: the block's n
-  // rows are adjacent in each group (calling packed_index per row made the kernels 3-20%
-  // larger).
-  const int64_t e = first * G + static_cast<int64_t>(gcol) * n;
+  // int4_meta::packed_index of (first, gcol): the block's 8 rows are adjacent in each group.
+  const int64_t e = int4_meta::packed_index(G, first, gcol);
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(m.scales) + e;
   const uint8_t* zp = m.zero_point ? m.zeros + e : kSymmetricZeros;  // offsets below stay < 16
-  if (n == int4_meta::kBlockRows) {  // uniform: only a matrix's last group can take the other path
-    if constexpr (R == 8) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(sp));
-      gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w;
-      const uint2 z = __ldg(reinterpret_cast<const uint2*>(zp));
-      gm.z[0] = z.x, gm.z[1] = z.y;
-    } else if constexpr (R == 4) {
-      const uint2 v = __ldg(reinterpret_cast<const uint2*>(sp + within));
-      gm.s[0] = v.x, gm.s[1] = v.y;
-      gm.z[0] = __ldg(reinterpret_cast<const uint32_t*>(zp + within));
-    } else {
-      gm.s[0] = __ldg(reinterpret_cast<const uint32_t*>(sp + within));
-      gm.z[0] = __ldg(reinterpret_cast<const uint16_t*>(zp + within));
-    }
+  if constexpr (R == 8) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(sp));
+    gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w;
+    const uint2 z = __ldg(reinterpret_cast<const uint2*>(zp));
+    gm.z[0] = z.x, gm.z[1] = z.y;
+  } else if constexpr (R == 4) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(sp + within));
+    gm.s[0] = v.x, gm.s[1] = v.y;
+    gm.z[0] = __ldg(reinterpret_cast<const uint32_t*>(zp + within));
   } else {
-#pragma unroll
-    for (int i = 0; i < R / 2; ++i) gm.s[i] = 0;
-#pragma unroll
-    for (int i = 0; i < (R + 3) / 4; ++i) gm.z[i] = 0;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int rr = min(within + r, n - 1);
-      gm.s[r / 2] |= static_cast<uint32_t>(__ldg(sp + rr)) << (16 * (r % 2));
-      gm.z[r / 4] |= static_cast<uint32_t>(__ldg(zp + rr)) << (8 * (r % 4));
-    }
+    gm.s[0] = __ldg(reinterpret_cast<const uint32_t*>(sp + within));
+    gm.z[0] = __ldg(reinterpret_cast<const uint16_t*>(zp + within));
   }
 }
 

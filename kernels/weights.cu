@@ -198,6 +198,8 @@ __global__ void repack_int4_frag_kernel(uint8_t* q, int64_t cols) {
 
 // Canonical [rows][G] group parameters -> the packed layout (decodebench/int4_meta.h), in
 // place: one block of threads per block of 8 rows, whose index range the permutation keeps.
+// A short last block fills its missing rows with copies of its last one (the array holds
+// int4_meta::padded_rows rows).
 template <typename T>
 __global__ void pack_meta_kernel(T* meta, int64_t rows, int groups) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -207,9 +209,9 @@ __global__ void pack_meta_kernel(T* meta, int64_t rows, int groups) {
   T* block = meta + row0 * groups;
   for (int i = threadIdx.x; i < n * groups; i += blockDim.x) canon[i] = block[i];
   __syncthreads();
-  for (int i = threadIdx.x; i < n * groups; i += blockDim.x) {
+  for (int i = threadIdx.x; i < int4_meta::kBlockRows * groups; i += blockDim.x) {
     const int r = i / groups, g = i % groups;
-    block[int4_meta::packed_index(rows, groups, row0 + r, g) - row0 * groups] = canon[i];
+    block[int4_meta::packed_index(groups, r, g)] = canon[min(r, n - 1) * groups + g];
   }
 }
 

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "decodebench/accounting.h"
+#include "decodebench/int4_meta.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/synth.h"
 #include "gemv.cuh"
@@ -64,9 +66,24 @@ struct MergeSource {
 // of dst's scheme, the code produce_synthetic and produce_dense run.
 void produce_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s);
 
+// Bytes to allocate for m: its weights, and for int4 its scales and zero points for whole
+// blocks of 8 rows (the packed layout's padding, decodebench/int4_meta.h). The byte account
+// (matrix_bytes) counts the matrix's own, which are all a decode step reads.
+inline MatrixBytes device_matrix_bytes(const DeviceMatrix& m) {
+  MatrixBytes b = matrix_bytes(m.rows, m.cols, m.scheme, m.group_size, m.zero_point);
+  if (m.scheme == Scheme::int4) {
+    const MatrixBytes padded =
+        matrix_bytes(int4_meta::padded_rows(m.rows), m.cols, m.scheme, m.group_size, m.zero_point);
+    b.scales = padded.scales;
+    b.zeros = padded.zeros;
+  }
+  return b;
+}
+
 // Canonical int4 -> the fast kernel's nibble order and packed scales and zero points (in
-// place; gemv.cuh DeviceMatrix). With `fragments`, a matrix the tensor-core dot can take
-// (int4_frag::eligible) gets its fragment layout instead of the nibble order (int4_frag).
+// place; gemv.cuh DeviceMatrix), whose arrays hold device_matrix_bytes. With `fragments`, a
+// matrix the tensor-core dot can take (int4_frag::eligible) gets its fragment layout instead
+// of the nibble order (int4_frag).
 void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments = false);
 
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).

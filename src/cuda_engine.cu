@@ -84,10 +84,7 @@ class Stager {
   void* dev_ = nullptr;
 };
 
-size_t matrix_alloc_bytes(const DeviceMatrix& m) {
-  const MatrixBytes b = matrix_bytes(m.rows, m.cols, m.scheme, m.group_size, m.zero_point);
-  return b.weights + b.scales + b.zeros;
-}
+size_t matrix_alloc_bytes(const DeviceMatrix& m) { return device_matrix_bytes(m).total(); }
 
 void produce(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, RowMap map, Stager& stager,
              cudaStream_t s) {
@@ -268,7 +265,7 @@ void DeviceWeights::fill(const WeightSource& ws) {
     return p;
   };
   auto alloc_matrix = [&](DeviceMatrix& m) {
-    const MatrixBytes b = matrix_bytes(m.rows, m.cols, m.scheme, m.group_size, m.zero_point);
+    const MatrixBytes b = device_matrix_bytes(m);
     m.qweight = alloc(b.weights);
     if (b.scales) m.scales = static_cast<__half*>(alloc(b.scales));
     if (b.zeros) m.zeros = static_cast<uint8_t*>(alloc(b.zeros));

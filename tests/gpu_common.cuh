@@ -8,6 +8,7 @@
 
 #include "common.cuh"
 #include "gemv.cuh"
+#include "decodebench/int4_meta.h"
 #include "decodebench/weights.h"
 
 namespace dbtest {
@@ -43,14 +44,21 @@ struct DeviceBuffer {
   void poison() { CUDA_CHECK(cudaMemset(p, 0xff, n * sizeof(T))); }  // NaN for floats and halves
 };
 
-// A host QuantMatrix on the device, in the canonical layout.
+// A host QuantMatrix on the device, in the canonical layout; int4's scales and zero points
+// padded to whole blocks of 8 rows, as the repack needs (int4_meta::padded_rows).
 struct DeviceQuant {
   DeviceBuffer<uint8_t> q;
   DeviceBuffer<uint16_t> s;
   DeviceBuffer<uint8_t> z;
   db::cuda::DeviceMatrix m;
+  template <typename T>
+  static std::vector<T> padded(const db::QuantMatrix& h, std::vector<T> v) {
+    if (h.scheme == db::Scheme::int4 && !v.empty())
+      v.resize(static_cast<size_t>(db::int4_meta::padded_rows(h.rows) * (h.cols / h.group_size)));
+    return v;
+  }
   explicit DeviceQuant(const db::QuantMatrix& h)
-      : q(h.qweight), s(h.scales), z(h.zeros) {
+      : q(h.qweight), s(padded(h, h.scales)), z(padded(h, h.zeros)) {
     m.scheme = h.scheme;
     m.rows = h.rows;
     m.cols = h.cols;

@@ -141,21 +141,26 @@ TEST(Quant, GroupSizeThatDoesNotDivideIsAnError) {
 
 // The packed meta layout the fast int4 GEMV reads: a permutation of each block of 8 rows
 // inside the block's own index range (so the repack can run in place), with the 8 rows of a
-// full block adjacent per group (one vector load), on row counts with and without a tail.
-TEST(Int4Meta, PackedIndexPermutesEachBlockInPlace) {
+// block adjacent per group (one vector load); a short last block is padded to 8 rows, so the
+// padded array ([padded_rows][groups]) is covered exactly once. Row counts with and without
+// a tail.
+TEST(Int4Meta, PackedIndexPermutesEachPaddedBlockInPlace) {
   for (int64_t rows : {1, 3, 7, 8, 9, 16, 37, 64}) {
+    const int64_t padded = int4_meta::padded_rows(rows);
+    EXPECT_EQ(padded % 8, 0);
+    EXPECT_GE(padded, rows);
+    EXPECT_LT(padded - rows, 8);
     for (int64_t groups : {1, 3, 32}) {
-      std::vector<int> hits(static_cast<size_t>(rows * groups), 0);
-      for (int64_t r = 0; r < rows; ++r) {
+      std::vector<int> hits(static_cast<size_t>(padded * groups), 0);
+      for (int64_t r = 0; r < padded; ++r) {
         const int64_t first = r / 8 * 8;
-        const int64_t n = std::min<int64_t>(8, rows - first);
-        EXPECT_EQ(int4_meta::block_rows(rows, r), n);
+        if (r < rows) EXPECT_EQ(int4_meta::block_rows(rows, r), std::min<int64_t>(8, rows - first));
         for (int64_t g = 0; g < groups; ++g) {
-          const int64_t i = int4_meta::packed_index(rows, groups, r, g);
+          const int64_t i = int4_meta::packed_index(groups, r, g);
           ASSERT_GE(i, first * groups) << rows << "x" << groups << " row " << r << " group " << g;
-          ASSERT_LT(i, (first + n) * groups) << rows << "x" << groups << " row " << r << " group " << g;
+          ASSERT_LT(i, (first + 8) * groups) << rows << "x" << groups << " row " << r << " group " << g;
           ++hits[static_cast<size_t>(i)];
-          if (n == 8) EXPECT_EQ(i, first * groups + g * 8 + (r - first));
+          EXPECT_EQ(i, first * groups + g * 8 + (r - first));
         }
       }
       for (int h : hits) EXPECT_EQ(h, 1) << rows << "x" << groups << ": not a permutation";

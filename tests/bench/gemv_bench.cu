@@ -121,12 +121,13 @@ int main(int argc, char** argv) {
         m.zero_point = s == Scheme::int4;
         CUDA_CHECK(cudaMalloc(&m.qweight, q.qweight.size()));
         CUDA_CHECK(cudaMemcpy(m.qweight, q.qweight.data(), q.qweight.size(), cudaMemcpyHostToDevice));
+        const MatrixBytes alloc = device_matrix_bytes(m);  // int4: meta padded for the repack
         if (!q.scales.empty()) {
-          CUDA_CHECK(cudaMalloc(&m.scales, q.scales.size() * 2));
+          CUDA_CHECK(cudaMalloc(&m.scales, alloc.scales));
           CUDA_CHECK(cudaMemcpy(m.scales, q.scales.data(), q.scales.size() * 2, cudaMemcpyHostToDevice));
         }
         if (!q.zeros.empty()) {
-          CUDA_CHECK(cudaMalloc(&m.zeros, q.zeros.size()));
+          CUDA_CHECK(cudaMalloc(&m.zeros, alloc.zeros));
           CUDA_CHECK(cudaMemcpy(m.zeros, q.zeros.data(), q.zeros.size(), cudaMemcpyHostToDevice));
         }
         if (s == Scheme::int4) repack_int4(m, nullptr, int4_frag::preferred(m.rows, m.cols, m.group_size));
