@@ -20,6 +20,7 @@ struct Case {
   GemvVariant variant;
   int64_t rows, cols;
   bool zero_point = true;  // int4: asymmetric groups (false: symmetric, no zero points stored)
+  int group = 0;           // int4 group size; 0: 128 where it divides the columns, else 32
 };
 
 const char* variant_name(GemvVariant v) {
@@ -32,8 +33,8 @@ const char* variant_name(GemvVariant v) {
 }
 
 std::string name(const Case& c) {
-  return fmt::format("{}.{} [{} x {}]{}", to_string(c.scheme), variant_name(c.variant), c.rows, c.cols,
-                     c.zero_point ? "" : " symmetric");
+  return fmt::format("{}.{} [{} x {}]{}{}", to_string(c.scheme), variant_name(c.variant), c.rows, c.cols,
+                     c.zero_point ? "" : " symmetric", c.group ? fmt::format(" g{}", c.group) : "");
 }
 
 // Fast kernels accumulate up to 8 fp16 products per accumulator before converting to fp32;
@@ -53,7 +54,8 @@ Problem make_problem(const Case& c, std::mt19937& rng) {
   std::normal_distribution<float> wd(0.f, 0.02f), xd(0.f, 1.f);
   std::vector<float> w(static_cast<size_t>(c.rows * c.cols));
   for (float& v : w) v = wd(rng);
-  p.w = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, c.cols % 128 == 0 ? 128 : 32, c.zero_point);
+  const int group = c.group ? c.group : c.cols % 128 == 0 ? 128 : 32;
+  p.w = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, group, c.zero_point);
   p.x.resize(static_cast<size_t>(c.cols));
   for (auto& h : p.x) h = f32_to_f16(xd(rng));
   p.ref.assign(static_cast<size_t>(c.rows), 0.0);
@@ -124,13 +126,20 @@ std::vector<Case> cases() {
     for (GemvVariant v : {GemvVariant::fast, GemvVariant::warp, GemvVariant::naive})
       out.push_back({Scheme::int4, v, r, k, false});
   }
+  // The other int4 group sizes (the fast kernels take 32-column chunks: 1, 2, 4 or 8 a group),
+  // asymmetric and symmetric, on a short shape, the 8b qkv and the 8b down (the launcher's
+  // R8 x K1 and R4 x K2 kernels).
+  for (auto [r, k] : std::vector<std::pair<int64_t, int64_t>>{{33, 512}, {6144, 4096}, {4096, 14336}})
+    for (int group : {64, 256})
+      for (bool zp : {true, false})
+        for (GemvVariant v : {GemvVariant::fast, GemvVariant::warp}) out.push_back({Scheme::int4, v, r, k, zp, group});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](const auto& info) {
   const Case& c = info.param;
-  return fmt::format("{}_{}_{}x{}{}", to_string(c.scheme), variant_name(c.variant), c.rows, c.cols,
-                     c.zero_point ? "" : "_sym");
+  return fmt::format("{}_{}_{}x{}{}{}", to_string(c.scheme), variant_name(c.variant), c.rows, c.cols,
+                     c.zero_point ? "" : "_sym", c.group ? fmt::format("_g{}", c.group) : "");
 });
 
 // int4 in the tensor-core dot's fragment layout (decodebench/int4_frag.h): whole blocks of 8
