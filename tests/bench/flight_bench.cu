@@ -151,7 +151,9 @@ __global__ void barrier_kernel(Args a, int n) {
   for (int i = 1; i <= n; ++i) grid_barrier(a.ctr, i, blockDim.x, a.backoff);
 }
 
-// --- bulk copies on mbarriers (sm_90)
+// --- bulk copies on mbarriers (sm_90; the helpers exist only where bulk_kernel's body does,
+// so that the other architectures' passes do not warn about them)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -169,6 +171,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
       "r"(parity)
       : "memory");
 }
+#endif
 
 __global__ void bulk_kernel(Args a, int slot_bytes, int nslots) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
