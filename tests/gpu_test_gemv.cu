@@ -423,6 +423,34 @@ TEST(Dequantize, EveryElementIsTheHostValueRoundedToFp16) {
   }
 }
 
+// What a repack needs allocated (weights.cuh device_matrix_bytes): int4's scales and zero
+// points for whole blocks of 8 rows, everything else exactly the byte account's.
+TEST(DeviceMatrixBytes, Int4MetaCoversWholeBlocksOfEightRows) {
+  for (int64_t rows : {1, 7, 8, 9, 37, 4096}) {
+    DeviceMatrix m;
+    m.rows = rows;
+    m.cols = 512;
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+      for (bool zp : {true, false}) {
+        m.scheme = s;
+        m.group_size = s == Scheme::int4 ? 128 : 0;
+        m.zero_point = s == Scheme::int4 && zp;
+        const MatrixBytes want = matrix_bytes(rows, m.cols, s, m.group_size, m.zero_point);
+        const MatrixBytes got = device_matrix_bytes(m);
+        EXPECT_EQ(got.weights, want.weights) << rows;
+        if (s != Scheme::int4) {
+          EXPECT_EQ(got.scales, want.scales) << rows;
+          continue;
+        }
+        const uint64_t padded_groups = static_cast<uint64_t>((rows + 7) / 8 * 8) * (m.cols / 128);
+        EXPECT_EQ(got.scales, padded_groups * 2) << rows;
+        EXPECT_EQ(got.zeros, zp ? padded_groups : 0) << rows;
+        EXPECT_GE(got.scales, want.scales) << rows;
+      }
+    }
+  }
+}
+
 TEST(ArgmaxKey, LargestValueThenLowestIndex) {
   EXPECT_GT(argmax_key(1.0f, 5), argmax_key(0.5f, 1));
   EXPECT_GT(argmax_key(-0.5f, 5), argmax_key(-1.0f, 1));
