@@ -84,8 +84,6 @@ class Stager {
   void* dev_ = nullptr;
 };
 
-size_t matrix_alloc_bytes(const DeviceMatrix& m) { return device_matrix_bytes(m).total(); }
-
 void produce(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, RowMap map, Stager& stager,
              cudaStream_t s) {
   const int64_t rows = o.shape[0], cols = o.shape[1];
@@ -210,11 +208,11 @@ DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws) {
   const ModelConfig& c = ws.config();
   const Shapes sh = shapes(c);
   uint64_t per_layer = 2 * c.hidden_size * 2 + (c.arch == Arch::qwen3 ? 2 * c.head_dim * 2 : 0);  // norms
-  for (const DeviceMatrix& m : sh.block) per_layer += matrix_alloc_bytes(m);
+  for (const DeviceMatrix& m : sh.block) per_layer += device_matrix_bytes(m).total();
   const LoraBytes lora = lora_bytes(ws);
   Plan p;
-  p.weights_bytes = per_layer * c.num_hidden_layers + matrix_alloc_bytes(sh.embedding) +
-                    (sh.tied_head ? 0 : matrix_alloc_bytes(sh.head)) + c.hidden_size * 2 + lora.weights;
+  p.weights_bytes = per_layer * c.num_hidden_layers + device_matrix_bytes(sh.embedding).total() +
+                    (sh.tied_head ? 0 : device_matrix_bytes(sh.head).total()) + c.hidden_size * 2 + lora.weights;
   p.load_bytes = kStageBytes + lora.load;
   return p;
 }

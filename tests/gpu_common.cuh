@@ -8,7 +8,7 @@
 
 #include "common.cuh"
 #include "gemv.cuh"
-#include "decodebench/int4_meta.h"
+#include "weights.cuh"
 #include "decodebench/weights.h"
 
 namespace dbtest {
@@ -44,26 +44,33 @@ struct DeviceBuffer {
   void poison() { CUDA_CHECK(cudaMemset(p, 0xff, n * sizeof(T))); }  // NaN for floats and halves
 };
 
-// A host QuantMatrix on the device, in the canonical layout; int4's scales and zero points
-// padded to whole blocks of 8 rows, as the repack needs (int4_meta::padded_rows).
+// A host QuantMatrix on the device, in the canonical layout, allocated as the engine does
+// (device_matrix_bytes: int4's scales and zero points for whole blocks of 8 rows, which the
+// repack needs).
 struct DeviceQuant {
+  db::cuda::DeviceMatrix m;  // first: the buffers below are sized from it
   DeviceBuffer<uint8_t> q;
   DeviceBuffer<uint16_t> s;
   DeviceBuffer<uint8_t> z;
-  db::cuda::DeviceMatrix m;
+  static db::cuda::DeviceMatrix shape_of(const db::QuantMatrix& h) {
+    db::cuda::DeviceMatrix d;
+    d.scheme = h.scheme;
+    d.rows = h.rows;
+    d.cols = h.cols;
+    d.group_size = h.group_size;
+    d.zero_point = h.zero_point;
+    return d;
+  }
   template <typename T>
-  static std::vector<T> padded(const db::QuantMatrix& h, std::vector<T> v) {
-    if (h.scheme == db::Scheme::int4 && !v.empty())
-      v.resize(static_cast<size_t>(db::int4_meta::padded_rows(h.rows) * (h.cols / h.group_size)));
+  static std::vector<T> sized(std::vector<T> v, uint64_t bytes) {
+    if (!v.empty()) v.resize(static_cast<size_t>(bytes / sizeof(T)));
     return v;
   }
   explicit DeviceQuant(const db::QuantMatrix& h)
-      : q(h.qweight), s(padded(h, h.scales)), z(padded(h, h.zeros)) {
-    m.scheme = h.scheme;
-    m.rows = h.rows;
-    m.cols = h.cols;
-    m.group_size = h.group_size;
-    m.zero_point = h.zero_point;
+      : m(shape_of(h)),
+        q(h.qweight),
+        s(sized(h.scales, db::cuda::device_matrix_bytes(m).scales)),
+        z(sized(h.zeros, db::cuda::device_matrix_bytes(m).zeros)) {
     m.qweight = q.p;
     m.scales = reinterpret_cast<__half*>(s.p);
     m.zeros = h.zeros.empty() ? nullptr : z.p;
