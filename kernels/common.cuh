@@ -37,6 +37,35 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Sums a[0..R) over the warp, transposed: afterwards every lane holds the warp total of row
+// lane_row<R>(lane). Each halving step trades half of the rows with the lane `o` away.
+template <int R>
+__device__ __forceinline__ float reduce_rows(float (&a)[R], int lane) {
+#pragma unroll
+  for (int n = R, o = kWarp / 2; n > 1; n /= 2, o /= 2) {
+    const bool upper = lane & o;
+#pragma unroll
+    for (int i = 0; i < n / 2; ++i) {
+      const float send = upper ? a[i] : a[i + n / 2];
+      const float keep = upper ? a[i + n / 2] : a[i];
+      a[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  float v = a[0];
+#pragma unroll
+  for (int o = kWarp / 2 / R; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <int R>
+__device__ __forceinline__ int lane_row(int lane) {
+  int row = 0;
+#pragma unroll
+  for (int n = R, o = kWarp / 2; n > 1; n /= 2, o /= 2)
+    if (lane & o) row += n / 2;
+  return row;
+}
+
 // Block-wide sum for blockDim.x a multiple of 32 (<= 1024); every thread gets the result.
 __device__ __forceinline__ float block_sum(float v, float* scratch /* [32] */) {
   v = warp_sum(v);

@@ -18,6 +18,7 @@
 #include "decodebench/int4_meta.h"
 #include "decodebench/quant.h"
 #include "gemv.cuh"
+#include "int4_dot.cuh"
 #include "pdl.cuh"
 
 namespace db::cuda {
@@ -214,15 +215,6 @@ struct Fast<Scheme::int8> {
   }
 };
 
-// (a & mask) | bits in one instruction. Written as `(a & mask) | bits` in C++ it compiled to
-// two LOP3s (one 32-bit immediate per instruction), a third of the int4 kernel's integer work.
-template <uint32_t kMask, uint32_t kBits>
-__device__ __forceinline__ uint32_t and_or(uint32_t a) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "n"(kMask), "n"(kBits));  // 0xea: (a & b) | c
-  return r;
-}
-
 template <>
 struct Fast<Scheme::int4> {
   static constexpr int kCols = 32;
@@ -232,11 +224,8 @@ struct Fast<Scheme::int4> {
     const int64_t g = int4_meta::packed_index(m.cols >> (group_shift + 5), row, chunk >> group_shift);
     return {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + g), m.zero_point ? __ldg(m.zeros + g) : 8u};
   }
-  // A repacked word holds columns 0..7 as nibbles 0,2,4,6,1,3,5,7. OR-ing a masked nibble
-  // into the mantissa of fp16 1024 (0x6400) gives 1024 + v exactly; the high nibble of a
-  // byte gives 1024 + 16v, fixed by one fma with 1/16. With the zero point folded into the
-  // subtrahend, (q - zero) comes out exact in fp16; the group scale multiplies the chunk
-  // sum once, in fp32.
+  // The dot of a repacked chunk is int4_dot.cuh's; the group scale multiplies the chunk sum
+  // once, in fp32.
   __device__ static float2 dot2(uint4 w0, uint4 w1, const uint4* xs, int chunk, Meta m0, Meta m1) {
     uint4 x[4];
 #pragma unroll
@@ -246,35 +235,9 @@ struct Fast<Scheme::int4> {
   __device__ static float dot_x(uint4 w, const uint4 (&xv)[4], Meta mt) {
     return dot_q(w, xv, mt.zero, 0) * __half2float(__ushort_as_half(static_cast<uint16_t>(mt.scale)));
   }
-  // The chunk's sum before its scale. Byte `byte` of `zeros` is the chunk's zero point; a
-  // constant once the caller's loops are unrolled.
+  // The chunk's sum before its scale (int4_dot.cuh).
   __device__ static float dot_q(uint4 w, const uint4 (&xv)[4], uint32_t zeros, int byte) {
-    // Both halves of each constant by one byte permute (zero < 16): 0x64zz is 1024 + zero,
-    // 0xd4(16 zero) is -(64 + zero).
-    const uint32_t sel = 0x4040u | (byte << 8) | byte;
-    const __half2 lo_sub = bits_h2(__byte_perm(zeros, 0x64u, sel));
-    const __half2 hi_add = bits_h2(__byte_perm(zeros << 4, 0xd4u, sel));  // zero < 16: no carry into the next
-    const __half2 sixteenth = bits_h2(0x2c002c00u);  // 1/16
-    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-    __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint4 x = xv[j];
-      uint32_t q = words[j];
-      const __half2 v01 = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
-      const __half2 v23 = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
-      q >>= 8;
-      const __half2 v45 = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
-      const __half2 v67 = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
-      acc0 = __hfma2(v01, bits_h2(x.x), acc0);
-      acc1 = __hfma2(v23, bits_h2(x.y), acc1);
-      acc0 = __hfma2(v45, bits_h2(x.z), acc0);
-      acc1 = __hfma2(v67, bits_h2(x.w), acc1);
-    }
-    // The two accumulators added in half2, as int8's dot does: one add and two conversions
-    // where converting each took four, and three fp32 adds (results/NOTES.md item 49).
-    const float2 a = __half22float2(__hadd2(acc0, acc1));
-    return a.x + a.y;
+    return int4_dot_q(w, xv, zeros, byte);
   }
 };
 
@@ -377,35 +340,6 @@ constexpr int rows_max_threads(Scheme s, int kpt, int r, bool db) {
   return wide ? 256 : kRowsMaxThreads;
 }
 
-// Sums a[0..R) over the warp, transposed: afterwards every lane holds the warp total of row
-// lane_row<R>(lane). Each halving step trades half of the rows with the lane `o` away.
-template <int R>
-__device__ __forceinline__ float reduce_rows(float (&a)[R], int lane) {
-#pragma unroll
-  for (int n = R, o = kWarp / 2; n > 1; n /= 2, o /= 2) {
-    const bool upper = lane & o;
-#pragma unroll
-    for (int i = 0; i < n / 2; ++i) {
-      const float send = upper ? a[i] : a[i + n / 2];
-      const float keep = upper ? a[i + n / 2] : a[i];
-      a[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
-    }
-  }
-  float v = a[0];
-#pragma unroll
-  for (int o = kWarp / 2 / R; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-template <int R>
-__device__ __forceinline__ int lane_row(int lane) {
-  int row = 0;
-#pragma unroll
-  for (int n = R, o = kWarp / 2; n > 1; n /= 2, o /= 2)
-    if (lane & o) row += n / 2;
-  return row;
-}
-
 // int4 at up to four pieces of x a thread (its default shapes) loads its slice at once
 // (load_x_slice), and its pieces of norm_w, a weight, before the wait on the previous kernel,
 // so that only the residual stream and its statistics are read after it (8b-int4 1.776 ->
@@ -491,17 +425,6 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
   }
 }
 
-// int4: the scales of a group's R rows (R divides 8) as R / 2 half2 words and their zero
-// points as bytes of (R + 3) / 4 words, one vector load each from the packed layout
-// (decodebench/int4_meta.h): two loads where the canonical layout took 2R. A matrix whose
-// rows are not a multiple of 8 has its last block padded, repeating its last row as the
-// weights' loads do, so every group takes the same loads.
-template <int R>
-struct GroupMeta {
-  uint32_t s[R / 2];
-  uint32_t z[(R + 3) / 4];
-};
-
 // A symmetric matrix has no zero points. Its groups load theirs from these 8s (one cached
 // line) instead, through the same instructions as a matrix with zero points: branching around
 // the loads made symmetric 8b-int4 9% slower than asymmetric, which reads more bytes (1.832
@@ -534,103 +457,6 @@ __device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMa
   }
 }
 
-// ------------------------------------------------------------------ the int4 dot on tensor cores
-// For matrices in the fragment layout (decodebench/int4_frag.h: where every nibble goes and
-// why). A lane's 16-byte chunk of "row" i of a group is the A operand of four
-// mma.m16n8k16, unpacked by two masks and a shift per word into 1024 + v and 1024 + 16 v;
-// x and x / 16 are the B operand, and the 1024s and zero points come out once per group of
-// a row with the segment's sums of x. About a third of the instructions of the fp16 dot
-// (Fast<int4>::dot_q) per weight.
-namespace frag {
-
-// A lane's x: B registers [k-step][0: x at k-slots 2c, 2c+1; 1: x / 16 at 2c+8, 2c+9], and
-// its segment's offset and sum (int4_frag.h: O and S).
-struct XFrag {
-  uint32_t b[8][2];
-  float offset, sum;
-};
-
-__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// Bytes of one warp's staged x for one chunk set: 8 segments of 128 fp16, each padded by 16
-// bytes so that the 8 lane quads, reading one segment each at the same offset, hit 8
-// different groups of 4 banks.
-constexpr int kSegStride = int4_frag::kSegmentCols * 2 + 16;
-constexpr int kWarpStage = 8 * kSegStride;
-
-// The B registers from the lane's x slice as the rows kernel loads it (its 32 contiguous
-// columns of the span, `x`, coalesced and normalized by load_x_slice): the warp writes its
-// span to `stage` and each lane reads its k-slots back. Then the segment's sums.
-__device__ __forceinline__ void stage_b(XFrag& xf, const uint4 (&x)[4], unsigned char* stage, int lane) {
-  uint4* dst = reinterpret_cast<uint4*>(stage + kSegStride * (lane / 4) + 64 * (lane % 4));
-#pragma unroll
-  for (int i = 0; i < 4; ++i) dst[i] = x[i];
-  __syncwarp();
-  const __half2 sixteenth = bits_h2(0x2c002c00u);
-  const unsigned char* src = stage + kSegStride * (lane / 4) + 4 * (lane % 4);
-  float lo = 0.f, hi = 0.f;
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      __half2 h = *reinterpret_cast<const __half2*>(src + 32 * j + 16 * r);
-      if (r == 1) h = __hmul2(h, sixteenth);  // exact: a power of two
-      xf.b[j][r] = h2_bits(h);
-      const float2 f = __half22float2(h);
-      (r == 0 ? lo : hi) += f.x + f.y;
-    }
-#pragma unroll
-  for (int o = 1; o < 4; o <<= 1) {
-    lo += __shfl_xor_sync(0xffffffffu, lo, o);
-    hi += __shfl_xor_sync(0xffffffffu, hi, o);
-  }
-  xf.offset = 1024.f * (lo + hi);
-  xf.sum = lo + 16.f * hi;
-}
-
-// The R rows of a group against one chunk set: acc[r] += the lane's part of row r, which only
-// the lane that holds D[g][g] of each pair (c == g / 2) has; the others add zero.
-template <int R, int KPT>
-__device__ __forceinline__ void dot_rows(float (&acc)[R], const uint4 (&w)[R][KPT], int k, const XFrag& xf,
-                                         const GroupMeta<R>& gm, int lane, bool live) {
-  const int g = lane / 4, c = lane % 4;
-  const bool mine = live && c == g / 2;
-  float d[R / 2][4];
-#pragma unroll
-  for (int p = 0; p < R / 2; ++p) d[p][0] = d[p][1] = d[p][2] = d[p][3] = 0.f;
-  // The pairs' k-steps interleaved: R / 2 independent accumulation chains (one pair after
-  // another made each mma wait for the one before it).
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-#pragma unroll
-    for (int p = 0; p < R / 2; ++p) {
-      const uint4 v = w[2 * p + j / 4][k];
-      uint32_t q = j % 4 == 0 ? v.x : j % 4 == 1 ? v.y : j % 4 == 2 ? v.z : v.w;
-      const uint32_t a0 = and_or<0x000f000fu, 0x64006400u>(q), a2 = and_or<0x00f000f0u, 0x64006400u>(q);
-      q >>= 8;
-      const uint32_t a1 = and_or<0x000f000fu, 0x64006400u>(q), a3 = and_or<0x00f000f0u, 0x64006400u>(q);
-      mma(d[p], a0, a1, a2, a3, xf.b[j][0], xf.b[j][1]);
-    }
-  }
-  for (int p = 0; p < R / 2; ++p) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = 2 * p + h;
-      const float dot = (g & 1 ? d[p][2 * h + 1] : d[p][2 * h]) - xf.offset;
-      const float zero = static_cast<float>((gm.z[r / 4] >> (8 * (r % 4))) & 0xffu);
-      const __half2 sc = bits_h2(gm.s[r / 2]);
-      const float scale = r % 2 ? __high2float(sc) : __low2float(sc);
-      acc[r] = fmaf(fmaf(-zero, xf.sum, dot), mine ? scale : 0.f, acc[r]);
-    }
-  }
-}
-
-}  // namespace frag
 
 template <Scheme S, int KPT, int R, bool DB, bool FR = false>
 __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
