@@ -21,8 +21,12 @@
 //               in order with the rows kernel's dot (int4_dot.cuh), 4 rows a warp, and wait
 //               for a matrix's input only when they reach its first row block: until every
 //               block has counted its part of the matrix before it done.
+//   split:      work items of one stage each (balance), the stages' partial sums added into
+//               fp32 and the epilogue applied as the next matrix stages its input.
 // The variants marked "no ..." leave a part out, for timing only (ChainArgs::flags says
-// which); without waits the consumers race their inputs.
+// which); without waits the consumers race their inputs. Build defines: CHAIN_ROWS=8 (8
+// rows a warp), CHAIN_FRAG=1 (the tensor-core dot, 8 warps of 8 rows), CHAIN_WARPS=N,
+// CHAIN_SPIN=1 (polling mbarrier waits).
 // Both paths read the same weights (produce_synthetic, then repacked for the rows kernel and
 // restaged for the persistent one). Every persistent output of the checked run is compared
 // with the rows kernel run on the persistent run's own inputs. Prints ms per chain, GB/s of
@@ -40,6 +44,7 @@
 #include "decodebench/int4_frag.h"
 #include "gemv.cuh"
 #include "int4_dot.cuh"
+#include "mbarrier.cuh"
 #include "probe.cuh"
 #include "weights.cuh"
 
@@ -102,42 +107,10 @@ struct Tag {
   int m, item, slab;  // m < 0: the producer is done
 };
 
-// The sm_90 helpers exist only where chain_kernel's body does, so that the other
-// architectures' passes do not warn about them.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-// With a suspend-time hint the waiting warp sleeps until the phase completes (or the hint
-// runs out) instead of spinning: spinning warps took issue slots from the consumers that
-// share their scheduler (ncu, run 16: 3.0 instructions a weight where the dot has ~2.3).
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-#if CHAIN_SPIN
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-#else
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity), "r"(1000000u)
-      : "memory");
-#endif
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // used by chain_kernel's body only
+using namespace db::bench;
+// Consumers' waits suspend (CHAIN_SPIN=1: poll, as runs 1-16 did; run 17 found no difference).
+constexpr unsigned kSuspendNs = CHAIN_SPIN ? 0 : 1000000;
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -188,7 +161,9 @@ __device__ __forceinline__ GroupMeta<kRowsPerWarp> stage_meta(const unsigned cha
 }
 
 // Frag: the B registers and segment sums frag::stage_b makes from a warp's x, read straight
-// from the block's staged x (the span is the stage's slab; x_col: int4_frag.h).
+// from the block's staged x (the span is the stage's slab; x_col: int4_frag.h). stage_b's
+// loop, with another load: sharing it would change the rows kernel's fragment path, which
+// this session could not run again on a GPU.
 __device__ __forceinline__ void frag_x(frag::XFrag& xf, const uint4* xs, int slab, int lane) {
   const __half2 sixteenth = bits_h2(0x2c002c00u);
   const unsigned char* base = reinterpret_cast<const unsigned char*>(xs);
@@ -283,7 +258,7 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
       for (int s = 0; s < slabs; ++s, ++k) {
         const int slot = static_cast<int>(k % a.slots);
         const unsigned use = k / a.slots;
-        if (use > 0) mbar_wait(&empty[slot], (use - 1) & 1);
+        if (use > 0) mbar_wait(&empty[slot], (use - 1) & 1, kSuspendNs);
         if (end) {
           tags[slot] = {-1, 0, 0};
           mbar_arrive(&full[slot]);
@@ -348,7 +323,7 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
     // slot = k % slots and its phase, kept incrementally: a division by the run-time slot
     // count per stage was ~30 instructions of every consumer's ~400.
     if (k > 0 && ++slot == a.slots) slot = 0, phase ^= 1;
-    mbar_wait(&full[slot], phase);
+    mbar_wait(&full[slot], phase, kSuspendNs);
     const Tag tag = tags[slot];
     if (tag.m < 0) {
       if (cur >= 0) signal_and_wait(0);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common.cuh"
+#include "mbarrier.cuh"
 
 using namespace db;
 using namespace db::cuda;
@@ -151,26 +152,11 @@ __global__ void barrier_kernel(Args a, int n) {
   for (int i = 1; i <= n; ++i) grid_barrier(a.ctr, i, blockDim.x, a.backoff);
 }
 
-// --- bulk copies on mbarriers (sm_90; the helpers exist only where bulk_kernel's body does,
-// so that the other architectures' passes do not warn about them)
+// --- bulk copies on mbarriers (sm_90: mbarrier.cuh)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-}
+using db::bench::mbar_init;
+using db::bench::mbar_wait;
+using db::bench::smem_u32;
 #endif
 
 __global__ void bulk_kernel(Args a, int slot_bytes, int nslots) {
@@ -195,13 +181,13 @@ __global__ void bulk_kernel(Args a, int slot_bytes, int nslots) {
         const int s = static_cast<int>(i % nslots);
         const unsigned use = static_cast<unsigned>(i / nslots);
         if (use > 0) mbar_wait(&empty[s], (use - 1) & 1);  // the consumers released its last use
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(&full[s])),
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(&full[s])),
                      "r"(slot_bytes)
                      : "memory");
         asm volatile(
             "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                smem_addr(ring + int64_t{s} * slot_bytes)),
-            "l"(src + i * slot_bytes), "r"(slot_bytes), "r"(smem_addr(&full[s]))
+                smem_u32(ring + int64_t{s} * slot_bytes)),
+            "l"(src + i * slot_bytes), "r"(slot_bytes), "r"(smem_u32(&full[s]))
             : "memory");
       }
     }
@@ -220,7 +206,7 @@ __global__ void bulk_kernel(Args a, int slot_bytes, int nslots) {
     for (int j = threadIdx.x; j < slot_bytes / 16; j += consumers * kWarp) acc ^= fold(q[j]);
     __syncwarp();
     if (lane == 0)
-      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(&empty[s])) : "memory");
+      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(&empty[s])) : "memory");
   }
   if (acc == 0x9e3779b9u) *a.sink = acc;
   if (threadIdx.x == 0 && w) atomicAdd(a.waited, static_cast<unsigned long long>(w));

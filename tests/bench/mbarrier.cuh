@@ -1,0 +1,52 @@
+// Shared-memory mbarriers for the benches' bulk-copy rings (sm_90): the flight bench's and the
+// chain bench's producers and consumers. Defined only in the sm_90 device pass, where the
+// kernels that use them have bodies, so that the other passes neither see the instructions
+// nor warn about unused helpers.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+namespace db::bench {
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
+// Waits for the phase of `parity` to complete. suspend_ns > 0: the thread may sleep until then
+// (or that long) instead of polling; the chain bench measured no difference (results/NOTES.md
+// item 101, run 17) and keeps it.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity, unsigned suspend_ns = 0) {
+  if (suspend_ns == 0) {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+        "@!done bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_u32(bar)),
+        "r"(parity)
+        : "memory");
+  } else {
+    asm volatile(
+        "{\n"
+        ".reg .pred done;\n"
+        "WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
+        "@!done bra WAIT_%=;\n"
+        "}\n" ::"r"(smem_u32(bar)),
+        "r"(parity), "r"(suspend_ns)
+        : "memory");
+  }
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+}  // namespace db::bench
+#endif
