@@ -93,6 +93,7 @@ enum class Epi : int { store = 0, silu_mul = 1 };
 struct PMat {
   const unsigned char* stages;  // items x slabs records of kStageBytes
   const __half* x;              // input, cols halves (the previous matrix's output)
+  __half* xin;                  // kConvert: the same buffer, which the blocks fill from the sums
   __half* y;                    // store: rows halves; silu_mul: rows / 2
   int rows, cols, slabs, items;
   int item0;                    // index of its first row block in the chain
@@ -128,7 +129,12 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 // row blocks of 64 rows left 32-68 blocks idle in qkv, o and down, and gave each down block
 // a 466 KB item). Stages add their rows' partial sums into fp32 `sums` (red.add), and the
 // next matrix applies the epilogue (gain, silu * up, fp16) as it stages its input.
-constexpr int kWait = 1, kStatic = 2, kNoDot = 4, kNoCopy = 8, kNoStage = 16, kSplit = 32;
+// kConvert (with kSplit; prepared in session 18, never run): a matrix's input is made fp16
+// once, not by every block from the fp32 sums (split's staging cost 0.44 ms a chain at 8
+// rows a warp, NOTES item 101): once matrix k - 1 is complete, each block converts its share
+// of k - 1's sums into k's input and counts it in conv[k]; blocks stage k's input from fp16
+// when conv[k] counts every block.
+constexpr int kWait = 1, kStatic = 2, kNoDot = 4, kNoCopy = 8, kNoStage = 16, kSplit = 32, kConvert = 64;
 
 struct ChainArgs {
   const PMat* mats;
@@ -137,6 +143,7 @@ struct ChainArgs {
   const __half* x0;           // the first matrix's input
   unsigned* claim;            // the producers' counter, zeroed before each launch
   unsigned* done;             // [nmats]: row blocks finished, over all launches
+  unsigned* conv;             // kConvert, [nmats]: blocks that converted their share of the input
   unsigned epoch;             // launches since `done` was zeroed
   int slots;
   int flags;                  // the k* flags above
@@ -295,6 +302,16 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
   // matrix: a fence per row block made the consumers the bound), then waits until matrix
   // `next - 1` is complete. The counting comes first: a block that waited for the matrix
   // before holding back its own part of it would deadlock.
+  const bool convert = split && (a.flags & kConvert);
+  auto wait_count = [&](const unsigned* counter, unsigned target) {  // thread 0
+    const long long t0 = clock64();
+    unsigned v = 0;
+    for (;;) {
+      asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
+      if (v >= target) break;
+    }
+    waited += clock64() - t0;
+  };
   auto signal_and_wait = [&](int next) {
     named_sync(1, kConsumers);  // every output of cur this block wrote is stored
     if (t == 0) {
@@ -303,19 +320,33 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
         atomicAdd(a.done + cur, static_cast<unsigned>(mine));
       }
       if (next > 0 && (a.flags & kWait)) {
-        const long long t0 = clock64();
         const PMat& prev = a.mats[next - 1];
-        const unsigned target = (a.epoch + 1) * static_cast<unsigned>(split ? prev.items * prev.slabs : prev.items);
-        unsigned v = 0;
-        for (;;) {
-          asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(a.done + next - 1) : "memory");
-          if (v >= target) break;
-        }
-        waited += clock64() - t0;
+        wait_count(a.done + next - 1, (a.epoch + 1) * static_cast<unsigned>(split ? prev.items * prev.slabs : prev.items));
       }
     }
     mine = 0;
     named_sync(1, kConsumers);
+  };
+  // kConvert: this block's share of the inputs of matrices converted + 1 .. last, in order,
+  // each as soon as the matrix before it is complete, whether the block has items in it or
+  // not (a block that left a conversion for later could wait on a matrix that needs it).
+  int converted = 0;
+  auto convert_through = [&](int last) {
+    for (int k = converted + 1; k <= last; ++k) {
+      const PMat& prev = a.mats[k - 1];
+      if (t == 0 && (a.flags & kWait)) wait_count(a.done + k - 1, (a.epoch + 1) * static_cast<unsigned>(prev.items * prev.slabs));
+      named_sync(1, kConsumers);
+      const int pieces = a.mats[k].cols / 8, per = (pieces + gridDim.x - 1) / gridDim.x;
+      const int end = min(pieces, (static_cast<int>(blockIdx.x) + 1) * per);
+      for (int i = static_cast<int>(blockIdx.x) * per + t; i < end; i += kConsumers)
+        reinterpret_cast<uint4*>(a.mats[k].xin)[i] = epilogue_piece(prev, parity, a.sum_stride, i);
+      named_sync(1, kConsumers);
+      if (t == 0) {
+        __threadfence();
+        atomicAdd(a.conv + k, 1u);
+      }
+    }
+    converted = max(converted, last);
   };
   int slot = 0;
   unsigned phase = 0;
@@ -327,19 +358,25 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
     const Tag tag = tags[slot];
     if (tag.m < 0) {
       if (cur >= 0) signal_and_wait(0);
+      if (convert) convert_through(a.nmats - 1);
       break;
     }
     if (tag.m != cur && (a.flags & kNoStage) && cur >= 0) {
       cur = tag.m;
       mat = a.mats[cur];
     } else if (tag.m != cur) {  // a new matrix: its input, once the matrix before it is done
-      signal_and_wait(tag.m);
+      signal_and_wait(convert ? 0 : tag.m);  // kConvert: convert_through waits, matrix by matrix
+      if (convert && tag.m > 0) {
+        convert_through(tag.m);
+        if (t == 0 && (a.flags & kWait)) wait_count(a.conv + tag.m, (a.epoch + 1) * gridDim.x);
+        named_sync(1, kConsumers);
+      }
       cur = tag.m;
       mat = a.mats[cur];
       const __half* in = cur == 0 ? a.x0 : mat.x;
       float ss = 0.f;
       for (int i = t; i < mat.cols / 8; i += kConsumers) {
-        const uint4 v = split && cur > 0 ? epilogue_piece(a.mats[cur - 1], parity, a.sum_stride, i)
+        const uint4 v = split && !convert && cur > 0 ? epilogue_piece(a.mats[cur - 1], parity, a.sum_stride, i)
                                          : __ldcg(reinterpret_cast<const uint4*>(in) + i);
         xs[swizzle_piece(i)] = v;
         const uint32_t u[4] = {v.x, v.y, v.z, v.w};
@@ -658,6 +695,7 @@ int run(int argc, char** argv) {
     const Mat& m = mats[i];
     pm[i].stages = m.stages;
     pm[i].x = i == 0 ? x0 : mats[i - 1].y;
+    pm[i].xin = i == 0 ? nullptr : mats[i - 1].y;
     pm[i].y = m.y;
     pm[i].rows = static_cast<int>(m.rows), pm[i].cols = static_cast<int>(m.cols);
     pm[i].slabs = static_cast<int>(m.cols / kSlabCols), pm[i].items = static_cast<int>(m.rows / kStageRows);
@@ -672,12 +710,13 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&sums, 2 * total_rows * 4));
   for (int i = 0, off = 0; i < n; off += pm[i].rows, ++i) pm[i].sums = sums + off;
   PMat* dpm;
-  unsigned *claim, *done;
+  unsigned *claim, *done, *conv;
   unsigned long long* waited;
   CUDA_CHECK(cudaMalloc(&dpm, n * sizeof(PMat)));
   CUDA_CHECK(cudaMemcpy(dpm, pm.data(), n * sizeof(PMat), cudaMemcpyHostToDevice));
   CUDA_CHECK(cudaMalloc(&claim, 4));
   CUDA_CHECK(cudaMalloc(&done, n * 4));
+  CUDA_CHECK(cudaMalloc(&conv, n * 4));
   CUDA_CHECK(cudaMalloc(&waited, 8));
   const size_t smem = static_cast<size_t>(slots) * kStageBytes + kMaxCols * 2;
   CUDA_CHECK(cudaFuncSetAttribute(chain_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -688,13 +727,14 @@ int run(int argc, char** argv) {
   unsigned epoch = 0;
   auto run_chain = [&](int flags) {
     CUDA_CHECK(cudaMemsetAsync(claim, 0, 4, s));
-    ChainArgs a{dpm, n, total_items, total_stages, total_rows, x0, claim, done, epoch++, slots, flags, waited};
+    ChainArgs a{dpm, n, total_items, total_stages, total_rows, x0, claim, done, conv, epoch++, slots, flags, waited};
     void* args[] = {&a};
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&chain_kernel), sms, kConsumers + kWarp,
                                            args, smem, s));
   };
   auto fresh = [&]() {
     CUDA_CHECK(cudaMemsetAsync(done, 0, n * 4, s));  // s does not order with the legacy stream
+    CUDA_CHECK(cudaMemsetAsync(conv, 0, n * 4, s));
     CUDA_CHECK(cudaMemsetAsync(waited, 0, 8, s));
     CUDA_CHECK(cudaMemsetAsync(sums, 0, 2 * total_rows * 4, s));
     epoch = 0;
@@ -763,6 +803,7 @@ int run(int argc, char** argv) {
   };
   check(check_flags);
   check(check_flags | kSplit);
+  check(check_flags | kSplit | kConvert);
 
   if (only >= 0) {
     fresh();
@@ -792,7 +833,12 @@ int run(int argc, char** argv) {
                                      std::pair{kSplit | kWait | kStatic, "split, static"},
                                      std::pair{kSplit | kStatic, "split, static, no waits"},
                                      std::pair{kSplit | kStatic | kNoCopy, "split, static, no copy"},
-                                     std::pair{kSplit | kStatic | kNoCopy | kNoStage, "split, static, neither"}}) {
+                                     std::pair{kSplit | kStatic | kNoCopy | kNoStage, "split, static, neither"},
+                                     std::pair{kWait | kStatic | kNoDot, "persistent, static, no dot, waits"},
+                                     std::pair{kSplit | kConvert | kWait, "split, converted"},
+                                     std::pair{kSplit | kConvert | kWait | kStatic, "split, converted, static"},
+                                     std::pair{kSplit | kConvert | kStatic, "split, converted, static, no waits"},
+                                     std::pair{kSplit | kConvert | kStatic | kNoCopy, "split, converted, static, no copy"}}) {
     fresh();
     report(label, time_ms([&, flags = flags] { run_chain(flags); }));
     if (flags & kWait) {
