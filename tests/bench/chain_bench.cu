@@ -297,13 +297,10 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
   PMat mat{};
   float acc[kRowsPerWarp] = {};
   long long waited = 0;
-  int mine = 0;  // row blocks of `cur` this block has finished
-  // Counts this block's row blocks of `cur` done (one fence and one atomic per block and
-  // matrix: a fence per row block made the consumers the bound), then waits until matrix
-  // `next - 1` is complete. The counting comes first: a block that waited for the matrix
-  // before holding back its own part of it would deadlock.
+  int mine = 0;  // work items (row blocks, or split's stages) of `cur` this block has finished
   const bool convert = split && (a.flags & kConvert);
-  auto wait_count = [&](const unsigned* counter, unsigned target) {  // thread 0
+  // Thread 0 polls `counter` until it reaches `target`, timing the wait.
+  auto wait_count = [&](const unsigned* counter, unsigned target) {
     const long long t0 = clock64();
     unsigned v = 0;
     for (;;) {
@@ -312,6 +309,10 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
     }
     waited += clock64() - t0;
   };
+  // Counts this block's work items of `cur` done (one fence and one atomic per block and
+  // matrix: a fence per row block made the consumers the bound), then waits until matrix
+  // `next - 1` is complete. The counting comes first: a block that waited for the matrix
+  // before holding back its own part of it would deadlock.
   auto signal_and_wait = [&](int next) {
     named_sync(1, kConsumers);  // every output of cur this block wrote is stored
     if (t == 0) {
