@@ -80,7 +80,7 @@ constexpr int kStageRows = kConsumerWarps * kRowsPerWarp, kSlabCols = 1024, kGro
 constexpr int kChunks = kSlabCols / 32, kGroups = kSlabCols / kGroup;
 constexpr int kWeightBytes = kStageRows * kSlabCols / 2;
 constexpr int kScaleOff = kWeightBytes, kZeroOff = kScaleOff + kGroups * kStageRows * 2;
-constexpr int kStageBytes = kZeroOff + kGroups * kStageRows;  // 33280 at 16 warps, a multiple of 16
+constexpr int kStageBytes = kZeroOff + kGroups * kStageRows;  // 34304 at 64 rows, a multiple of 16
 // Consumer warp w takes rows 4w..4w+3 (frag: 8w..8w+7) of a stage, lane c its chunk c of
 // each: independent dots a lane against the same x, and a row's sum never leaves its warp.
 constexpr int kConsumers = kConsumerWarps * kWarp;
@@ -466,6 +466,17 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
 #endif
 }
 
+// A canonical int4 word (nibble order 0..7) in the rows kernel's order 0,2,4,6,1,3,5,7
+// (repack_int4).
+__device__ __forceinline__ uint32_t repacked_word(uint32_t w) {
+  uint32_t o = 0;
+  for (int q = 0; q < 4; ++q) {
+    o |= ((w >> (8 * q)) & 0xfu) << (4 * q);
+    o |= ((w >> (8 * q + 4)) & 0xfu) << (4 * (q + 4));
+  }
+  return o;
+}
+
 // Canonical int4 (weights [rows][cols/2], scales and zero points [rows][cols/128]) -> the
 // stage layout. One thread per 16-byte chunk of a stage.
 // `frag_q`: the same weights in the fragment layout (repack_int4 with fragments), copied as
@@ -483,19 +494,8 @@ __global__ void to_stages_kernel(DeviceMatrix m, unsigned char* out, const uint8
     unsigned char* st = out + (item * slabs + slab) * kStageBytes;
     const uint32_t* src = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) + row * (m.cols / 2) + cc * 16);
     uint32_t words[4];
-    for (int u = 0; u < 4; ++u) {  // canonical nibble order 0..7 -> 0,2,4,6,1,3,5,7 (repack_int4)
-      const uint32_t w = src[u];
-      uint32_t o = 0;
-      if (frag_q) {
-        words[u] = reinterpret_cast<const uint32_t*>(frag_q + row * (m.cols / 2) + cc * 16)[u];
-        continue;
-      }
-      for (int q = 0; q < 4; ++q) {
-        o |= ((w >> (8 * q)) & 0xfu) << (4 * q);
-        o |= ((w >> (8 * q + 4)) & 0xfu) << (4 * (q + 4));
-      }
-      words[u] = o;
-    }
+    for (int u = 0; u < 4; ++u)
+      words[u] = frag_q ? reinterpret_cast<const uint32_t*>(frag_q + row * (m.cols / 2) + cc * 16)[u] : repacked_word(src[u]);
     reinterpret_cast<uint4*>(st)[rr * kChunks + c] = make_uint4(words[0], words[1], words[2], words[3]);
     if (c % (kGroup / 32) == 0) {
       const int g = c / (kGroup / 32);
@@ -506,6 +506,306 @@ __global__ void to_stages_kernel(DeviceMatrix m, unsigned char* out, const uint8
   }
 }
 
+// ------------------------------------------------------------ the balanced persistent chain
+// Session 19 (NOTES item 102). Runs 1-19 of session 18 left the dependencies unsolved: whole
+// row blocks as work items leave blocks idle (o and down had 32-64 items for 132 blocks), and
+// single stages as items pay for partial sums in fp32 and for every block touching every
+// matrix with the consumers staging each input themselves (kConvert did not help: 1.55 ms).
+// The balanced kernel gives every block an equal, contiguous share of each matrix's rows,
+// over all its columns, so that a block's outputs are final (no fp32 sums leave the block),
+// and takes everything but the dot off the consumer warps:
+//   - a stage is rb rows x 1024 * (64 / rb) columns, rb chosen per matrix (16 or 32 on 8b) so
+//     that its items (row blocks of rb rows) split evenly over the blocks; the consumer warps
+//     of a group cover a stage as (64 / rb) column parts x (rb / rows a warp) row groups, and
+//     add each stage's (or with one group, each item's) row sums into shared memory;
+//   - with 8 rows a warp and 16 warps, two groups take alternate stages (kBalQ);
+//   - a stager warp counts the block's part of matrix k - 1 done, waits until every block
+//     has, bulk-copies x_k into shared memory, RMS-normalizes it for qkv and gate/up and
+//     releases the consumers: they wait for nothing but x_k's barrier;
+//   - x is read linearly: lane c's four 16-byte pieces of x are read in an order rotated by
+//     (c / 2) % 4, which spreads a quarter warp's reads over all banks, and the stage layout
+//     stores the chunk's words in the same rotation (no register indexing, no swizzle).
+constexpr int kBalRows = 64;  // a stage's row slots
+constexpr int kBalScaleOff = kBalRows * kSlabCols / 2, kBalZeroOff = kBalScaleOff + kGroups * kBalRows * 2;
+constexpr int kBalStageBytes = kBalZeroOff + kGroups * kBalRows;  // 34304
+constexpr int kBalQ = kConsumerWarps * kRowsPerWarp / kBalRows;  // consumer groups, taking alternate stages
+constexpr int kBalWarps = kConsumerWarps / kBalQ;                 // warps of a group
+static_assert(kBalQ >= 1 && kBalWarps * kRowsPerWarp == kBalRows, "a group's warps cover a stage's row slots");
+constexpr int kMaxBlockRows = 512;  // a block's rows of one matrix (8b: <= 224)
+constexpr int kBal = 128;           // ChainArgs::flags: run the balanced kernel
+
+struct BMat {
+  const unsigned char* stages;  // items x spi records of kBalStageBytes
+  const __half* x;              // input: the previous matrix's y
+  __half* y;
+  int cols, rb, parts, spi, items;  // parts = 64 / rb; spi: stages an item
+  Epi epi;
+  float gain;
+  bool norm;
+};
+
+struct BalArgs {
+  const BMat* mats;
+  int nmats;
+  const __half* x0;
+  unsigned* done;  // [nmats]: blocks done with the matrix, over all launches
+  unsigned epoch;
+  int slots;
+  int flags;  // kWait, kNoDot, kNoCopy
+  unsigned long long* waited;  // SM cycles the stager spent waiting for other blocks, summed
+};
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// Block b's items of a matrix: [items * b / grid, items * (b + 1) / grid).
+__device__ __forceinline__ int2 block_items(const BMat& m) {
+  return make_int2(static_cast<int>(int64_t{m.items} * blockIdx.x / gridDim.x),
+                   static_cast<int>(int64_t{m.items} * (blockIdx.x + 1) / gridDim.x));
+}
+
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+#endif
+
+__global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ uint64_t full[kMaxSlots], empty[kMaxSlots], x_full, x_ready, outs_done;
+  __shared__ Tag tags[kMaxSlots];
+  __shared__ float pb[2][kMaxBlockRows];  // row sums of matrices k and k + 1, by k's parity
+  unsigned char* ring = smem;
+  __half* const xs = reinterpret_cast<__half*>(smem + a.slots * kBalStageBytes);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  for (int i = threadIdx.x; i < 2 * kMaxBlockRows; i += blockDim.x) pb[i / kMaxBlockRows][i % kMaxBlockRows] = 0.f;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < a.slots; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kBalWarps);
+    }
+    mbar_init(&x_full, 1);
+    mbar_init(&x_ready, kWarp);
+    mbar_init(&outs_done, kConsumerWarps);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == kConsumerWarps) {  // the producer: this block's items of every matrix, in order
+    if (lane != 0) return;
+    unsigned k = 0;
+    auto next_slot = [&]() {
+      const int slot = static_cast<int>(k % a.slots);
+      const unsigned use = k++ / a.slots;
+      if (use > 0) mbar_wait(&empty[slot], (use - 1) & 1, kSuspendNs);
+      return slot;
+    };
+    for (int m = 0; m < a.nmats; ++m) {
+      const BMat& mt = a.mats[m];
+      const int2 r = block_items(mt);
+      for (int it = r.x; it < r.y; ++it)
+        for (int s = 0; s < mt.spi; ++s) {
+          const int slot = next_slot();
+          tags[slot] = {m, it - r.x, s};
+          if (a.flags & kNoCopy) {
+            mbar_arrive(&full[slot]);
+            continue;
+          }
+          bulk_copy(ring + static_cast<int64_t>(slot) * kBalStageBytes,
+                    mt.stages + (static_cast<int64_t>(it) * mt.spi + s) * kBalStageBytes, kBalStageBytes, &full[slot]);
+        }
+    }
+    for (int q = 0; q < kBalQ; ++q) {  // an end for each group
+      const int slot = next_slot();
+      tags[slot] = {-1, 0, 0};
+      mbar_arrive(&full[slot]);
+    }
+    return;
+  }
+
+  if (warp == kConsumerWarps + 1) {  // the stager: x_k once every block is done with k - 1
+    long long waited = 0;
+    for (int m = 0; m <= a.nmats; ++m) {
+      if (m > 0) {
+        mbar_wait(&outs_done, (m - 1) & 1, kSuspendNs);  // this block's outputs of m - 1 are stored
+        if (lane == 0) {
+          __threadfence();
+          atomicAdd(a.done + m - 1, 1u);
+          if (m < a.nmats && (a.flags & kWait)) {
+            const unsigned target = (a.epoch + 1) * gridDim.x;
+            const long long t0 = clock64();
+            for (unsigned v = 0;;) {
+              asm volatile("ld.acquire.gpu.u32 %0, [%1];" : "=r"(v) : "l"(a.done + m - 1) : "memory");
+              if (v >= target) break;
+            }
+            waited += clock64() - t0;
+          }
+        }
+        __syncwarp();
+      }
+      if (m == a.nmats) break;
+      const BMat& mt = a.mats[m];
+      if (lane == 0) {
+        // Other blocks stored x_k through the generic proxy, and this warp rescaled the last
+        // input in place: both before the bulk copy (the async proxy) reads and writes.
+        asm volatile("fence.proxy.async.global;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        bulk_copy(xs, m == 0 ? a.x0 : mt.x, static_cast<unsigned>(mt.cols) * 2, &x_full);
+      }
+      mbar_wait(&x_full, m & 1, kSuspendNs);
+      if (mt.norm) {  // as the other kernels: inv = rsqrt(mean(x^2) + eps) in fp16, x * inv
+        uint4* xv = reinterpret_cast<uint4*>(xs);
+        float ss = 0.f;
+        for (int i = lane; i < mt.cols / 8; i += kWarp) {
+          const uint4 v = xv[i];
+          const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+          for (int j = 0; j < 4; ++j) {
+            const float2 f = __half22float2(bits_h2(u[j]));
+            ss = fmaf(f.x, f.x, fmaf(f.y, f.y, ss));
+          }
+        }
+        const __half2 inv = __float2half2_rn(rsqrtf(warp_sum(ss) / mt.cols + 1e-5f));
+        for (int i = lane; i < mt.cols / 8; i += kWarp) {
+          uint4& v = xv[i];
+          v.x = h2_bits(__hmul2(bits_h2(v.x), inv)), v.y = h2_bits(__hmul2(bits_h2(v.y), inv));
+          v.z = h2_bits(__hmul2(bits_h2(v.z), inv)), v.w = h2_bits(__hmul2(bits_h2(v.w), inv));
+        }
+      }
+      mbar_arrive(&x_ready);  // every lane, after its own pieces
+    }
+    if (lane == 0 && waited) atomicAdd(a.waited, static_cast<unsigned long long>(waited));
+    return;
+  }
+
+  // The consumers. Group gq takes the ring's entries gq, gq + kBalQ, ...; in a stage, warp wl
+  // of the group takes rows rg * R.. of column part cp, lane c its chunk c of that part.
+  constexpr int R = kRowsPerWarp;
+  const int gq = warp / kBalWarps, wl = warp % kBalWarps, c = lane, rot = (c >> 1) & 3;
+  int slot = gq, cur = -1, rg = 0, cp = 0;
+  unsigned phase = 0;
+  BMat mat{};
+  float acc[R] = {};
+  // Matrix m's epilogue: the block's row sums, complete once every consumer is past its last
+  // stage, scaled and stored (silu(gate) * up for gate/up's interleaved rows), the sums
+  // zeroed for matrix m + 2; then the stager may count the block done.
+  auto finish = [&](int m) {
+    named_sync(1, kConsumers);
+    const BMat& mt = a.mats[m];
+    const int2 r = block_items(mt);
+    const int rows = (r.y - r.x) * mt.rb, row0 = r.x * mt.rb;
+    float* p = pb[m & 1];
+    if (mt.epi == Epi::store) {
+      for (int i = threadIdx.x; i < rows; i += kConsumers) {
+        mt.y[row0 + i] = __float2half_rn(p[i] * mt.gain);
+        p[i] = 0.f;
+      }
+    } else {
+      for (int i = threadIdx.x; i < rows / 2; i += kConsumers) {
+        const float g = p[2 * i] * mt.gain, u = p[2 * i + 1] * mt.gain;
+        mt.y[row0 / 2 + i] = __float2half_rn(g / (1.f + __expf(-g)) * u);
+        p[2 * i] = p[2 * i + 1] = 0.f;
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&outs_done);
+  };
+  for (;;) {
+    mbar_wait(&full[slot], phase, kSuspendNs);
+    const Tag tag = tags[slot];
+    for (const int target = tag.m < 0 ? a.nmats : tag.m; cur < target;) {  // matrices ending here
+      if (cur >= 0) finish(cur);
+      if (++cur < a.nmats) {
+        mbar_wait(&x_ready, cur & 1, kSuspendNs);
+        mat = a.mats[cur];
+        rg = wl % (mat.rb / R), cp = wl / (mat.rb / R);
+      }
+    }
+    if (tag.m < 0) break;
+    if (a.flags & kNoDot) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);
+    } else {
+      const unsigned char* st = ring + static_cast<int64_t>(slot) * kBalStageBytes;
+      const uint4* w = reinterpret_cast<const uint4*>(st);
+      uint4 wv[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) wv[i] = w[((rg * R + i) * mat.parts + cp) * kChunks + c];
+      const int g = cp * kGroups + c / (kGroup / 32), at = g * mat.rb + rg * R;
+      GroupMeta<R> gm;
+      if constexpr (R == 8) {
+        const uint4 v = *reinterpret_cast<const uint4*>(st + kBalScaleOff + at * 2);
+        const uint2 z = *reinterpret_cast<const uint2*>(st + kBalZeroOff + at);
+        gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w, gm.z[0] = z.x, gm.z[1] = z.y;
+      } else {
+        const uint2 v = *reinterpret_cast<const uint2*>(st + kBalScaleOff + at * 2);
+        gm.s[0] = v.x, gm.s[1] = v.y, gm.z[0] = *reinterpret_cast<const uint32_t*>(st + kBalZeroOff + at);
+      }
+      const uint4* xp = reinterpret_cast<const uint4*>(xs) + (tag.slab * mat.parts + cp) * (kSlabCols / 8) + 4 * c;
+      uint4 xv[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) xv[j] = xp[(j + rot) & 3];  // the stage stores word j rotated the same way
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[slot]);  // the stage's bytes are in registers
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const __half2 sc = bits_h2(gm.s[i / 2]);
+        acc[i] = fmaf(int4_dot_q(wv[i], xv, gm.z[i / 4], i % 4), i % 2 ? __high2float(sc) : __low2float(sc), acc[i]);
+      }
+      if (kBalQ > 1 || tag.slab == mat.spi - 1) {  // one group sees an item's stages in order: sum them first
+        const float v = reduce_rows<R>(acc, lane);
+        if (lane % (kWarp / R) == 0) atomicAdd(&pb[cur & 1][tag.item * mat.rb + rg * R + lane_row<R>(lane)], v);
+#pragma unroll
+        for (int i = 0; i < R; ++i) acc[i] = 0.f;
+      }
+    }
+    if ((slot += kBalQ) >= a.slots) slot -= a.slots, phase ^= 1;
+  }
+#endif
+}
+
+// Canonical int4 -> the balanced stage layout of rb rows: item (row block) i's stage s holds
+// weights [rb rows][parts][32 chunks of 16 bytes], lane c's chunk with its words rotated by
+// (c / 2) % 4, then scales [8 * parts groups][rb] (fp16) and zero points [8 * parts][rb].
+__global__ void to_bal_stages_kernel(DeviceMatrix m, unsigned char* out, int rb) {
+  const int parts = kBalRows / rb, spi = static_cast<int>(m.cols / (kSlabCols * parts));
+  const int64_t chunks = m.rows * (m.cols / 32);
+  const int G = static_cast<int>(m.cols / kGroup);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < chunks; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = i / (m.cols / 32);
+    const int cc = static_cast<int>(i % (m.cols / 32));  // chunk of the row
+    const int64_t item = row / rb;
+    const int rr = static_cast<int>(row % rb), s = cc / (kChunks * parts), cp = (cc / kChunks) % parts, c = cc % kChunks;
+    unsigned char* st = out + (item * spi + s) * kBalStageBytes;
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) + row * (m.cols / 2) + cc * 16);
+    uint32_t words[4];
+    for (int u = 0; u < 4; ++u) words[u] = repacked_word(src[(u + ((c >> 1) & 3)) & 3]);
+    reinterpret_cast<uint4*>(st)[(rr * parts + cp) * kChunks + c] = make_uint4(words[0], words[1], words[2], words[3]);
+    if (c % (kGroup / 32) == 0) {
+      const int g = cp * kGroups + c / (kGroup / 32);
+      const int64_t e = row * G + cc / (kGroup / 32);
+      reinterpret_cast<__half*>(st + kBalScaleOff)[g * rb + rr] = m.scales[e];
+      st[kBalZeroOff + g * rb + rr] = m.zeros[e];
+    }
+  }
+}
+
+// The balanced layout's rows an item for a matrix: the rb (a multiple of a warp's rows, at
+// most 64, dividing the rows, with 1024 * 64 / rb dividing the columns) whose largest block
+// share, in stages, is the least; ties to the larger rb (fewer row sums).
+int bal_rows(int64_t rows, int64_t cols, int grid) {
+  int best = 0;
+  int64_t best_cost = 0;
+  for (int rb = kBalRows; rb >= kRowsPerWarp; rb /= 2) {
+    const int64_t scols = int64_t{kSlabCols} * (kBalRows / rb);
+    if (rows % rb || cols % scols) continue;
+    const int64_t items = rows / rb, cost = (items + grid - 1) / grid * (cols / scols);
+    if (best == 0 || cost < best_cost) best = rb, best_cost = cost;
+  }
+  return best;
+}
+
 struct Mat {
   DeviceMatrix rows_kernel;  // repacked for gemv(): the nibble order, as 8b's step has it
   // What the persistent outputs are checked against: rows_kernel, or with CHAIN_FRAG the same
@@ -513,6 +813,8 @@ struct Mat {
   // each chunk in fp16, ~1e-3 apart).
   DeviceMatrix ref;
   unsigned char* stages = nullptr;
+  unsigned char* bal = nullptr;  // the balanced kernel's stages, rb rows an item
+  int rb = 0;
   int64_t rows, cols;
   Epi epi;
   bool norm;
@@ -587,6 +889,14 @@ int run(int argc, char** argv) {
       }
       to_stages_kernel<<<1024, 256, 0, s>>>(d, mt.stages, frag_q);
       CUDA_CHECK_LAUNCH();
+      mt.rb = bal_rows(mt.rows, mt.cols, sms);
+      if (mt.rb == 0 || (mt.rows / mt.rb + sms - 1) / sms * mt.rb > kMaxBlockRows)
+        fail("chain bench: no balanced layout for a {}x{} matrix on {} SMs", mt.rows, mt.cols, sms);
+      CUDA_CHECK(cudaMalloc(&mt.bal, mt.rows * mt.cols / (kBalRows * kSlabCols) * kBalStageBytes));
+      if (!kFrag) {  // the balanced kernel has the CUDA-core dot only
+        to_bal_stages_kernel<<<1024, 256, 0, s>>>(d, mt.bal, mt.rb);
+        CUDA_CHECK_LAUNCH();
+      }
       repack_int4(d, s, int4_frag::preferred(d.rows, d.cols, kGroup));
       if (!kFrag) mt.ref = d;
       const int64_t outs = mt.epi == Epi::store ? mt.rows : mt.rows / 2;
@@ -733,6 +1043,35 @@ int run(int argc, char** argv) {
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&chain_kernel), sms, kConsumers + kWarp,
                                            args, smem, s));
   };
+  // The balanced kernel's matrices and launch.
+  std::vector<BMat> bm(n);
+  for (int i = 0; i < n; ++i) {
+    const Mat& m = mats[i];
+    BMat& b = bm[i];
+    b.stages = m.bal, b.x = pm[i].x, b.y = m.y;
+    b.cols = static_cast<int>(m.cols), b.rb = m.rb, b.parts = kBalRows / m.rb;
+    b.spi = static_cast<int>(m.cols / (kSlabCols * b.parts)), b.items = static_cast<int>(m.rows / m.rb);
+    b.epi = m.epi, b.gain = m.gain, b.norm = m.norm;
+  }
+  BMat* dbm;
+  CUDA_CHECK(cudaMalloc(&dbm, n * sizeof(BMat)));
+  CUDA_CHECK(cudaMemcpy(dbm, bm.data(), n * sizeof(BMat), cudaMemcpyHostToDevice));
+  cudaFuncAttributes bal_attr{};
+  CUDA_CHECK(cudaFuncGetAttributes(&bal_attr, bal_kernel));
+  const int bal_slots = std::min<int>(kMaxSlots, (max_smem - static_cast<int>(bal_attr.sharedSizeBytes) - kMaxCols * 2) / kBalStageBytes);
+  if (bal_slots <= kBalQ) fail("chain bench: {} slots of the balanced ring do not fit", bal_slots);
+  const size_t bal_smem = static_cast<size_t>(bal_slots) * kBalStageBytes + kMaxCols * 2;
+  CUDA_CHECK(cudaFuncSetAttribute(bal_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bal_smem)));
+  CUDA_CHECK(cudaFuncSetAttribute(bal_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, bal_kernel, kConsumers + 2 * kWarp, bal_smem));
+  if (occ < 1) fail("chain bench: the balanced kernel's block of {} bytes of shared memory does not fit", bal_smem);
+  auto run_bal = [&](int flags) {
+    BalArgs a{dbm, n, x0, done, epoch++, bal_slots, flags, waited};
+    void* args[] = {&a};
+    CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&bal_kernel), sms, kConsumers + 2 * kWarp,
+                                           args, bal_smem, s));
+  };
+  auto launch = [&](int flags) { flags & kBal ? run_bal(flags) : run_chain(flags); };
   auto fresh = [&]() {
     CUDA_CHECK(cudaMemsetAsync(done, 0, n * 4, s));  // s does not order with the legacy stream
     CUDA_CHECK(cudaMemsetAsync(conv, 0, n * 4, s));
@@ -751,14 +1090,14 @@ int run(int argc, char** argv) {
   auto check = [&](int flags) {
     fresh();
     for (const Mat& m : mats) CUDA_CHECK(cudaMemsetAsync(m.y, 0xff, outputs(m) * 2, s));  // NaN: every output written
-    run_chain(kWait | flags);  // split: a row no stage added to stays 0 and fails below
+    launch(kWait | flags);  // split: a row no stage added to stays 0 and fails below
     CUDA_CHECK(cudaStreamSynchronize(s));
     const bool split = flags & kSplit;
     int bad = 0;
     std::vector<unsigned> counts(n);
     CUDA_CHECK(cudaMemcpy(counts.data(), done, n * 4, cudaMemcpyDeviceToHost));
     for (int i = 0; i < n; ++i) {
-      const unsigned want = static_cast<unsigned>(split ? pm[i].items * pm[i].slabs : pm[i].items);
+      const unsigned want = static_cast<unsigned>(flags & kBal ? sms : split ? pm[i].items * pm[i].slabs : pm[i].items);
       if (counts[i] != want) std::printf("matrix %d: %u work items counted done of %u\n", i, counts[i], want), ++bad;
     }
     std::vector<float> prev_sums;
@@ -805,10 +1144,11 @@ int run(int argc, char** argv) {
   check(check_flags);
   check(check_flags | kSplit);
   check(check_flags | kSplit | kConvert);
+  if (!kFrag) check(kBal);
 
   if (only >= 0) {
     fresh();
-    for (int r = 0; r < reps; ++r) run_chain(only);
+    for (int r = 0; r < reps; ++r) launch(only);
     CUDA_CHECK(cudaStreamSynchronize(s));
     std::printf("ran flags %d %d times\n", only, reps);
     return 0;
@@ -820,6 +1160,8 @@ int run(int argc, char** argv) {
   };
   std::printf("chain: %d layers x 4 int4 matrices, %.3f GB of weights, scales and zero points; %d SMs, %d slots\n",
               layers, total_bytes / 1e9, sms, slots);
+  std::printf("balanced: %d slots of %d bytes, %d consumer group(s); rows an item qkv %d, o %d, gate/up %d, down %d\n",
+              bal_slots, kBalStageBytes, kBalQ, mats[0].rb, mats[1].rb, mats[2].rb, mats[3].rb);
   report("kernels (graph, PDL)", time_ms([&] { CUDA_CHECK(cudaGraphLaunch(exec, s)); }));
   for (const auto& [flags, label] : {std::pair{kWait, "persistent"}, std::pair{0, "persistent, no waits"},
                                      std::pair{kWait | kStatic, "persistent, static"},
@@ -839,14 +1181,21 @@ int run(int argc, char** argv) {
                                      std::pair{kSplit | kConvert | kWait, "split, converted"},
                                      std::pair{kSplit | kConvert | kWait | kStatic, "split, converted, static"},
                                      std::pair{kSplit | kConvert | kStatic, "split, converted, static, no waits"},
-                                     std::pair{kSplit | kConvert | kStatic | kNoCopy, "split, converted, static, no copy"}}) {
+                                     std::pair{kSplit | kConvert | kStatic | kNoCopy, "split, converted, static, no copy"},
+                                     std::pair{kBal | kWait, "balanced"},
+                                     std::pair{kBal, "balanced, no waits"},
+                                     std::pair{kBal | kWait | kNoDot, "balanced, no dot, waits"},
+                                     std::pair{kBal | kNoDot, "balanced, no dot"},
+                                     std::pair{kBal | kNoCopy, "balanced, no copy, no waits"},
+                                     std::pair{kBal | kWait, "balanced again"}}) {
+    if (kFrag && (flags & kBal)) continue;
     fresh();
-    report(label, time_ms([&, flags = flags] { run_chain(flags); }));
+    report(label, time_ms([&, flags = flags] { launch(flags); }));
     if (flags & kWait) {
       unsigned long long w = 0;
       CUDA_CHECK(cudaMemcpy(&w, waited, 8, cudaMemcpyDeviceToHost));
-      std::printf("  consumer 0 waited for inputs %.1f us a chain per SM (SM cycles / 1.98 GHz)\n",
-                  w / static_cast<double>(sms) / (reps + 3) / 1980.0);
+      std::printf("  %s waited for inputs %.1f us a chain per SM (SM cycles / 1.98 GHz)\n",
+                  flags & kBal ? "the stager" : "consumer 0", w / static_cast<double>(sms) / (reps + 3) / 1980.0);
     }
   }
   report("kernels (graph, PDL) again", time_ms([&] { CUDA_CHECK(cudaGraphLaunch(exec, s)); }));
