@@ -522,9 +522,12 @@ __global__ void to_stages_kernel(DeviceMatrix m, unsigned char* out, const uint8
 //   - a stager warp counts the block's part of matrix k - 1 done, waits until every block
 //     has, bulk-copies x_k into shared memory, RMS-normalizes it for qkv and gate/up and
 //     releases the consumers: they wait for nothing but x_k's barrier;
-//   - x is read linearly: lane c's four 16-byte pieces of x are read in an order rotated by
-//     (c / 2) % 4, which spreads a quarter warp's reads over all banks, and the stage layout
-//     stores the chunk's words in the same rotation (no register indexing, no swizzle).
+//   - x is bulk-copied as it is in memory, so the matrices store their outputs (and the
+//     chain's x0 is given) in the order the consumers read without bank conflicts: the four
+//     16-byte pieces of each 32-column chunk rotated by (c / 2) % 4, c the chunk's lane
+//     (xperm). Rotating the reads instead, with the weights' words stored rotated to match,
+//     changed the order of the fp16 sums in each chunk's dot: outputs 2-3x the check's
+//     tolerance from the rows kernel (run 2).
 constexpr int kBalRows = 64;  // a stage's row slots
 constexpr int kBalScaleOff = kBalRows * kSlabCols / 2, kBalZeroOff = kBalScaleOff + kGroups * kBalRows * 2;
 constexpr int kBalStageBytes = kBalZeroOff + kGroups * kBalRows;  // 34304
@@ -554,6 +557,12 @@ struct BalArgs {
   int flags;  // kWait, kNoDot, kNoCopy
   unsigned long long* waited;  // SM cycles the stager spent waiting for other blocks, summed
 };
+
+// Where the balanced kernel keeps element r of a vector it reads as x (see above).
+__host__ __device__ __forceinline__ int xperm(int r) {
+  const int chunk = r >> 5, c = chunk & 31, j = (r >> 3) & 3;
+  return (chunk << 5) | (((j - ((c >> 1) & 3)) & 3) << 3) | (r & 7);
+}
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // Block b's items of a matrix: [items * b / grid, items * (b + 1) / grid).
@@ -698,13 +707,13 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
     float* p = pb[m & 1];
     if (mt.epi == Epi::store) {
       for (int i = threadIdx.x; i < rows; i += kConsumers) {
-        mt.y[row0 + i] = __float2half_rn(p[i] * mt.gain);
+        mt.y[xperm(row0 + i)] = __float2half_rn(p[i] * mt.gain);
         p[i] = 0.f;
       }
     } else {
       for (int i = threadIdx.x; i < rows / 2; i += kConsumers) {
         const float g = p[2 * i] * mt.gain, u = p[2 * i + 1] * mt.gain;
-        mt.y[row0 / 2 + i] = __float2half_rn(g / (1.f + __expf(-g)) * u);
+        mt.y[xperm(row0 / 2 + i)] = __float2half_rn(g / (1.f + __expf(-g)) * u);
         p[2 * i] = p[2 * i + 1] = 0.f;
       }
     }
@@ -745,7 +754,7 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
       const uint4* xp = reinterpret_cast<const uint4*>(xs) + (tag.slab * mat.parts + cp) * (kSlabCols / 8) + 4 * c;
       uint4 xv[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) xv[j] = xp[(j + rot) & 3];  // the stage stores word j rotated the same way
+      for (int j = 0; j < 4; ++j) xv[j] = xp[(j - rot) & 3];  // xperm
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[slot]);  // the stage's bytes are in registers
 #pragma unroll
@@ -766,8 +775,7 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
 }
 
 // Canonical int4 -> the balanced stage layout of rb rows: item (row block) i's stage s holds
-// weights [rb rows][parts][32 chunks of 16 bytes], lane c's chunk with its words rotated by
-// (c / 2) % 4, then scales [8 * parts groups][rb] (fp16) and zero points [8 * parts][rb].
+// weights [rb rows][parts][32 chunks of 16 bytes] (the rows kernel's nibble order), then scales [8 * parts groups][rb] (fp16) and zero points [8 * parts][rb].
 __global__ void to_bal_stages_kernel(DeviceMatrix m, unsigned char* out, int rb) {
   const int parts = kBalRows / rb, spi = static_cast<int>(m.cols / (kSlabCols * parts));
   const int64_t chunks = m.rows * (m.cols / 32);
@@ -780,7 +788,7 @@ __global__ void to_bal_stages_kernel(DeviceMatrix m, unsigned char* out, int rb)
     unsigned char* st = out + (item * spi + s) * kBalStageBytes;
     const uint32_t* src = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) + row * (m.cols / 2) + cc * 16);
     uint32_t words[4];
-    for (int u = 0; u < 4; ++u) words[u] = repacked_word(src[(u + ((c >> 1) & 3)) & 3]);
+    for (int u = 0; u < 4; ++u) words[u] = repacked_word(src[u]);
     reinterpret_cast<uint4*>(st)[(rr * parts + cp) * kChunks + c] = make_uint4(words[0], words[1], words[2], words[3]);
     if (c % (kGroup / 32) == 0) {
       const int g = cp * kGroups + c / (kGroup / 32);
@@ -820,6 +828,7 @@ struct Mat {
   bool norm;
   float gain;
   __half* y = nullptr;  // the persistent chain's output
+  __half* yb = nullptr;  // the balanced kernel's, in xperm's order
   float* yk = nullptr;  // the kernels chain's output (store) ...
   __half* actk = nullptr;  // ... or activation (silu_mul)
   size_t bytes() const { return static_cast<size_t>(rows * cols / 2 + rows * (cols / kGroup) * 3); }
@@ -901,6 +910,7 @@ int run(int argc, char** argv) {
       if (!kFrag) mt.ref = d;
       const int64_t outs = mt.epi == Epi::store ? mt.rows : mt.rows / 2;
       CUDA_CHECK(cudaMalloc(&mt.y, outs * 2));
+      CUDA_CHECK(cudaMalloc(&mt.yb, outs * 2));
       CUDA_CHECK(cudaMalloc(&mt.yk, mt.rows * 4));
       CUDA_CHECK(cudaMalloc(&mt.actk, mt.rows));  // rows / 2 halves
       total_bytes += mt.bytes();
@@ -1043,12 +1053,19 @@ int run(int argc, char** argv) {
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&chain_kernel), sms, kConsumers + kWarp,
                                            args, smem, s));
   };
-  // The balanced kernel's matrices and launch.
+  // The balanced kernel's matrices and launch; its x0 in xperm's order.
+  __half* x0b;
+  {
+    std::vector<uint16_t> h(4096);
+    for (int r = 0; r < 4096; ++r) h[xperm(r)] = x0h[r];
+    CUDA_CHECK(cudaMalloc(&x0b, 4096 * 2));
+    CUDA_CHECK(cudaMemcpy(x0b, h.data(), 4096 * 2, cudaMemcpyHostToDevice));
+  }
   std::vector<BMat> bm(n);
   for (int i = 0; i < n; ++i) {
     const Mat& m = mats[i];
     BMat& b = bm[i];
-    b.stages = m.bal, b.x = pm[i].x, b.y = m.y;
+    b.stages = m.bal, b.x = i == 0 ? x0b : mats[i - 1].yb, b.y = m.yb;
     b.cols = static_cast<int>(m.cols), b.rb = m.rb, b.parts = kBalRows / m.rb;
     b.spi = static_cast<int>(m.cols / (kSlabCols * b.parts)), b.items = static_cast<int>(m.rows / m.rb);
     b.epi = m.epi, b.gain = m.gain, b.norm = m.norm;
@@ -1089,7 +1106,8 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&xhost, kMaxCols * 2));
   auto check = [&](int flags) {
     fresh();
-    for (const Mat& m : mats) CUDA_CHECK(cudaMemsetAsync(m.y, 0xff, outputs(m) * 2, s));  // NaN: every output written
+    const bool bal = flags & kBal;
+    for (const Mat& m : mats) CUDA_CHECK(cudaMemsetAsync(bal ? m.yb : m.y, 0xff, outputs(m) * 2, s));  // NaN: every output written
     launch(kWait | flags);  // split: a row no stage added to stays 0 and fails below
     CUDA_CHECK(cudaStreamSynchronize(s));
     const bool split = flags & kSplit;
@@ -1105,6 +1123,18 @@ int run(int argc, char** argv) {
       const int l = i / 4;
       const Mat& m = mats[i];
       const __half* x = pm[i].x;
+      // The balanced kernel's outputs in the order of the rows: element r of vector v.
+      auto bal_vector = [&](const Mat& v) {
+        std::vector<uint16_t> h(outputs(v)), o(outputs(v));
+        CUDA_CHECK(cudaMemcpy(h.data(), v.yb, h.size() * 2, cudaMemcpyDeviceToHost));
+        for (int64_t r = 0; r < outputs(v); ++r) o[r] = h[xperm(static_cast<int>(r))];
+        return o;
+      };
+      if (bal && i > 0) {  // its input, as the kernel read it
+        const std::vector<uint16_t> h = bal_vector(mats[i - 1]);
+        CUDA_CHECK(cudaMemcpy(xhost, h.data(), m.cols * 2, cudaMemcpyHostToDevice));
+        x = xhost;
+      }
       if (split && i > 0) {  // the input the kernel staged, from the sums before it
         std::vector<uint16_t> h(m.cols);
         for (int64_t r = 0; r < m.cols; ++r) h[r] = f32_to_f16(epilogue(mats[i - 1], prev_sums, r));
@@ -1120,7 +1150,8 @@ int run(int argc, char** argv) {
         want = ref_y;
       } else {
         std::vector<uint16_t> h(outs);
-        CUDA_CHECK(cudaMemcpy(h.data(), m.y, outs * 2, cudaMemcpyDeviceToHost));
+        if (bal) h = bal_vector(m);
+        else CUDA_CHECK(cudaMemcpy(h.data(), m.y, outs * 2, cudaMemcpyDeviceToHost));
         for (int64_t r = 0; r < outs; ++r) got[r] = f16_to_f32(h[r]), want[r] = epilogue(m, ref_y, r);
       }
       double ss = 0;
@@ -1136,7 +1167,7 @@ int run(int argc, char** argv) {
       bad += !ok;
       if (ok && l > 1 && l != layers - 1) continue;  // print the first two layers, the last and failures
       std::printf("check%s layer %2d matrix %d (%5ldx%-5ld): rms %.3f, worst error %.2f of tolerance at %ld (%g, want %g) %s\n",
-                  split ? " split" : "", l, i % 4, (long)m.rows, (long)m.cols, rms, worst, (long)at, got[at], want[at],
+                  split ? " split" : bal ? " balanced" : "", l, i % 4, (long)m.rows, (long)m.cols, rms, worst, (long)at, got[at], want[at],
                   ok ? "ok" : "FAILED");
     }
     if (bad) fail("chain bench: {} matrices of the persistent chain differ from the rows kernel", bad);
