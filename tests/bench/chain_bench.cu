@@ -550,7 +550,7 @@ struct BMat {
 struct BalArgs {
   const BMat* mats;
   int nmats;
-  const __half* x0;
+  const __half* x0;  // the first matrix's input, in xperm's order
   unsigned* done;  // [nmats]: blocks done with the matrix, over all launches
   unsigned epoch;
   int slots;
@@ -1083,7 +1083,7 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, bal_kernel, kConsumers + 2 * kWarp, bal_smem));
   if (occ < 1) fail("chain bench: the balanced kernel's block of {} bytes of shared memory does not fit", bal_smem);
   auto run_bal = [&](int flags) {
-    BalArgs a{dbm, n, x0, done, epoch++, bal_slots, flags, waited};
+    BalArgs a{dbm, n, x0b, done, epoch++, bal_slots, flags, waited};
     void* args[] = {&a};
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&bal_kernel), sms, kConsumers + 2 * kWarp,
                                            args, bal_smem, s));
