@@ -536,6 +536,10 @@ constexpr int kBalWarps = kConsumerWarps / kBalQ;                 // warps of a 
 static_assert(kBalQ >= 1 && kBalWarps * kRowsPerWarp == kBalRows, "a group's warps cover a stage's row slots");
 constexpr int kMaxBlockRows = 512;  // a block's rows of one matrix (8b: <= 224)
 constexpr int kBal = 128;           // ChainArgs::flags: run the balanced kernel
+// With kBal: the stager releases x_k as soon as it is copied and computes its norm while the
+// consumers run; the epilogue scales the row sums by it (sum(w x) inv, where the other
+// kernels sum w (x inv) rounded to fp16: ~3e-4 of the outputs' rms apart).
+constexpr int kLateNorm = 256;
 
 struct BMat {
   const unsigned char* stages;  // items x spi records of kBalStageBytes
@@ -583,7 +587,8 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
 __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ uint64_t full[kMaxSlots], empty[kMaxSlots], x_full, x_ready, outs_done;
+  __shared__ uint64_t full[kMaxSlots], empty[kMaxSlots], x_full, x_ready, outs_done, norm_ready;
+  __shared__ float late_inv;  // kLateNorm: the current input's inv, valid once norm_ready
   __shared__ Tag tags[kMaxSlots];
   __shared__ float pb[2][kMaxBlockRows];  // row sums of matrices k and k + 1, by k's parity
   unsigned char* ring = smem;
@@ -598,16 +603,23 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
     mbar_init(&x_full, 1);
     mbar_init(&x_ready, kWarp);
     mbar_init(&outs_done, kConsumerWarps);
+    mbar_init(&norm_ready, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
   if (warp == kConsumerWarps) {  // the producer: this block's items of every matrix, in order
     if (lane != 0) return;
+    // Entry k goes to group k % kBalQ, in that group's own slots: a slot shared by the groups
+    // let one group, a stage ahead of the other, wait for a slot's next phase while the bulk
+    // copy of its current one was still in flight; the parity wait then passed at once and
+    // read the old stage (runs 4-6: a launch failure or a hang, 1.44 ms where it did not).
     unsigned k = 0;
+    const int per_group = a.slots / kBalQ;
     auto next_slot = [&]() {
-      const int slot = static_cast<int>(k % a.slots);
-      const unsigned use = k++ / a.slots;
+      const unsigned i = k / kBalQ;
+      const int slot = static_cast<int>(k++ % kBalQ) + kBalQ * static_cast<int>(i % per_group);
+      const unsigned use = i / per_group;
       if (use > 0) mbar_wait(&empty[slot], (use - 1) & 1, kSuspendNs);
       return slot;
     };
@@ -664,6 +676,8 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
         bulk_copy(xs, m == 0 ? a.x0 : mt.x, static_cast<unsigned>(mt.cols) * 2, &x_full);
       }
       mbar_wait(&x_full, m & 1, kSuspendNs);
+      const bool late = a.flags & kLateNorm;
+      if (late) mbar_arrive(&x_ready);
       if (mt.norm) {  // as the other kernels: inv = rsqrt(mean(x^2) + eps) in fp16, x * inv
         uint4* xv = reinterpret_cast<uint4*>(xs);
         float ss = 0.f;
@@ -676,19 +690,22 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
           }
         }
         const __half2 inv = __float2half2_rn(rsqrtf(warp_sum(ss) / mt.cols + 1e-5f));
-        for (int i = lane; i < mt.cols / 8; i += kWarp) {
+        if (late && lane == 0) late_inv = __low2float(inv);
+        for (int i = lane; !late && i < mt.cols / 8; i += kWarp) {
           uint4& v = xv[i];
           v.x = h2_bits(__hmul2(bits_h2(v.x), inv)), v.y = h2_bits(__hmul2(bits_h2(v.y), inv));
           v.z = h2_bits(__hmul2(bits_h2(v.z), inv)), v.w = h2_bits(__hmul2(bits_h2(v.w), inv));
         }
       }
-      mbar_arrive(&x_ready);  // every lane, after its own pieces
+      if (!late) mbar_arrive(&x_ready);  // every lane, after its own pieces
+      if (lane == 0) mbar_arrive(&norm_ready);  // every matrix, so that its phases count matrices
     }
     if (lane == 0 && waited) atomicAdd(a.waited, static_cast<unsigned long long>(waited));
     return;
   }
 
-  // The consumers. Group gq takes the ring's entries gq, gq + kBalQ, ...; in a stage, warp wl
+  // The consumers. Group gq takes the ring's entries gq, gq + kBalQ, ..., in its slots gq,
+  // gq + kBalQ, ...; in a stage, warp wl
   // of the group takes rows rg * R.. of column part cp, lane c its chunk c of that part.
   constexpr int R = kRowsPerWarp;
   const int gq = warp / kBalWarps, wl = warp % kBalWarps, c = lane, rot = (c >> 1) & 3;
@@ -701,18 +718,20 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
   // zeroed for matrix m + 2; then the stager may count the block done.
   auto finish = [&](int m) {
     named_sync(1, kConsumers);
+    mbar_wait(&norm_ready, m & 1, kSuspendNs);
     const BMat& mt = a.mats[m];
+    const float gain = (a.flags & kLateNorm) && mt.norm ? mt.gain * late_inv : mt.gain;
     const int2 r = block_items(mt);
     const int rows = (r.y - r.x) * mt.rb, row0 = r.x * mt.rb;
     float* p = pb[m & 1];
     if (mt.epi == Epi::store) {
       for (int i = threadIdx.x; i < rows; i += kConsumers) {
-        mt.y[xperm(row0 + i)] = __float2half_rn(p[i] * mt.gain);
+        mt.y[xperm(row0 + i)] = __float2half_rn(p[i] * gain);
         p[i] = 0.f;
       }
     } else {
       for (int i = threadIdx.x; i < rows / 2; i += kConsumers) {
-        const float g = p[2 * i] * mt.gain, u = p[2 * i + 1] * mt.gain;
+        const float g = p[2 * i] * gain, u = p[2 * i + 1] * gain;
         mt.y[xperm(row0 / 2 + i)] = __float2half_rn(g / (1.f + __expf(-g)) * u);
         p[2 * i] = p[2 * i + 1] = 0.f;
       }
@@ -769,7 +788,7 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
         for (int i = 0; i < R; ++i) acc[i] = 0.f;
       }
     }
-    if ((slot += kBalQ) >= a.slots) slot -= a.slots, phase ^= 1;
+    if ((slot += kBalQ) >= a.slots - a.slots % kBalQ) slot = gq, phase ^= 1;  // the group's own slots
   }
 #endif
 }
@@ -1076,7 +1095,7 @@ int run(int argc, char** argv) {
   cudaFuncAttributes bal_attr{};
   CUDA_CHECK(cudaFuncGetAttributes(&bal_attr, bal_kernel));
   const int bal_slots = std::min<int>(kMaxSlots, (max_smem - static_cast<int>(bal_attr.sharedSizeBytes) - kMaxCols * 2) / kBalStageBytes);
-  if (bal_slots <= kBalQ) fail("chain bench: {} slots of the balanced ring do not fit", bal_slots);
+  if (bal_slots < 2 * kBalQ) fail("chain bench: {} slots of the balanced ring do not fit", bal_slots);
   const size_t bal_smem = static_cast<size_t>(bal_slots) * kBalStageBytes + kMaxCols * 2;
   CUDA_CHECK(cudaFuncSetAttribute(bal_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bal_smem)));
   CUDA_CHECK(cudaFuncSetAttribute(bal_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
@@ -1175,7 +1194,7 @@ int run(int argc, char** argv) {
   check(check_flags);
   check(check_flags | kSplit);
   check(check_flags | kSplit | kConvert);
-  if (!kFrag) check(kBal);
+  if (!kFrag) check(kBal), check(kBal | kLateNorm);
 
   if (only >= 0) {
     fresh();
@@ -1218,6 +1237,8 @@ int run(int argc, char** argv) {
                                      std::pair{kBal | kWait | kNoDot, "balanced, no dot, waits"},
                                      std::pair{kBal | kNoDot, "balanced, no dot"},
                                      std::pair{kBal | kNoCopy, "balanced, no copy, no waits"},
+                                     std::pair{kBal | kWait | kLateNorm, "balanced, late norm"},
+                                     std::pair{kBal | kLateNorm, "balanced, late norm, no waits"},
                                      std::pair{kBal | kWait, "balanced again"}}) {
     if (kFrag && (flags & kBal)) continue;
     fresh();
