@@ -536,10 +536,10 @@ constexpr int kBalWarps = kConsumerWarps / kBalQ;                 // warps of a 
 static_assert(kBalQ >= 1 && kBalWarps * kRowsPerWarp == kBalRows, "a group's warps cover a stage's row slots");
 constexpr int kMaxBlockRows = 512;  // a block's rows of one matrix (8b: <= 224)
 constexpr int kBal = 128;           // ChainArgs::flags: run the balanced kernel
-// With kBal: the stager releases x_k as soon as it is copied and computes its norm while the
-// consumers run; the epilogue scales the row sums by it (sum(w x) inv, where the other
-// kernels sum w (x inv) rounded to fp16: ~3e-4 of the outputs' rms apart).
-constexpr int kLateNorm = 256;
+// (Run 7 tried the norm off the dependency's path: x released as soon as it is copied, the row
+// sums scaled by inv in the epilogue. sum(w x) inv is not the step's sum(w fp16(x inv)): the
+// fp16 sums of each chunk's dot round differently, and qkv and gate/up failed the check by up
+// to 4.8x its tolerance, so it is not measured.)
 
 struct BMat {
   const unsigned char* stages;  // items x spi records of kBalStageBytes
@@ -587,8 +587,7 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
 __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ uint64_t full[kMaxSlots], empty[kMaxSlots], x_full, x_ready, outs_done, norm_ready;
-  __shared__ float late_inv;  // kLateNorm: the current input's inv, valid once norm_ready
+  __shared__ uint64_t full[kMaxSlots], empty[kMaxSlots], x_full, x_ready, outs_done;
   __shared__ Tag tags[kMaxSlots];
   __shared__ float pb[2][kMaxBlockRows];  // row sums of matrices k and k + 1, by k's parity
   unsigned char* ring = smem;
@@ -603,7 +602,6 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
     mbar_init(&x_full, 1);
     mbar_init(&x_ready, kWarp);
     mbar_init(&outs_done, kConsumerWarps);
-    mbar_init(&norm_ready, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -676,8 +674,6 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
         bulk_copy(xs, m == 0 ? a.x0 : mt.x, static_cast<unsigned>(mt.cols) * 2, &x_full);
       }
       mbar_wait(&x_full, m & 1, kSuspendNs);
-      const bool late = a.flags & kLateNorm;
-      if (late) mbar_arrive(&x_ready);
       if (mt.norm) {  // as the other kernels: inv = rsqrt(mean(x^2) + eps) in fp16, x * inv
         uint4* xv = reinterpret_cast<uint4*>(xs);
         float ss = 0.f;
@@ -690,15 +686,13 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
           }
         }
         const __half2 inv = __float2half2_rn(rsqrtf(warp_sum(ss) / mt.cols + 1e-5f));
-        if (late && lane == 0) late_inv = __low2float(inv);
-        for (int i = lane; !late && i < mt.cols / 8; i += kWarp) {
+        for (int i = lane; i < mt.cols / 8; i += kWarp) {
           uint4& v = xv[i];
           v.x = h2_bits(__hmul2(bits_h2(v.x), inv)), v.y = h2_bits(__hmul2(bits_h2(v.y), inv));
           v.z = h2_bits(__hmul2(bits_h2(v.z), inv)), v.w = h2_bits(__hmul2(bits_h2(v.w), inv));
         }
       }
-      if (!late) mbar_arrive(&x_ready);  // every lane, after its own pieces
-      if (lane == 0) mbar_arrive(&norm_ready);  // every matrix, so that its phases count matrices
+      mbar_arrive(&x_ready);  // every lane, after its own pieces
     }
     if (lane == 0 && waited) atomicAdd(a.waited, static_cast<unsigned long long>(waited));
     return;
@@ -718,20 +712,18 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
   // zeroed for matrix m + 2; then the stager may count the block done.
   auto finish = [&](int m) {
     named_sync(1, kConsumers);
-    mbar_wait(&norm_ready, m & 1, kSuspendNs);
     const BMat& mt = a.mats[m];
-    const float gain = (a.flags & kLateNorm) && mt.norm ? mt.gain * late_inv : mt.gain;
     const int2 r = block_items(mt);
     const int rows = (r.y - r.x) * mt.rb, row0 = r.x * mt.rb;
     float* p = pb[m & 1];
     if (mt.epi == Epi::store) {
       for (int i = threadIdx.x; i < rows; i += kConsumers) {
-        mt.y[xperm(row0 + i)] = __float2half_rn(p[i] * gain);
+        mt.y[xperm(row0 + i)] = __float2half_rn(p[i] * mt.gain);
         p[i] = 0.f;
       }
     } else {
       for (int i = threadIdx.x; i < rows / 2; i += kConsumers) {
-        const float g = p[2 * i] * gain, u = p[2 * i + 1] * gain;
+        const float g = p[2 * i] * mt.gain, u = p[2 * i + 1] * mt.gain;
         mt.y[xperm(row0 / 2 + i)] = __float2half_rn(g / (1.f + __expf(-g)) * u);
         p[2 * i] = p[2 * i + 1] = 0.f;
       }
@@ -1194,7 +1186,7 @@ int run(int argc, char** argv) {
   check(check_flags);
   check(check_flags | kSplit);
   check(check_flags | kSplit | kConvert);
-  if (!kFrag) check(kBal), check(kBal | kLateNorm);
+  if (!kFrag) check(kBal);
 
   if (only >= 0) {
     fresh();
@@ -1237,8 +1229,6 @@ int run(int argc, char** argv) {
                                      std::pair{kBal | kWait | kNoDot, "balanced, no dot, waits"},
                                      std::pair{kBal | kNoDot, "balanced, no dot"},
                                      std::pair{kBal | kNoCopy, "balanced, no copy, no waits"},
-                                     std::pair{kBal | kWait | kLateNorm, "balanced, late norm"},
-                                     std::pair{kBal | kLateNorm, "balanced, late norm, no waits"},
                                      std::pair{kBal | kWait, "balanced again"}}) {
     if (kFrag && (flags & kBal)) continue;
     fresh();
