@@ -23,6 +23,8 @@
 //               block has counted its part of the matrix before it done.
 //   split:      work items of one stage each (balance), the stages' partial sums added into
 //               fp32 and the epilogue applied as the next matrix stages its input.
+//   balanced:   a second kernel (bal_kernel, session 19): every block an equal share of each
+//               matrix's rows over all columns, a stager warp for the dependency and x.
 // The variants marked "no ..." leave a part out, for timing only (ChainArgs::flags says
 // which); without waits the consumers race their inputs. Build defines: CHAIN_ROWS=8 (8
 // rows a warp), CHAIN_FRAG=1 (the tensor-core dot, 8 warps of 8 rows), CHAIN_WARPS=N,
@@ -151,11 +153,11 @@ struct ChainArgs {
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // helpers of chain_kernel's body only
-// The scales and zero points of rows r0.. of group g of a stage: one vector load each.
-__device__ __forceinline__ GroupMeta<kRowsPerWarp> stage_meta(const unsigned char* st, int g, int r0) {
+// A warp's rows' scales (fp16, from sp) and zero points (bytes, from zp) of one group: one
+// vector load each.
+__device__ __forceinline__ GroupMeta<kRowsPerWarp> load_meta(const unsigned char* sp,
+                                                             const unsigned char* zp) {
   GroupMeta<kRowsPerWarp> gm;
-  const unsigned char* sp = st + kScaleOff + (g * kStageRows + r0) * 2;
-  const unsigned char* zp = st + kZeroOff + g * kStageRows + r0;
   if constexpr (kRowsPerWarp == 8) {
     const uint4 v = *reinterpret_cast<const uint4*>(sp);
     const uint2 z = *reinterpret_cast<const uint2*>(zp);
@@ -165,6 +167,22 @@ __device__ __forceinline__ GroupMeta<kRowsPerWarp> stage_meta(const unsigned cha
     gm.s[0] = v.x, gm.s[1] = v.y, gm.z[0] = *reinterpret_cast<const uint32_t*>(zp);
   }
   return gm;
+}
+
+// The scales and zero points of rows r0.. of group g of a stage.
+__device__ __forceinline__ GroupMeta<kRowsPerWarp> stage_meta(const unsigned char* st, int g, int r0) {
+  return load_meta(st + kScaleOff + (g * kStageRows + r0) * 2, st + kZeroOff + g * kStageRows + r0);
+}
+
+// A warp's rows' dots of one 16-byte chunk each (wv) against x (xv), scaled, added to acc.
+__device__ __forceinline__ void dot_chunk_rows(float (&acc)[kRowsPerWarp], const uint4 (&wv)[kRowsPerWarp],
+                                               const uint4 (&xv)[4], const GroupMeta<kRowsPerWarp>& gm) {
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const __half2 sc = bits_h2(gm.s[i / 2]);
+    acc[i] =
+        fmaf(int4_dot_q(wv[i], xv, gm.z[i / 4], i % 4), i % 2 ? __high2float(sc) : __low2float(sc), acc[i]);
+  }
 }
 
 // Frag: the B registers and segment sums frag::stage_b makes from a warp's x, read straight
@@ -430,11 +448,7 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
       for (int j = 0; j < 4; ++j) xv[j] = xs[swizzle_piece(tag.slab * (kSlabCols / 8) + 4 * c + j)];
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[slot]);  // the stage's bytes are in registers
-#pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) {
-        const __half2 sc = bits_h2(gm.s[i / 2]);
-        acc[i] = fmaf(int4_dot_q(wv[i], xv, gm.z[i / 4], i % 4), i % 2 ? __high2float(sc) : __low2float(sc), acc[i]);
-      }
+      dot_chunk_rows(acc, wv, xv, gm);
     }
     if (split) {  // the stage's partial sums of its rows, into the matrix's fp32 sums
       const float v = reduce_rows<kRowsPerWarp>(acc, lane);
@@ -495,7 +509,8 @@ __global__ void to_stages_kernel(DeviceMatrix m, unsigned char* out, const uint8
     const uint32_t* src = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) + row * (m.cols / 2) + cc * 16);
     uint32_t words[4];
     for (int u = 0; u < 4; ++u)
-      words[u] = frag_q ? reinterpret_cast<const uint32_t*>(frag_q + row * (m.cols / 2) + cc * 16)[u] : repacked_word(src[u]);
+      words[u] = frag_q ? reinterpret_cast<const uint32_t*>(frag_q + row * (m.cols / 2) + cc * 16)[u]
+                        : repacked_word(src[u]);
     reinterpret_cast<uint4*>(st)[rr * kChunks + c] = make_uint4(words[0], words[1], words[2], words[3]);
     if (c % (kGroup / 32) == 0) {
       const int g = c / (kGroup / 32);
@@ -531,9 +546,10 @@ __global__ void to_stages_kernel(DeviceMatrix m, unsigned char* out, const uint8
 constexpr int kBalRows = 64;  // a stage's row slots
 constexpr int kBalScaleOff = kBalRows * kSlabCols / 2, kBalZeroOff = kBalScaleOff + kGroups * kBalRows * 2;
 constexpr int kBalStageBytes = kBalZeroOff + kGroups * kBalRows;  // 34304
-constexpr int kBalQ = kConsumerWarps * kRowsPerWarp / kBalRows;  // consumer groups, taking alternate stages
+constexpr int kBalQ = kConsumerWarps * kRowsPerWarp / kBalRows;   // consumer groups, taking alternate stages
 constexpr int kBalWarps = kConsumerWarps / kBalQ;                 // warps of a group
-static_assert(kBalQ >= 1 && kBalWarps * kRowsPerWarp == kBalRows, "a group's warps cover a stage's row slots");
+static_assert(kBalQ >= 1 && kBalWarps * kRowsPerWarp == kBalRows,
+              "a group's warps cover a stage's row slots");
 constexpr int kMaxBlockRows = 512;  // a block's rows of one matrix (8b: <= 224)
 constexpr int kBal = 128;           // ChainArgs::flags: run the balanced kernel
 // (Run 7 tried the norm off the dependency's path: x released as soon as it is copied, the row
@@ -555,10 +571,10 @@ struct BalArgs {
   const BMat* mats;
   int nmats;
   const __half* x0;  // the first matrix's input, in xperm's order
-  unsigned* done;  // [nmats]: blocks done with the matrix, over all launches
+  unsigned* done;    // [nmats]: blocks done with the matrix, over all launches
   unsigned epoch;
   int slots;
-  int flags;  // kWait, kNoDot, kNoCopy
+  int flags;                   // kWait, kNoDot, kNoCopy
   unsigned long long* waited;  // SM cycles the stager spent waiting for other blocks, summed
 };
 
@@ -576,11 +592,13 @@ __device__ __forceinline__ int2 block_items(const BMat& m) {
 }
 
 __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_u32(dst)),
-               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
                : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
 }
 #endif
 
@@ -593,7 +611,8 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
   unsigned char* ring = smem;
   __half* const xs = reinterpret_cast<__half*>(smem + a.slots * kBalStageBytes);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  for (int i = threadIdx.x; i < 2 * kMaxBlockRows; i += blockDim.x) pb[i / kMaxBlockRows][i % kMaxBlockRows] = 0.f;
+  for (int i = threadIdx.x; i < 2 * kMaxBlockRows; i += blockDim.x)
+    pb[i / kMaxBlockRows][i % kMaxBlockRows] = 0.f;
   if (threadIdx.x == 0) {
     for (int s = 0; s < a.slots; ++s) {
       mbar_init(&full[s], 1);
@@ -633,7 +652,8 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
             continue;
           }
           bulk_copy(ring + static_cast<int64_t>(slot) * kBalStageBytes,
-                    mt.stages + (static_cast<int64_t>(it) * mt.spi + s) * kBalStageBytes, kBalStageBytes, &full[slot]);
+                    mt.stages + (static_cast<int64_t>(it) * mt.spi + s) * kBalStageBytes, kBalStageBytes,
+                    &full[slot]);
         }
     }
     for (int q = 0; q < kBalQ; ++q) {  // an end for each group
@@ -753,29 +773,19 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
 #pragma unroll
       for (int i = 0; i < R; ++i) wv[i] = w[((rg * R + i) * mat.parts + cp) * kChunks + c];
       const int g = cp * kGroups + c / (kGroup / 32), at = g * mat.rb + rg * R;
-      GroupMeta<R> gm;
-      if constexpr (R == 8) {
-        const uint4 v = *reinterpret_cast<const uint4*>(st + kBalScaleOff + at * 2);
-        const uint2 z = *reinterpret_cast<const uint2*>(st + kBalZeroOff + at);
-        gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w, gm.z[0] = z.x, gm.z[1] = z.y;
-      } else {
-        const uint2 v = *reinterpret_cast<const uint2*>(st + kBalScaleOff + at * 2);
-        gm.s[0] = v.x, gm.s[1] = v.y, gm.z[0] = *reinterpret_cast<const uint32_t*>(st + kBalZeroOff + at);
-      }
-      const uint4* xp = reinterpret_cast<const uint4*>(xs) + (tag.slab * mat.parts + cp) * (kSlabCols / 8) + 4 * c;
+      const GroupMeta<R> gm = load_meta(st + kBalScaleOff + at * 2, st + kBalZeroOff + at);
+      const uint4* xp =
+          reinterpret_cast<const uint4*>(xs) + (tag.slab * mat.parts + cp) * (kSlabCols / 8) + 4 * c;
       uint4 xv[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) xv[j] = xp[(j - rot) & 3];  // xperm
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[slot]);  // the stage's bytes are in registers
-#pragma unroll
-      for (int i = 0; i < R; ++i) {
-        const __half2 sc = bits_h2(gm.s[i / 2]);
-        acc[i] = fmaf(int4_dot_q(wv[i], xv, gm.z[i / 4], i % 4), i % 2 ? __high2float(sc) : __low2float(sc), acc[i]);
-      }
+      dot_chunk_rows(acc, wv, xv, gm);
       if (kBalQ > 1 || tag.slab == mat.spi - 1) {  // one group sees an item's stages in order: sum them first
         const float v = reduce_rows<R>(acc, lane);
-        if (lane % (kWarp / R) == 0) atomicAdd(&pb[cur & 1][tag.item * mat.rb + rg * R + lane_row<R>(lane)], v);
+        if (lane % (kWarp / R) == 0)
+          atomicAdd(&pb[cur & 1][tag.item * mat.rb + rg * R + lane_row<R>(lane)], v);
 #pragma unroll
         for (int i = 0; i < R; ++i) acc[i] = 0.f;
       }
@@ -786,21 +796,27 @@ __global__ void __launch_bounds__(kConsumers + 2 * kWarp, 1) bal_kernel(BalArgs 
 }
 
 // Canonical int4 -> the balanced stage layout of rb rows: item (row block) i's stage s holds
-// weights [rb rows][parts][32 chunks of 16 bytes] (the rows kernel's nibble order), then scales [8 * parts groups][rb] (fp16) and zero points [8 * parts][rb].
+// weights [rb rows][parts][32 chunks of 16 bytes] (the rows kernel's nibble order), then
+// scales [8 * parts groups][rb] (fp16) and zero points [8 * parts][rb]. The loop of
+// to_stages_kernel with another layout.
 __global__ void to_bal_stages_kernel(DeviceMatrix m, unsigned char* out, int rb) {
   const int parts = kBalRows / rb, spi = static_cast<int>(m.cols / (kSlabCols * parts));
   const int64_t chunks = m.rows * (m.cols / 32);
   const int G = static_cast<int>(m.cols / kGroup);
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < chunks; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < chunks;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t row = i / (m.cols / 32);
     const int cc = static_cast<int>(i % (m.cols / 32));  // chunk of the row
     const int64_t item = row / rb;
-    const int rr = static_cast<int>(row % rb), s = cc / (kChunks * parts), cp = (cc / kChunks) % parts, c = cc % kChunks;
+    const int rr = static_cast<int>(row % rb), s = cc / (kChunks * parts), cp = (cc / kChunks) % parts,
+              c = cc % kChunks;
     unsigned char* st = out + (item * spi + s) * kBalStageBytes;
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) + row * (m.cols / 2) + cc * 16);
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) +
+                                                            row * (m.cols / 2) + cc * 16);
     uint32_t words[4];
     for (int u = 0; u < 4; ++u) words[u] = repacked_word(src[u]);
-    reinterpret_cast<uint4*>(st)[(rr * parts + cp) * kChunks + c] = make_uint4(words[0], words[1], words[2], words[3]);
+    reinterpret_cast<uint4*>(st)[(rr * parts + cp) * kChunks + c] =
+        make_uint4(words[0], words[1], words[2], words[3]);
     if (c % (kGroup / 32) == 0) {
       const int g = cp * kGroups + c / (kGroup / 32);
       const int64_t e = row * G + cc / (kGroup / 32);
@@ -1086,20 +1102,24 @@ int run(int argc, char** argv) {
   CUDA_CHECK(cudaMemcpy(dbm, bm.data(), n * sizeof(BMat), cudaMemcpyHostToDevice));
   cudaFuncAttributes bal_attr{};
   CUDA_CHECK(cudaFuncGetAttributes(&bal_attr, bal_kernel));
-  const int bal_slots = std::min<int>(kMaxSlots, (max_smem - static_cast<int>(bal_attr.sharedSizeBytes) - kMaxCols * 2) / kBalStageBytes);
+  const int bal_slots = std::min<int>(
+      kMaxSlots, (max_smem - static_cast<int>(bal_attr.sharedSizeBytes) - kMaxCols * 2) / kBalStageBytes);
   if (bal_slots < 2 * kBalQ) fail("chain bench: {} slots of the balanced ring do not fit", bal_slots);
   const size_t bal_smem = static_cast<size_t>(bal_slots) * kBalStageBytes + kMaxCols * 2;
-  CUDA_CHECK(cudaFuncSetAttribute(bal_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bal_smem)));
+  CUDA_CHECK(cudaFuncSetAttribute(bal_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(bal_smem)));
   CUDA_CHECK(cudaFuncSetAttribute(bal_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, bal_kernel, kConsumers + 2 * kWarp, bal_smem));
-  if (occ < 1) fail("chain bench: the balanced kernel's block of {} bytes of shared memory does not fit", bal_smem);
+  CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, bal_kernel, kConsumers + 2 * kWarp, bal_smem));
+  if (occ < 1)
+    fail("chain bench: the balanced kernel's block of {} bytes of shared memory does not fit", bal_smem);
   auto run_bal = [&](int flags) {
     BalArgs a{dbm, n, x0b, done, epoch++, bal_slots, flags, waited};
     void* args[] = {&a};
-    CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&bal_kernel), sms, kConsumers + 2 * kWarp,
-                                           args, bal_smem, s));
+    CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(&bal_kernel), sms,
+                                           kConsumers + 2 * kWarp, args, bal_smem, s));
   };
-  auto launch = [&](int flags) { flags & kBal ? run_bal(flags) : run_chain(flags); };
+  auto launch = [&](int flags) { flags& kBal ? run_bal(flags) : run_chain(flags); };
   auto fresh = [&]() {
     CUDA_CHECK(cudaMemsetAsync(done, 0, n * 4, s));  // s does not order with the legacy stream
     CUDA_CHECK(cudaMemsetAsync(conv, 0, n * 4, s));
@@ -1118,7 +1138,8 @@ int run(int argc, char** argv) {
   auto check = [&](int flags) {
     fresh();
     const bool bal = flags & kBal;
-    for (const Mat& m : mats) CUDA_CHECK(cudaMemsetAsync(bal ? m.yb : m.y, 0xff, outputs(m) * 2, s));  // NaN: every output written
+    for (const Mat& m : mats)
+      CUDA_CHECK(cudaMemsetAsync(bal ? m.yb : m.y, 0xff, outputs(m) * 2, s));  // NaN: every output written
     launch(kWait | flags);  // split: a row no stage added to stays 0 and fails below
     CUDA_CHECK(cudaStreamSynchronize(s));
     const bool split = flags & kSplit;
@@ -1126,7 +1147,9 @@ int run(int argc, char** argv) {
     std::vector<unsigned> counts(n);
     CUDA_CHECK(cudaMemcpy(counts.data(), done, n * 4, cudaMemcpyDeviceToHost));
     for (int i = 0; i < n; ++i) {
-      const unsigned want = static_cast<unsigned>(flags & kBal ? sms : split ? pm[i].items * pm[i].slabs : pm[i].items);
+      const unsigned want = static_cast<unsigned>(flags & kBal ? sms
+                                                  : split      ? pm[i].items * pm[i].slabs
+                                                               : pm[i].items);
       if (counts[i] != want) std::printf("matrix %d: %u work items counted done of %u\n", i, counts[i], want), ++bad;
     }
     std::vector<float> prev_sums;
@@ -1161,8 +1184,10 @@ int run(int argc, char** argv) {
         want = ref_y;
       } else {
         std::vector<uint16_t> h(outs);
-        if (bal) h = bal_vector(m);
-        else CUDA_CHECK(cudaMemcpy(h.data(), m.y, outs * 2, cudaMemcpyDeviceToHost));
+        if (bal)
+          h = bal_vector(m);
+        else
+          CUDA_CHECK(cudaMemcpy(h.data(), m.y, outs * 2, cudaMemcpyDeviceToHost));
         for (int64_t r = 0; r < outs; ++r) got[r] = f16_to_f32(h[r]), want[r] = epilogue(m, ref_y, r);
       }
       double ss = 0;
@@ -1177,9 +1202,14 @@ int run(int argc, char** argv) {
       const bool ok = std::isfinite(rms) && rms > 1e-2 && worst <= 1.0;
       bad += !ok;
       if (ok && l > 1 && l != layers - 1) continue;  // print the first two layers, the last and failures
-      std::printf("check%s layer %2d matrix %d (%5ldx%-5ld): rms %.3f, worst error %.2f of tolerance at %ld (%g, want %g) %s\n",
-                  split ? " split" : bal ? " balanced" : "", l, i % 4, (long)m.rows, (long)m.cols, rms, worst, (long)at, got[at], want[at],
-                  ok ? "ok" : "FAILED");
+      std::printf(
+          "check%s layer %2d matrix %d (%5ldx%-5ld): rms %.3f, worst error %.2f of tolerance at %ld (%g, "
+          "want %g) %s\n",
+          split ? " split"
+          : bal ? " balanced"
+                : "",
+          l, i % 4, (long)m.rows, (long)m.cols, rms, worst, (long)at, got[at], want[at],
+          ok ? "ok" : "FAILED");
     }
     if (bad) fail("chain bench: {} matrices of the persistent chain differ from the rows kernel", bad);
   };
@@ -1202,34 +1232,38 @@ int run(int argc, char** argv) {
   };
   std::printf("chain: %d layers x 4 int4 matrices, %.3f GB of weights, scales and zero points; %d SMs, %d slots\n",
               layers, total_bytes / 1e9, sms, slots);
-  std::printf("balanced: %d slots of %d bytes, %d consumer group(s); rows an item qkv %d, o %d, gate/up %d, down %d\n",
-              bal_slots, kBalStageBytes, kBalQ, mats[0].rb, mats[1].rb, mats[2].rb, mats[3].rb);
+  std::printf(
+      "balanced: %d slots of %d bytes, %d consumer group(s); rows an item qkv %d, o %d, gate/up %d, down "
+      "%d\n",
+      bal_slots, kBalStageBytes, kBalQ, mats[0].rb, mats[1].rb, mats[2].rb, mats[3].rb);
   report("kernels (graph, PDL)", time_ms([&] { CUDA_CHECK(cudaGraphLaunch(exec, s)); }));
-  for (const auto& [flags, label] : {std::pair{kWait, "persistent"}, std::pair{0, "persistent, no waits"},
-                                     std::pair{kWait | kStatic, "persistent, static"},
-                                     std::pair{kStatic, "persistent, static, no waits"},
-                                     std::pair{kStatic | kNoDot, "persistent, static, no dot"},
-                                     std::pair{kNoDot, "persistent, no dot"},
-                                     std::pair{kStatic | kNoCopy, "persistent, static, no copy"},
-                                     std::pair{kStatic | kNoStage, "persistent, static, no x staging"},
-                                     std::pair{kStatic | kNoCopy | kNoStage, "persistent, static, neither"},
-                                     std::pair{kSplit | kWait, "split"},
-                                     std::pair{kSplit, "split, no waits"},
-                                     std::pair{kSplit | kWait | kStatic, "split, static"},
-                                     std::pair{kSplit | kStatic, "split, static, no waits"},
-                                     std::pair{kSplit | kStatic | kNoCopy, "split, static, no copy"},
-                                     std::pair{kSplit | kStatic | kNoCopy | kNoStage, "split, static, neither"},
-                                     std::pair{kWait | kStatic | kNoDot, "persistent, static, no dot, waits"},
-                                     std::pair{kSplit | kConvert | kWait, "split, converted"},
-                                     std::pair{kSplit | kConvert | kWait | kStatic, "split, converted, static"},
-                                     std::pair{kSplit | kConvert | kStatic, "split, converted, static, no waits"},
-                                     std::pair{kSplit | kConvert | kStatic | kNoCopy, "split, converted, static, no copy"},
-                                     std::pair{kBal | kWait, "balanced"},
-                                     std::pair{kBal, "balanced, no waits"},
-                                     std::pair{kBal | kWait | kNoDot, "balanced, no dot, waits"},
-                                     std::pair{kBal | kNoDot, "balanced, no dot"},
-                                     std::pair{kBal | kNoCopy, "balanced, no copy, no waits"},
-                                     std::pair{kBal | kWait, "balanced again"}}) {
+  for (const auto& [flags, label] :
+       {std::pair{kWait, "persistent"},
+        std::pair{0, "persistent, no waits"},
+        std::pair{kWait | kStatic, "persistent, static"},
+        std::pair{kStatic, "persistent, static, no waits"},
+        std::pair{kStatic | kNoDot, "persistent, static, no dot"},
+        std::pair{kNoDot, "persistent, no dot"},
+        std::pair{kStatic | kNoCopy, "persistent, static, no copy"},
+        std::pair{kStatic | kNoStage, "persistent, static, no x staging"},
+        std::pair{kStatic | kNoCopy | kNoStage, "persistent, static, neither"},
+        std::pair{kSplit | kWait, "split"},
+        std::pair{kSplit, "split, no waits"},
+        std::pair{kSplit | kWait | kStatic, "split, static"},
+        std::pair{kSplit | kStatic, "split, static, no waits"},
+        std::pair{kSplit | kStatic | kNoCopy, "split, static, no copy"},
+        std::pair{kSplit | kStatic | kNoCopy | kNoStage, "split, static, neither"},
+        std::pair{kWait | kStatic | kNoDot, "persistent, static, no dot, waits"},
+        std::pair{kSplit | kConvert | kWait, "split, converted"},
+        std::pair{kSplit | kConvert | kWait | kStatic, "split, converted, static"},
+        std::pair{kSplit | kConvert | kStatic, "split, converted, static, no waits"},
+        std::pair{kSplit | kConvert | kStatic | kNoCopy, "split, converted, static, no copy"},
+        std::pair{kBal | kWait, "balanced"},
+        std::pair{kBal, "balanced, no waits"},
+        std::pair{kBal | kWait | kNoDot, "balanced, no dot, waits"},
+        std::pair{kBal | kNoDot, "balanced, no dot"},
+        std::pair{kBal | kNoCopy, "balanced, no copy, no waits"},
+        std::pair{kBal | kWait, "balanced again"}}) {
     if (kFrag && (flags & kBal)) continue;
     fresh();
     report(label, time_ms([&, flags = flags] { launch(flags); }));
@@ -1237,7 +1271,8 @@ int run(int argc, char** argv) {
       unsigned long long w = 0;
       CUDA_CHECK(cudaMemcpy(&w, waited, 8, cudaMemcpyDeviceToHost));
       std::printf("  %s waited for inputs %.1f us a chain per SM (SM cycles / 1.98 GHz)\n",
-                  flags & kBal ? "the stager" : "consumer 0", w / static_cast<double>(sms) / (reps + 3) / 1980.0);
+                  flags & kBal ? "the stager" : "consumer 0",
+                  w / static_cast<double>(sms) / (reps + 3) / 1980.0);
     }
   }
   report("kernels (graph, PDL) again", time_ms([&] { CUDA_CHECK(cudaGraphLaunch(exec, s)); }));
