@@ -533,7 +533,8 @@ __global__ void to_stages_kernel(DeviceMatrix m, unsigned char* out, const uint8
 //     that its items (row blocks of rb rows) split evenly over the blocks; the consumer warps
 //     of a group cover a stage as (64 / rb) column parts x (rb / rows a warp) row groups, and
 //     add each stage's (or with one group, each item's) row sums into shared memory;
-//   - with 8 rows a warp and 16 warps, two groups take alternate stages (kBalQ);
+//   - with 8 rows a warp and 16 warps, two groups take alternate stages, each in its own
+//     ring slots (kBalQ);
 //   - a stager warp counts the block's part of matrix k - 1 done, waits until every block
 //     has, bulk-copies x_k into shared memory, RMS-normalizes it for qkv and gate/up and
 //     releases the consumers: they wait for nothing but x_k's barrier;
@@ -543,6 +544,8 @@ __global__ void to_stages_kernel(DeviceMatrix m, unsigned char* out, const uint8
 //     (xperm). Rotating the reads instead, with the weights' words stored rotated to match,
 //     changed the order of the fp16 sums in each chunk's dot: outputs 2-3x the check's
 //     tolerance from the rows kernel (run 2).
+// Measured (NOTES item 103): 1.34-1.45 ms a chain against the kernels' 1.22, and 1.23-1.25
+// with no dot at all: each grid-wide dependency costs ~2-2.4 us of streaming here too.
 constexpr int kBalRows = 64;  // a stage's row slots
 constexpr int kBalScaleOff = kBalRows * kSlabCols / 2, kBalZeroOff = kBalScaleOff + kGroups * kBalRows * 2;
 constexpr int kBalStageBytes = kBalZeroOff + kGroups * kBalRows;  // 34304
