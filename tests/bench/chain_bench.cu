@@ -296,14 +296,7 @@ __global__ void __launch_bounds__(kConsumers + kWarp, 1) chain_kernel(ChainArgs 
         }
         const unsigned char* src =  // stages are stored row block by row block, slab by slab
             a.mats[m].stages + (static_cast<int64_t>(tags[slot].item) * a.mats[m].slabs + tags[slot].slab) * kStageBytes;
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(&full[slot])),
-                     "r"(kStageBytes)
-                     : "memory");
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                smem_u32(ring + static_cast<int64_t>(slot) * kStageBytes)),
-            "l"(src), "r"(kStageBytes), "r"(smem_u32(&full[slot]))
-            : "memory");
+        bulk_copy(ring + static_cast<int64_t>(slot) * kStageBytes, src, kStageBytes, &full[slot]);
       }
       item = next;
     }
@@ -592,16 +585,6 @@ __host__ __device__ __forceinline__ int xperm(int r) {
 __device__ __forceinline__ int2 block_items(const BMat& m) {
   return make_int2(static_cast<int>(int64_t{m.items} * blockIdx.x / gridDim.x),
                    static_cast<int>(int64_t{m.items} * (blockIdx.x + 1) / gridDim.x));
-}
-
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-               : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
 }
 #endif
 
@@ -1156,17 +1139,17 @@ int run(int argc, char** argv) {
       if (counts[i] != want) std::printf("matrix %d: %u work items counted done of %u\n", i, counts[i], want), ++bad;
     }
     std::vector<float> prev_sums;
+    // The balanced kernel's outputs in the order of the rows: element r of vector v.
+    auto bal_vector = [&](const Mat& v) {
+      std::vector<uint16_t> h(outputs(v)), o(outputs(v));
+      CUDA_CHECK(cudaMemcpy(h.data(), v.yb, h.size() * 2, cudaMemcpyDeviceToHost));
+      for (int64_t r = 0; r < outputs(v); ++r) o[r] = h[xperm(static_cast<int>(r))];
+      return o;
+    };
     for (int i = 0; i < n; ++i) {
       const int l = i / 4;
       const Mat& m = mats[i];
       const __half* x = pm[i].x;
-      // The balanced kernel's outputs in the order of the rows: element r of vector v.
-      auto bal_vector = [&](const Mat& v) {
-        std::vector<uint16_t> h(outputs(v)), o(outputs(v));
-        CUDA_CHECK(cudaMemcpy(h.data(), v.yb, h.size() * 2, cudaMemcpyDeviceToHost));
-        for (int64_t r = 0; r < outputs(v); ++r) o[r] = h[xperm(static_cast<int>(r))];
-        return o;
-      };
       if (bal && i > 0) {  // its input, as the kernel read it
         const std::vector<uint16_t> h = bal_vector(mats[i - 1]);
         CUDA_CHECK(cudaMemcpy(xhost, h.data(), m.cols * 2, cudaMemcpyHostToDevice));

@@ -154,6 +154,7 @@ __global__ void barrier_kernel(Args a, int n) {
 
 // --- bulk copies on mbarriers (sm_90: mbarrier.cuh)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+using db::bench::bulk_copy;
 using db::bench::mbar_init;
 using db::bench::mbar_wait;
 using db::bench::smem_u32;
@@ -181,14 +182,7 @@ __global__ void bulk_kernel(Args a, int slot_bytes, int nslots) {
         const int s = static_cast<int>(i % nslots);
         const unsigned use = static_cast<unsigned>(i / nslots);
         if (use > 0) mbar_wait(&empty[s], (use - 1) & 1);  // the consumers released its last use
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(&full[s])),
-                     "r"(slot_bytes)
-                     : "memory");
-        asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                smem_u32(ring + int64_t{s} * slot_bytes)),
-            "l"(src + i * slot_bytes), "r"(slot_bytes), "r"(smem_u32(&full[s]))
-            : "memory");
+        bulk_copy(ring + int64_t{s} * slot_bytes, src + i * slot_bytes, slot_bytes, &full[s]);
       }
     }
     return;  // no block-wide barrier follows
