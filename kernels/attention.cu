@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   __shared__ float k_new[HD];
   __shared__ float scores[MAXG][kAttentionChunk];
   __shared__ __align__(16) float probs[kAttentionChunk][MAXG];  // softmax numerators, by position
-  __shared__ __align__(16) __half v_s[kAttentionChunk][HD];  // the split's V rows (HD 128: 32 KB)
+  __shared__ __align__(16) __half v_s[kAttentionChunk][HD];     // the split's V rows (HD 128: 32 KB)
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ bool last;
 
@@ -92,7 +92,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     constexpr int kPieces = HD / 8;
     for (int i = t; i < n * kPieces; i += kThreads) {
       const int r = i / kPieces, p = i % kPieces;
-      if (start + r != pos) cp_async16(&v_s[r][8 * p], reinterpret_cast<const uint4*>(a.v_cache + row_of(r)) + p);
+      if (start + r != pos)
+        cp_async16(&v_s[r][8 * p], reinterpret_cast<const uint4*>(a.v_cache + row_of(r)) + p);
     }
     cp_async_commit();
   }
@@ -195,8 +196,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
       for (int g = 0; g < MAXG; ++g) {
         const float4 qa = *reinterpret_cast<const float4*>(&q_s[g][8 * p]);
         const float4 qb = *reinterpret_cast<const float4*>(&q_s[g][8 * p + 4]);
-        sc[g] += qa.x * k[0] + qa.y * k[1] + qa.z * k[2] + qa.w * k[3] + qb.x * k[4] + qb.y * k[5] + qb.z * k[6] +
-                 qb.w * k[7];
+        sc[g] += qa.x * k[0] + qa.y * k[1] + qa.z * k[2] + qa.w * k[3] + qb.x * k[4] + qb.y * k[5] +
+                 qb.z * k[6] + qb.w * k[7];
       }
     }
 #pragma unroll
@@ -302,9 +303,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   // element are added through shared memory at the end: ~3 memory round trips for 8b at 4096
   // positions, where one thread per element, head by head, took ~20 (results/NOTES.md items
   // 85-86).
-  constexpr int Q = HD / 4;                        // float4 quads of one head's output
-  constexpr int J = kThreads / Q < 4 ? kThreads / Q : 4;  // splits summed side by side
-  float4* red = reinterpret_cast<float4*>(&v_s[0][0]);    // [J][MAXG][Q]
+  constexpr int Q = HD / 4;                                   // float4 quads of one head's output
+  constexpr int J = kThreads / Q < 4 ? kThreads / Q : 4;      // splits summed side by side
+  float4* red = reinterpret_cast<float4*>(&v_s[0][0]);        // [J][MAXG][Q]
   float* wgt = reinterpret_cast<float*>(red + J * MAXG * Q);  // [MAXG][kWgtSplits]
   constexpr int kWgtSplits = (static_cast<int>(sizeof(v_s) / sizeof(float)) - J * MAXG * HD) / MAXG;
   static_assert(kWgtSplits >= 64, "room for the weights of 64 splits at a time");
@@ -317,7 +318,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     for (int e = threadIdx.x; e < MAXG * ns; e += kThreads) {
       const int g = e / ns, s = e % ns;
       const int64_t h = kvh * G + g;
-      wgt[g * kWgtSplits + s] = g < G ? expf(__ldcg(&a.part_ml[(h * a.max_splits + s0 + s) * 2]) - m_s[g]) : 0.f;
+      wgt[g * kWgtSplits + s] =
+          g < G ? expf(__ldcg(&a.part_ml[(h * a.max_splits + s0 + s) * 2]) - m_s[g]) : 0.f;
     }
     __syncthreads();
     if (j < J) {
@@ -327,7 +329,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
         for (int g = 0; g < MAXG; ++g) {  // heads past G: weight 0 against a real head's row
           const int64_t h = kvh * G + min(g, G - 1);
           const float w = wgt[g * kWgtSplits + s];
-          const float4 o = __ldcg(reinterpret_cast<const float4*>(a.part_o + (h * a.max_splits + s0 + s) * HD) + q);
+          const float4 o =
+              __ldcg(reinterpret_cast<const float4*>(a.part_o + (h * a.max_splits + s0 + s) * HD) + q);
           acc[g].x += w * o.x;
           acc[g].y += w * o.y;
           acc[g].z += w * o.z;
@@ -360,9 +363,12 @@ template <int MAXG>
 void launch_hd(const AttentionArgs& a, cudaStream_t s) {
   const dim3 grid(a.kv_heads, a.max_splits);
   switch (a.head_dim) {
-    case 32: return launch(attention_kernel<32, MAXG>, grid, kThreads, 0, s, a);
-    case 64: return launch(attention_kernel<64, MAXG>, grid, kThreads, 0, s, a);
-    case 128: return launch(attention_kernel<128, MAXG>, grid, kThreads, 0, s, a);
+    case 32:
+      return launch(attention_kernel<32, MAXG>, grid, kThreads, 0, s, a);
+    case 64:
+      return launch(attention_kernel<64, MAXG>, grid, kThreads, 0, s, a);
+    case 128:
+      return launch(attention_kernel<128, MAXG>, grid, kThreads, 0, s, a);
   }
   fail("attention: head_dim {} is not supported (32, 64, 128)", a.head_dim);
 }
@@ -375,7 +381,8 @@ int attention_splits(int64_t positions) {
 
 void attention(const AttentionArgs& a, cudaStream_t s) {
   if (a.heads % a.kv_heads != 0 || a.heads / a.kv_heads > kMaxGroup)
-    fail("attention: {} query heads per kv head is not supported (at most {})", a.heads / a.kv_heads, kMaxGroup);
+    fail("attention: {} query heads per kv head is not supported (at most {})", a.heads / a.kv_heads,
+         kMaxGroup);
   const int group = a.heads / a.kv_heads;
   if (group <= 2) return launch_hd<2>(a, s);
   if (group <= 4) return launch_hd<4>(a, s);

@@ -11,15 +11,15 @@
 namespace db::cuda {
 
 struct AttentionArgs {
-  const float* qkv = nullptr;        // [q_dim + 2 kv_dim]: the QKV GEMV output, before norm and RoPE
-  const __half* q_norm = nullptr;    // [head_dim] (qwen3), or null
+  const float* qkv = nullptr;      // [q_dim + 2 kv_dim]: the QKV GEMV output, before norm and RoPE
+  const __half* q_norm = nullptr;  // [head_dim] (qwen3), or null
   const __half* k_norm = nullptr;
   float eps = 0.f;
-  const float* rope = nullptr;       // rope_table(): [positions, hd/2] cos, then [positions, hd/2] sin
+  const float* rope = nullptr;  // rope_table(): [positions, hd/2] cos, then [positions, hd/2] sin
   int64_t rope_positions = 0;
-  __half* k_cache = nullptr;         // this layer's [positions, kv_dim]
+  __half* k_cache = nullptr;  // this layer's [positions, kv_dim]
   __half* v_cache = nullptr;
-  const int32_t* pos = nullptr;      // device: the position of this token
+  const int32_t* pos = nullptr;  // device: the position of this token
   int heads = 0, kv_heads = 0, head_dim = 0;
   int max_splits = 0;                // splits of kAttentionChunk positions the grid holds
   float* part_o = nullptr;           // [heads, max_splits, head_dim]

@@ -12,12 +12,12 @@
 namespace db::cuda {
 
 // Every CUDA call is checked; the message names the call, file and line and the error.
-#define CUDA_CHECK(expr)                                                                        \
-  do {                                                                                          \
-    const cudaError_t db_err_ = (expr);                                                         \
-    if (db_err_ != cudaSuccess)                                                                 \
-      ::db::fail("CUDA error {} ({}) in {} at {}:{}", cudaGetErrorName(db_err_),                \
-                 cudaGetErrorString(db_err_), #expr, __FILE__, __LINE__);                       \
+#define CUDA_CHECK(expr)                                                         \
+  do {                                                                           \
+    const cudaError_t db_err_ = (expr);                                          \
+    if (db_err_ != cudaSuccess)                                                  \
+      ::db::fail("CUDA error {} ({}) in {} at {}:{}", cudaGetErrorName(db_err_), \
+                 cudaGetErrorString(db_err_), #expr, __FILE__, __LINE__);        \
   } while (0)
 
 // After every launch: a bad configuration surfaces here, not three kernels later.
@@ -95,14 +95,20 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(gmem) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
 
 // The GEMV input vector lives in shared memory as 16-byte pieces. A lane of the int4
 // kernel reads 4 consecutive pieces (64 bytes), so without a swizzle 8 lanes of a phase
 // hit only 2 of the 8 16-byte bank groups (4-way conflicts). Rotating each piece within its
 // 128-byte line by (piece / 8) spreads them over all 8 for the fp16, int8 and int4 reads.
-__device__ __forceinline__ int swizzle_piece(int p) { return (p & ~7) | ((p + (p >> 3)) & 7); }
+__device__ __forceinline__ int swizzle_piece(int p) {
+  return (p & ~7) | ((p + (p >> 3)) & 7);
+}
 
 // RMSNorm statistics handed from kernel to kernel. The kernel that writes the final value of
 // the residual stream (the embedding, the O and down GEMVs) adds the sum of squares of what
@@ -126,8 +132,12 @@ __device__ __forceinline__ float inv_rms(const unsigned long long* slots, int64_
   return rsqrtf(static_cast<float>(s) * (1.f / kSumsqScale) / static_cast<float>(n) + eps);
 }
 
-__device__ __forceinline__ uint32_t h2_bits(__half2 h) { return *reinterpret_cast<uint32_t*>(&h); }
-__device__ __forceinline__ __half2 bits_h2(uint32_t u) { return *reinterpret_cast<__half2*>(&u); }
+__device__ __forceinline__ uint32_t h2_bits(__half2 h) {
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+__device__ __forceinline__ __half2 bits_h2(uint32_t u) {
+  return *reinterpret_cast<__half2*>(&u);
+}
 
 // Eight elements of the RMSNorm'ed residual stream, columns 8p..8p+7, as the fp16 x every
 // GEMV (and the LoRA shrink) multiplies: fp16(r * inv * norm_w), in that order, where r is
@@ -178,7 +188,8 @@ __device__ __forceinline__ uint4 normalize_piece(const ResidPiece& piece, float 
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const float2 g = __half22float2(bits_h2(n[e]));
-    h[e] = h2_bits(__halves2half2(__float2half_rn(r[2 * e] * inv * g.x), __float2half_rn(r[2 * e + 1] * inv * g.y)));
+    h[e] = h2_bits(
+        __halves2half2(__float2half_rn(r[2 * e] * inv * g.x), __float2half_rn(r[2 * e + 1] * inv * g.y)));
   }
   return make_uint4(h[0], h[1], h[2], h[3]);
 }

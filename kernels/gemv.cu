@@ -3,22 +3,21 @@
 // The fast kernel (the rows kernel, below) keeps the input vector x in registers: each
 // thread owns the same 16-byte weight chunks of every row, loads its slice of x once
 // (RMSNorm applied on the fly, with the sum of squares its producer left) and walks a
-// balanced range of rows a few at a time. The two-row warp kernel it replaced stages x in
-// shared memory per block (summing the residual stream first) and is kept to be checked and
-// timed side by side; the naive kernel dequantizes one weight at a time.
+// balanced range of rows a few at a time. The naive kernel (the slow path users select)
+// stages x in shared memory and dequantizes one weight at a time.
 #include <algorithm>
-#include <type_traits>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "common.cuh"
-#include "decodebench/int4_frag.h"
-#include "decodebench/int4_meta.h"
 #include "decodebench/quant.h"
 #include "gemv.cuh"
 #include "int4_dot.cuh"
+#include "int4_frag.h"
+#include "int4_meta.h"
 #include "pdl.cuh"
 
 namespace db::cuda {
@@ -77,8 +76,8 @@ __device__ __forceinline__ float x_at(const uint4* xs, int64_t c) {
 
 // Lane 0 of a warp finishes a task of rows r0 and r0 + 1 (r1_valid false on an odd tail).
 // `ssq` collects the squares of the residual stream's new values when out.sumsq is set.
-__device__ __forceinline__ void finish_task(const GemvOutput& out, int64_t r0, bool r1_valid, float v0, float v1,
-                                            unsigned long long& best, float& ssq) {
+__device__ __forceinline__ void finish_task(const GemvOutput& out, int64_t r0, bool r1_valid, float v0,
+                                            float v1, unsigned long long& best, float& ssq) {
   if (out.addend) {
     v0 += out.addend[r0];
     if (r1_valid) v1 += out.addend[r0 + 1];
@@ -145,8 +144,8 @@ __device__ void finish_block(const GemvOutput& out, unsigned long long best, flo
 // Each returns the contribution of one 16-byte weight chunk against the matching x, given
 // the chunk's scale (and zero point) that were loaded with it.
 
-// Per-chunk dequantization parameters, fetched in the same round as the weights (int8's rows
-// kernel and the warp kernel; int4's rows kernel fetches a group's at once, GroupMeta below).
+// Per-chunk dequantization parameters, fetched in the same round as the weights (int8's; int4
+// fetches a group's at once, GroupMeta below).
 // Each field is a whole register that its load writes directly: as a {uint16_t, uint8_t}
 // pair, ptxas packed the zero point into the scale's register with a PRMT right after the
 // loads were issued, and that PRMT waited for the zero point to arrive, a full memory round
@@ -163,7 +162,6 @@ struct Fast;
 template <>
 struct Fast<Scheme::fp16> {
   static constexpr int kCols = 8;
-  __device__ static Meta meta(const DeviceMatrix&, int64_t, int, int) { return {0, 0}; }
   __device__ static float dot_x(uint4 w, const uint4 (&xv)[1], Meta) { return dot_x(w, xv[0]); }
   __device__ static float dot_x(uint4 w, uint4 x) {
     __half2 acc = __hmul2(bits_h2(w.x), bits_h2(x.x));
@@ -172,30 +170,16 @@ struct Fast<Scheme::fp16> {
     acc = __hfma2(bits_h2(w.w), bits_h2(x.w), acc);
     return __low2float(acc) + __high2float(acc);
   }
-  // Both rows of a task against one read of x: shared-memory bandwidth is shared by all rows.
-  __device__ static float2 dot2(uint4 w0, uint4 w1, const uint4* xs, int chunk, Meta, Meta) {
-    const uint4 x = xs[swizzle_piece(chunk)];
-    return make_float2(dot_x(w0, x), dot_x(w1, x));
-  }
 };
 
 template <>
 struct Fast<Scheme::int8> {
   static constexpr int kCols = 16;
-  __device__ static Meta meta(const DeviceMatrix& m, int64_t row, int, int) {
-    return {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + row), 0};
-  }
   // int8 -> fp16 without a conversion instruction: flip the sign bit (q + 128 as a byte),
   // permute the byte under 0x64 to get the fp16 1024 + q + 128, subtract 1152: exact.
   __device__ static __half2 pair(uint32_t u, uint32_t selector) {
     const __half2 magic = bits_h2(0x64806480u);  // 1152, 1152
     return __hsub2(bits_h2(__byte_perm(u, 0x64646464u, selector)), magic);
-  }
-  __device__ static float2 dot2(uint4 w0, uint4 w1, const uint4* xs, int chunk, Meta m0, Meta m1) {
-    const uint4 xa = xs[swizzle_piece(2 * chunk)];
-    const uint4 xb = xs[swizzle_piece(2 * chunk + 1)];
-    const uint32_t x[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-    return make_float2(dot_x(w0, x, m0), dot_x(w1, x, m1));
   }
   __device__ static float dot_x(uint4 w, const uint4 (&xv)[2], Meta mt) {
     const uint32_t x[8] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w, xv[1].x, xv[1].y, xv[1].z, xv[1].w};
@@ -218,97 +202,12 @@ struct Fast<Scheme::int8> {
 template <>
 struct Fast<Scheme::int4> {
   static constexpr int kCols = 32;
-  // A 32-column chunk never spans two groups (groups are powers of two >= 32). The scales and
-  // zero points are in the packed layout (decodebench/int4_meta.h).
-  __device__ static Meta meta(const DeviceMatrix& m, int64_t row, int chunk, int group_shift) {
-    const int64_t g = int4_meta::packed_index(m.cols >> (group_shift + 5), row, chunk >> group_shift);
-    return {__ldg(reinterpret_cast<const uint16_t*>(m.scales) + g), m.zero_point ? __ldg(m.zeros + g) : 8u};
-  }
-  // The dot of a repacked chunk is int4_dot.cuh's; the group scale multiplies the chunk sum
-  // once, in fp32.
-  __device__ static float2 dot2(uint4 w0, uint4 w1, const uint4* xs, int chunk, Meta m0, Meta m1) {
-    uint4 x[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) x[j] = xs[swizzle_piece(4 * chunk + j)];
-    return make_float2(dot_x(w0, x, m0), dot_x(w1, x, m1));
-  }
-  __device__ static float dot_x(uint4 w, const uint4 (&xv)[4], Meta mt) {
-    return dot_q(w, xv, mt.zero, 0) * __half2float(__ushort_as_half(static_cast<uint16_t>(mt.scale)));
-  }
-  // The chunk's sum before its scale (int4_dot.cuh).
+  // The chunk's sum before its group scale (int4_dot.cuh); the scales and zero points are in
+  // the packed layout (kernels/int4_meta.h) and the scale multiplies the sum once, in fp32.
   __device__ static float dot_q(uint4 w, const uint4 (&xv)[4], uint32_t zeros, int byte) {
     return int4_dot_q(w, xv, zeros, byte);
   }
 };
-
-// A warp takes two rows at a time (a task) and walks them with kUnroll 16-byte loads per
-// row in flight per lane, each with its scale and zero point fetched in the same batch (a
-// scale fetched inside the dot product adds a dependent memory round trip per chunk). The
-// first batch is issued before x is staged. (A deeper, double-buffered item stream was tried
-// and measured slower on H200: see results/NOTES.md.)
-constexpr int kUnroll = 4;
-
-template <Scheme S>
-__global__ void __launch_bounds__(kThreads) gemv_warp_kernel(DeviceMatrix m, GemvInput in, GemvOutput out,
-                                                             int group_shift) {
-  using F = Fast<S>;
-  extern __shared__ uint4 xs[];
-  __shared__ float red[kWarp];
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t tasks = (m.rows + 1) / 2;
-  const int chunks = static_cast<int>(m.cols / F::kCols);
-  const int64_t bytes_per_row = m.cols * (S == Scheme::fp16 ? 2 : 1) / (S == Scheme::int4 ? 2 : 1);
-  const uint4* base = static_cast<const uint4*>(m.qweight);
-  const int64_t row_chunks = bytes_per_row / 16;
-
-  uint4 w0[kUnroll], w1[kUnroll];
-  Meta m0[kUnroll], m1[kUnroll];
-  auto load = [&](int64_t task, int c0) {
-    const int64_t r0 = 2 * task, r1 = min(r0 + 1, m.rows - 1);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = c0 + u * kWarp;
-      if (c < chunks) {
-        w0[u] = ld_stream(base + r0 * row_chunks + c);
-        w1[u] = ld_stream(base + r1 * row_chunks + c);
-        m0[u] = F::meta(m, r0, c, group_shift);
-        m1[u] = F::meta(m, r1, c, group_shift);
-      }
-    }
-  };
-
-  int64_t task = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  if (task < tasks) load(task, lane);  // in flight while x is staged
-  stage_x(in, m.cols, xs, red);
-
-  unsigned long long best = 0;
-  float ssq = 0.f;
-  bool loaded = true;
-  for (; task < tasks; task += stride) {
-    const int64_t r0 = 2 * task;
-    const bool r1_valid = r0 + 1 < m.rows;
-    float a0 = 0.f, a1 = 0.f;
-    for (int c0 = lane; c0 < chunks; c0 += kUnroll * kWarp) {
-      if (!loaded) load(task, c0);
-      loaded = false;
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int c = c0 + u * kWarp;
-        if (c < chunks) {
-          const float2 d = F::dot2(w0[u], w1[u], xs, c, m0[u], m1[u]);
-          a0 += d.x;
-          a1 += d.y;
-        }
-      }
-    }
-    a0 = warp_sum(a0);
-    a1 = warp_sum(a1);
-    if (lane == 0) finish_task(out, r0, r1_valid, a0, a1, best, ssq);
-    loaded = false;
-  }
-  finish_block(out, best, ssq);
-}
 
 // ------------------------------------------------------------------ the rows kernel
 // The fast kernel for every scheme. x lives in registers: thread t of a block owns the
@@ -322,30 +221,16 @@ __global__ void __launch_bounds__(kThreads) gemv_warp_kernel(DeviceMatrix m, Gem
 // reduction; the reduction is a transposing warp shuffle (R rows in R - 1 + 5 - log2 R
 // shuffles instead of 5R) and one shared-memory exchange across warps per group.
 //
-// Double-buffered (DB, chosen with GemvTuning::double_buffer): while a thread computes a
-// group, the single-buffered kernel has none of its own weight loads in flight (the next
-// group's go out only once this group's registers are free). DB keeps two register buffers
-// and two groups in flight: g + 1 is outstanding while g is computed, and g + 2 is issued
-// into g's buffer as soon as g's dots are done. Twice the weight registers, so only where
-// R x KPT <= 8 (16 loads in flight, as many as the single buffer's largest shapes).
-constexpr int kRowsMaxThreads = 512;  // 128 registers a thread: no spills at 16 loads in flight
-
-// Threads per block, at most, of one rows kernel. 512 leaves 128 registers a thread. Four
-// double-buffered shapes need more (ptxas -v without a cap: int4 R8 K1 170, R4 K2 194, R2 K4
-// 220, int8 R2 K4 161: int4 carries 4 pieces of x and a scale and zero point per load) and
-// spill at 128: they take at most 256 threads (255 registers) instead. The launcher raises
-// the chunks per thread until a block fits.
-constexpr int rows_max_threads(Scheme s, int kpt, int r, bool db) {
-  const bool wide = db && r * kpt == 8 && (s == Scheme::int4 || (s == Scheme::int8 && kpt >= 4));
-  return wide ? 256 : kRowsMaxThreads;
-}
+// Threads per block, at most: 512 leaves 128 registers a thread, no spills at 16 weight loads
+// in flight. Rows too long for one block take more chunks per thread (rows_shape).
+constexpr int kRowsMaxThreads = 512;
 
 // int4 at up to four pieces of x a thread (its default shapes) loads its slice at once
 // (load_x_slice), and its pieces of norm_w, a weight, before the wait on the previous kernel,
 // so that only the residual stream and its statistics are read after it (8b-int4 1.776 ->
 // 1.769 ms, results/NOTES.md item 52). The chunks a thread loads that way; 0: piece by piece.
 template <Scheme S, int KPT, int P>
-constexpr int kAtOnce = S == Scheme::int4 && KPT * P <= 4 ? KPT : 0;
+constexpr int kAtOnce = S == Scheme::int4&& KPT* P <= 4 ? KPT : 0;
 
 template <Scheme S, int KPT, int P>
 __device__ __forceinline__ void load_norm_w(const GemvInput& in, int chunks,
@@ -364,8 +249,8 @@ __device__ __forceinline__ void load_norm_w(const GemvInput& in, int chunks,
 // chunk. From the residual stream it is normalized exactly as stage_x does, with the norm_w
 // pieces load_norm_w fetched where kAtOnce.
 template <Scheme S, int KPT, int P>
-__device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, int chunks, uint4 (&xv)[KPT][P],
-                                             float* red,
+__device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, int chunks,
+                                             uint4 (&xv)[KPT][P], float* red,
                                              const uint4 (&nw)[kAtOnce<S, KPT, P> ? KPT : 1][P]) {
   const int T = blockDim.x;
   if (!in.resid) {
@@ -374,7 +259,8 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
       const int c = threadIdx.x + k * T;
 #pragma unroll
       for (int j = 0; j < P; ++j)
-        xv[k][j] = c < chunks ? __ldg(reinterpret_cast<const uint4*>(in.x) + c * P + j) : make_uint4(0, 0, 0, 0);
+        xv[k][j] =
+            c < chunks ? __ldg(reinterpret_cast<const uint4*>(in.x) + c * P + j) : make_uint4(0, 0, 0, 0);
     }
     return;
   }
@@ -457,16 +343,13 @@ __device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMa
   }
 }
 
-
-template <Scheme S, int KPT, int R, bool DB, bool FR = false>
-__global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
+template <Scheme S, int KPT, int R, bool FR = false>
+__global__ void __launch_bounds__(kRowsMaxThreads)
     gemv_rows_kernel(DeviceMatrix m, GemvInput in, GemvOutput out, int group_shift) {
   static_assert(R >= 2 && R % 2 == 0 && R <= kWarp, "rows are finished in pairs");
-  static_assert(!DB || R * KPT <= 8, "two buffers of R x KPT loads: more spills registers");
   pdl_trigger();  // the next kernel may launch and issue its own weight loads
   using F = Fast<S>;
   constexpr int P = F::kCols / 8;  // 16-byte pieces of x per chunk
-  constexpr int NB = DB ? 2 : 1;   // register buffers of weights
   __shared__ float part[2][kRowsMaxThreads / kWarp][R];
   __shared__ float red[kWarp];
   const int T = blockDim.x, warps = T / kWarp;
@@ -493,14 +376,15 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
     if constexpr (FR) gcol[k] = col[k] / kWarp * (int4_frag::kSpanCols / int4_frag::kSegmentCols) + lane / 4;
   }
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(m.scales);
-  // Every index into w and mt must be a compile-time constant once unrolled (b included):
-  // an array indexed at run time lives in local memory, not in registers.
-  uint4 w[NB][R][KPT];
-  Meta mt[NB][S == Scheme::int8 ? R : 1][KPT];  // int8: each row's scale
-  GroupMeta<R> gm[NB][S == Scheme::int4 ? KPT : 1];
-  auto load = [&](int b, int64_t group) {
+  // Every index into w and mt must be a compile-time constant once unrolled: an array
+  // indexed at run time lives in local memory, not in registers.
+  uint4 w[R][KPT];
+  Meta mt[S == Scheme::int8 ? R : 1][KPT];  // int8: each row's scale
+  GroupMeta<R> gm[S == Scheme::int4 ? KPT : 1];
+  auto load = [&](int64_t group) {
     const int64_t row0 = group * R;
-    const int last = (m.rows - row0 < R ? static_cast<int>(m.rows - row0) : R) - 1;  // a tail group repeats its last row
+    const int last =
+        (m.rows - row0 < R ? static_cast<int>(m.rows - row0) : R) - 1;  // a tail group repeats its last row
     const uint4* wrow = base + row0 * C;
     const uint16_t* srow = scales + row0;  // int8: a scale a row
 #pragma unroll
@@ -508,20 +392,19 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
       const int rr = min(r, last);
 #pragma unroll
       for (int k = 0; k < KPT; ++k) {
-        w[b][r][k] = ld_stream(wrow + rr * C + col[k]);
-        if constexpr (S == Scheme::int8) mt[b][r][k] = {__ldg(srow + rr), 0};
+        w[r][k] = ld_stream(wrow + rr * C + col[k]);
+        if constexpr (S == Scheme::int8) mt[r][k] = {__ldg(srow + rr), 0};
       }
     }
     if constexpr (S == Scheme::int4) {
 #pragma unroll
-      for (int k = 0; k < KPT; ++k) load_group_meta<R>(gm[b][k], m, G, row0, gcol[k]);
+      for (int k = 0; k < KPT; ++k) load_group_meta<R>(gm[k], m, G, row0, gcol[k]);
     }
   };
-  // Launched with PDL (pdl.cuh): the weights are constant, so their first loads (both
-  // buffers' with DB) are issued while the previous kernel is still finishing, and so are
-  // int4's norm_w pieces; x and everything written come after the wait.
-  if (g < g_end) load(0, g);
-  if (DB && g + 1 < g_end) load(NB - 1, g + 1);
+  // Launched with PDL (pdl.cuh): the weights are constant, so their first loads are issued
+  // while the previous kernel is still finishing, and so are int4's norm_w pieces; x and
+  // everything written come after the wait.
+  if (g < g_end) load(g);
   uint4 nw[kAtOnce<S, KPT, P> ? KPT : 1][P];
   load_norm_w<S, KPT, P>(in, C, nw);
   pdl_wait();
@@ -534,60 +417,56 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
   if constexpr (FR) {
     extern __shared__ __align__(16) unsigned char frag_stage[];
 #pragma unroll
-    for (int k = 0; k < KPT; ++k) frag::stage_b(xf[k], xv[k], frag_stage + (warp * KPT + k) * frag::kWarpStage, lane);
+    for (int k = 0; k < KPT; ++k)
+      frag::stage_b(xf[k], xv[k], frag_stage + (warp * KPT + k) * frag::kWarpStage, lane);
   }
 
   unsigned long long best = 0;
   float ssq = 0.f;
-  // Group g from register buffer b. Once its dots are done, buffer b takes group g + NB: the
-  // next group (single buffer) or, with DB, the one after the group already in flight in
-  // the other buffer. With DB the inner loop takes two groups, so that each reads its
-  // buffer by a constant index.
-  for (int buf = 0; g < g_end;) {
+  // Once a group's dots are done, its registers take the next group's loads, in flight
+  // during this group's reduction. part[buf] alternates: it is rewritten two groups later,
+  // after the next barrier.
+  for (int buf = 0; g < g_end; ++g, buf ^= 1) {
+    float acc[R];
+    if constexpr (FR) {
 #pragma unroll
-    for (int b = 0; b < NB; ++b, ++g, buf ^= 1) {
-      if (b > 0 && g >= g_end) break;  // uniform across the block: no thread skips a barrier alone
-      float acc[R];
-      if constexpr (FR) {
+      for (int r = 0; r < R; ++r) acc[r] = 0.f;
 #pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] = 0.f;
+      for (int k = 0; k < KPT; ++k) frag::dot_rows<R, KPT>(acc, w, k, xf[k], gm[k], lane, live[k]);
+    } else {
 #pragma unroll
-        for (int k = 0; k < KPT; ++k) frag::dot_rows<R, KPT>(acc, w[b], k, xf[k], gm[b][k], lane, live[k]);
-      } else {
+      for (int r = 0; r < R; ++r) {
+        acc[r] = 0.f;
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          acc[r] = 0.f;
-#pragma unroll
-          for (int k = 0; k < KPT; ++k) {
-            // A select, not a branch: a branch cost three instructions per row and chunk. A
-            // thread past the last chunk reloaded a real chunk (finite) against zero x.
-            if constexpr (S == Scheme::int4) {
-              const __half2 sc = bits_h2(gm[b][k].s[r / 2]);
-              const uint32_t z = gm[b][k].z[r / 4];
-              // The scale multiplies into the row's sum in one fma (zero past the last chunk).
-              const float scale = r % 2 ? __high2float(sc) : __low2float(sc);
-              acc[r] = fmaf(F::dot_q(w[b][r][k], xv[k], z, r % 4), live[k] ? scale : 0.f, acc[r]);
-            } else {
-              const float d = F::dot_x(w[b][r][k], xv[k], mt[b][r][k]);
-              acc[r] += live[k] ? d : 0.f;
-            }
+        for (int k = 0; k < KPT; ++k) {
+          // A select, not a branch: a branch cost three instructions per row and chunk. A
+          // thread past the last chunk reloaded a real chunk (finite) against zero x.
+          if constexpr (S == Scheme::int4) {
+            const __half2 sc = bits_h2(gm[k].s[r / 2]);
+            const uint32_t z = gm[k].z[r / 4];
+            // The scale multiplies into the row's sum in one fma (zero past the last chunk).
+            const float scale = r % 2 ? __high2float(sc) : __low2float(sc);
+            acc[r] = fmaf(F::dot_q(w[r][k], xv[k], z, r % 4), live[k] ? scale : 0.f, acc[r]);
+          } else {
+            const float d = F::dot_x(w[r][k], xv[k], mt[r][k]);
+            acc[r] += live[k] ? d : 0.f;
           }
         }
       }
-      if (g + NB < g_end) load(b, g + NB);
-      const float v = reduce_rows<R>(acc, lane);
-      if (lane % (kWarp / R) == 0) part[buf][warp][lane_row<R>(lane)] = v;
-      __syncthreads();  // part[buf] is rewritten two groups later, after the next barrier
-      if (threadIdx.x < R / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
-        const int64_t r = g * R + 2 * threadIdx.x;
-        if (r < m.rows) {
-          float v0 = 0.f, v1 = 0.f;
-          for (int i = 0; i < warps; ++i) {
-            v0 += part[buf][i][2 * threadIdx.x];
-            v1 += part[buf][i][2 * threadIdx.x + 1];
-          }
-          finish_task(out, r, r + 1 < m.rows, v0, v1, best, ssq);
+    }
+    if (g + 1 < g_end) load(g + 1);
+    const float v = reduce_rows<R>(acc, lane);
+    if (lane % (kWarp / R) == 0) part[buf][warp][lane_row<R>(lane)] = v;
+    __syncthreads();
+    if (threadIdx.x < R / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
+      const int64_t r = g * R + 2 * threadIdx.x;
+      if (r < m.rows) {
+        float v0 = 0.f, v1 = 0.f;
+        for (int i = 0; i < warps; ++i) {
+          v0 += part[buf][i][2 * threadIdx.x];
+          v1 += part[buf][i][2 * threadIdx.x + 1];
         }
+        finish_task(out, r, r + 1 < m.rows, v0, v1, best, ssq);
       }
     }
   }
@@ -603,7 +482,6 @@ __global__ void __launch_bounds__(rows_max_threads(S, KPT, R, DB))
     }
   }
 }
-
 
 // ------------------------------------------------------------------ naive (the slow path)
 
@@ -661,51 +539,60 @@ int blocks_per_sm(const void* kernel, size_t smem, int threads = kThreads) {
   // lower it (a later, smaller shape must not make an earlier, larger one fail to launch).
   static std::map<const void*, size_t> raised;
   if (smem > 48 * 1024 && smem > raised[kernel]) {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     raised[kernel] = smem;
   }
   int n = 0;
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-  if (n < 1) fail("gemv: a block of {} threads with {} bytes of shared memory does not fit on this GPU", threads, smem);
+  if (n < 1)
+    fail("gemv: a block of {} threads with {} bytes of shared memory does not fit on this GPU", threads,
+         smem);
   cache[key] = n;
   return n;
 }
 
-int cols_per_chunk(Scheme s) { return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32); }
+int cols_per_chunk(Scheme s) {
+  return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
+}
 
 template <int N>
 using Int = std::integral_constant<int, N>;
 
-// Instantiated where the weight loads in flight, R x KPT per buffer times the buffers, are
-// at most 16 (more spills registers).
-template <Scheme S, int KPT, bool DB>
+// Instantiated where the weight loads in flight, R x KPT, are at most 16 (more spills
+// registers).
+template <Scheme S, int KPT>
 const void* rows_kernel_r(int rows) {
-  constexpr int kLoads = DB ? 8 : 16;  // R x KPT per buffer
-  if constexpr (2 * KPT <= kLoads) if (rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 2, DB>);
-  if constexpr (4 * KPT <= kLoads) if (rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 4, DB>);
-  if constexpr (8 * KPT <= kLoads) if (rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 8, DB>);
-  fail("gemv: no {}rows kernel for {} rows per group x {} chunks per thread", DB ? "double-buffered " : "", rows,
-       KPT);
+  constexpr int kLoads = 16;
+  if constexpr (2 * KPT <= kLoads)
+    if (rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 2>);
+  if constexpr (4 * KPT <= kLoads)
+    if (rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 4>);
+  if constexpr (8 * KPT <= kLoads)
+    if (rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 8>);
+  fail("gemv: no rows kernel for {} rows per group x {} chunks per thread", rows, KPT);
 }
 
-// The fragment layout's instances: the launcher's shapes only. No double buffer: it was slower
-// on every shape (results/NOTES.md item 58), and none is tested.
-const void* frag_kernel(int kpt, int rows, bool db) {
+// The fragment layout's instances: the launcher's shapes only.
+const void* frag_kernel(int kpt, int rows) {
   constexpr Scheme S = Scheme::int4;
-  if (db) fail("gemv: no double-buffered fragment-layout kernel ({} rows per group x {} chunks per thread)", rows, kpt);
-  if (kpt == 1 && rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 1, 8, false, true>);
-  if (kpt == 1 && rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 1, 4, false, true>);
-  if (kpt == 2 && rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 2, 4, false, true>);
+  if (kpt == 1 && rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 1, 8, true>);
+  if (kpt == 1 && rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 1, 4, true>);
+  if (kpt == 2 && rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, 2, 4, true>);
   fail("gemv: no fragment-layout kernel for {} rows per group x {} chunks per thread", rows, kpt);
 }
 
 template <Scheme S>
-const void* rows_kernel(int kpt, int rows, bool db) {
+const void* rows_kernel(int kpt, int rows) {
   switch (kpt) {
-    case 1: return db ? rows_kernel_r<S, 1, true>(rows) : rows_kernel_r<S, 1, false>(rows);
-    case 2: return db ? rows_kernel_r<S, 2, true>(rows) : rows_kernel_r<S, 2, false>(rows);
-    case 4: return db ? rows_kernel_r<S, 4, true>(rows) : rows_kernel_r<S, 4, false>(rows);
-    case 8: return db ? rows_kernel_r<S, 8, true>(rows) : rows_kernel_r<S, 8, false>(rows);
+    case 1:
+      return rows_kernel_r<S, 1>(rows);
+    case 2:
+      return rows_kernel_r<S, 2>(rows);
+    case 4:
+      return rows_kernel_r<S, 4>(rows);
+    case 8:
+      return rows_kernel_r<S, 8>(rows);
   }
   fail("gemv: {} chunks per thread is not one of 1, 2, 4, 8", kpt);
 }
@@ -721,8 +608,8 @@ struct RowsShape {
 
 // Defaults: fp16 4 chunks x 2 rows and int4 1 x 8 (8 weight loads of 16 bytes in flight per
 // thread, 64 bytes of x in registers); int8 1 x 4, twice the threads of 2 x 4 with half the
-// loads each, the fastest int8 shape in the GEMV bench's --tune (results/NOTES.md). Rows too
-// long for one block of the kernel (rows_max_threads) take more chunks per thread.
+// loads each, the fastest int8 shape in the GEMV bench's --tune. Rows too long for one block
+// (kRowsMaxThreads) take more chunks per thread.
 RowsShape rows_shape(const DeviceMatrix& m, GemvTuning t) {
   const int default_rows = m.scheme == Scheme::fp16 ? 2 : (m.scheme == Scheme::int8 ? 4 : 8);
   int kpt = t.chunks ? t.chunks : (m.scheme == Scheme::fp16 ? 4 : 1);
@@ -730,7 +617,7 @@ RowsShape rows_shape(const DeviceMatrix& m, GemvTuning t) {
     int rows = t.rows_per_group;
     if (!rows) rows = std::max(2, std::min(default_rows, 8 / kpt));  // R x KPT <= 8 spills nothing (ptxas -v)
     const int threads = threads_for(m, kpt);
-    if (threads <= rows_max_threads(m.scheme, kpt, rows, t.double_buffer)) return {kpt, rows, threads};
+    if (threads <= kRowsMaxThreads) return {kpt, rows, threads};
     if (kpt >= 8) fail("gemv: {} columns is too many for one block", m.cols);
     kpt *= 2;  // long rows: more chunks per thread
   }
@@ -745,16 +632,19 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
   return std::max<int64_t>(1, (groups + per_block - 1) / per_block);
 }
 
-void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t, int group_shift,
-                 cudaStream_t stream) {
+void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t,
+                 int group_shift, cudaStream_t stream) {
   const RowsShape shape = rows_shape(m, t);
   int kpt = shape.kpt, threads = shape.threads, rows = shape.rows;
   auto kernel_for = [&](int r) -> const void* {
-    if (m.int4_frag) return frag_kernel(kpt, r, t.double_buffer);
+    if (m.int4_frag) return frag_kernel(kpt, r);
     switch (m.scheme) {
-      case Scheme::fp16: return rows_kernel<Scheme::fp16>(kpt, r, t.double_buffer);
-      case Scheme::int8: return rows_kernel<Scheme::int8>(kpt, r, t.double_buffer);
-      case Scheme::int4: return rows_kernel<Scheme::int4>(kpt, r, t.double_buffer);
+      case Scheme::fp16:
+        return rows_kernel<Scheme::fp16>(kpt, r);
+      case Scheme::int8:
+        return rows_kernel<Scheme::int8>(kpt, r);
+      case Scheme::int4:
+        return rows_kernel<Scheme::int4>(kpt, r);
     }
     fail("gemv: unknown scheme");
   };
@@ -808,53 +698,42 @@ bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why) {
     *why = "the fast kernels need the input dimension to be a multiple of 16 bytes of weights";
     return false;
   }
-  if (w.scheme == Scheme::int4 && (w.group_size < 32 || (w.group_size & (w.group_size - 1)) || !w.int4_repacked)) {
+  if (w.scheme == Scheme::int4 &&
+      (w.group_size < 32 || (w.group_size & (w.group_size - 1)) || !w.int4_repacked)) {
     *why = "int4.gemv needs a power-of-two group size of at least 32 and the repacked layout";
-    return false;
-  }
-  if (w.int4_frag && v == GemvVariant::warp) {
-    *why = "the warp kernel reads the nibble-order layout, not the tensor-core dot's fragment layout";
     return false;
   }
   return true;
 }
 
-void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v, cudaStream_t stream) {
+void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v,
+          cudaStream_t stream) {
   const char* why = nullptr;
   if (!gemv_supports(w, v, &why)) fail("gemv [{}x{}]: {}", w.rows, w.cols, why);
-  if (out.epilogue == Epilogue::silu_mul && w.rows % 2 != 0) fail("gemv: silu_mul needs interleaved row pairs");
-  const void* kernel = nullptr;
-  if (v == GemvVariant::naive) {
-    kernel = reinterpret_cast<const void*>(&gemv_naive_kernel);
-  } else {
-    switch (w.scheme) {
-      case Scheme::fp16: kernel = reinterpret_cast<const void*>(&gemv_warp_kernel<Scheme::fp16>); break;
-      case Scheme::int8: kernel = reinterpret_cast<const void*>(&gemv_warp_kernel<Scheme::int8>); break;
-      case Scheme::int4: kernel = reinterpret_cast<const void*>(&gemv_warp_kernel<Scheme::int4>); break;
-    }
+  if (out.epilogue == Epilogue::silu_mul && w.rows % 2 != 0)
+    fail("gemv: silu_mul needs interleaved row pairs");
+  if (v == GemvVariant::fast) {
+    int group_shift = 0;  // log2(32-column chunks per group)
+    while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
+    launch_rows(w, in, out, GemvTuning{}, group_shift, stream);
+    return;
   }
-  const size_t smem = static_cast<size_t>((w.cols + 63) / 64) * 128;  // whole lines: the swizzle permutes within one
-  int group_shift = 0;  // log2(32-column chunks per group)
-  while (w.scheme == Scheme::int4 && v != GemvVariant::naive && (32 << group_shift) < w.group_size) ++group_shift;
+  const void* kernel = reinterpret_cast<const void*>(&gemv_naive_kernel);
+  const size_t smem =
+      static_cast<size_t>((w.cols + 63) / 64) * 128;  // whole lines: the swizzle permutes within one
+  const int64_t tasks = (w.rows + 1) / 2;
+  const int64_t needed = (tasks + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int grid =
+      static_cast<int>(std::min<int64_t>(needed, int64_t{sm_count()} * blocks_per_sm(kernel, smem)));
   DeviceMatrix m = w;
   GemvInput i = in;
   GemvOutput o = out;
-  if (v == GemvVariant::fast) {
-    // Single-buffered for every scheme: the double-buffered kernel was faster for fp16's small
-    // shapes in the GEMV bench but slower in the decode step (results/NOTES.md item 22).
-    launch_rows(m, i, o, GemvTuning{}, group_shift, stream);
-    return;
-  }
-  const int64_t tasks = (w.rows + 1) / 2;
-  const int64_t needed = (tasks + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const int grid = static_cast<int>(std::min<int64_t>(needed, int64_t{sm_count()} * blocks_per_sm(kernel, smem)));
-  void* args_fast[] = {&m, &i, &o, &group_shift};
-  void* args_naive[] = {&m, &i, &o};
-  void** args = v == GemvVariant::naive ? args_naive : args_fast;
+  void* args[] = {&m, &i, &o};
   CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(kThreads), args, smem, stream));
 }
 
-void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t, cudaStream_t stream) {
+void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t,
+                cudaStream_t stream) {
   const char* why = nullptr;
   if (!gemv_supports(w, GemvVariant::fast, &why)) fail("gemv [{}x{}]: {}", w.rows, w.cols, why);
   int group_shift = 0;

@@ -11,11 +11,11 @@
 
 namespace db::cuda {
 
-// A weight matrix on the device. `qweight` holds the canonical layout of DESIGN.md, except
+// A weight matrix on the device. `qweight` holds the canonical layout of docs/design.md, except
 // that int4 matrices for the fast kernel are repacked (int4_repacked): inside every 32-bit
 // word the nibbles of columns 0..7 are stored in the order 0,2,4,6,1,3,5,7 so that two
 // masks and one shift unpack a word into four half2 pairs that line up with x, and the
-// scales and zero points are in the packed meta layout of decodebench/int4_meta.h (those of
+// scales and zero points are in the packed meta layout of kernels/int4_meta.h (those of
 // 8 rows adjacent, one vector load for a group of rows).
 struct DeviceMatrix {
   Scheme scheme = Scheme::fp16;
@@ -24,17 +24,16 @@ struct DeviceMatrix {
   bool zero_point = false;
   bool int4_repacked = false;
   // int4_repacked, with the weights in the tensor-core dot's fragment layout
-  // (decodebench/int4_frag.h) instead of the nibble order; the meta is packed as above.
+  // (kernels/int4_frag.h) instead of the nibble order; the meta is packed as above.
   bool int4_frag = false;
-  void* qweight = nullptr;     // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]
-  __half* scales = nullptr;    // int8: [rows]; int4: [rows, cols/group]
-  uint8_t* zeros = nullptr;    // int4 with zero point: [rows, cols/group]
+  void* qweight = nullptr;   // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]
+  __half* scales = nullptr;  // int8: [rows]; int4: [rows, cols/group]
+  uint8_t* zeros = nullptr;  // int4 with zero point: [rows, cols/group]
 };
 
 // fast: the rows kernel (x in registers, a balanced range of rows per block, the next group's
-// weights prefetched into registers); warp: the two-row warp kernel it replaced (kept to be
-// checked and timed side by side); naive: one weight at a time.
-enum class GemvVariant { fast, warp, naive };
+// weights prefetched into registers); naive: one weight at a time (the slow path).
+enum class GemvVariant { fast, naive };
 
 enum class Epilogue {
   store,     // y[r] = W x (float)
@@ -77,18 +76,17 @@ struct GemvOutput {
 // Whether the variant supports this matrix (vector widths), with the reason when not.
 bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why);
 
-void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v, cudaStream_t stream);
+void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v,
+          cudaStream_t stream);
 
-// The fast kernel with its shape chosen by hand (decodebench_gemv_bench explores them):
-// rows per group (2, 4 or 8), 16-byte chunks per thread (1, 2, 4 or 8; 0: the default for
-// the scheme) and resident blocks per SM (0: as many as fit). `double_buffer`: two register
-// buffers of weights, so that the next group's loads are in flight while this group is
-// computed (only where rows x chunks <= 8; gemv() itself stays single-buffered).
+// The fast kernel with its shape chosen by hand (the tests and decodebench_gemv_bench use
+// it): rows per group (2, 4 or 8), 16-byte chunks per thread (1, 2, 4 or 8; 0: the default
+// for the scheme) and resident blocks per SM (0: as many as fit).
 struct GemvTuning {
   int rows_per_group = 0, chunks = 0, blocks_per_sm = 0;
-  bool double_buffer = false;
 };
-void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t, cudaStream_t stream);
+void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t,
+                cudaStream_t stream);
 
 // The argmax key: an order-preserving encoding of the float in the high 32 bits and the
 // complement of the index in the low 32, so one atomicMax keeps the largest logit and,

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "common.cuh"
-#include "decodebench/int4_frag.h"
+#include "int4_frag.h"
 
 namespace db::cuda {
 
@@ -34,7 +34,7 @@ __device__ __forceinline__ float int4_dot_q(uint4 w, const uint4 (&xv)[4], uint3
   const uint32_t sel = 0x4040u | (byte << 8) | byte;
   const __half2 lo_sub = bits_h2(__byte_perm(zeros, 0x64u, sel));
   const __half2 hi_add = bits_h2(__byte_perm(zeros << 4, 0xd4u, sel));  // zero < 16: no carry into the next
-  const __half2 sixteenth = bits_h2(0x2c002c00u);  // 1/16
+  const __half2 sixteenth = bits_h2(0x2c002c00u);                       // 1/16
   const uint32_t words[4] = {w.x, w.y, w.z, w.w};
   __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
 #pragma unroll
@@ -59,7 +59,7 @@ __device__ __forceinline__ float int4_dot_q(uint4 w, const uint4 (&xv)[4], uint3
 
 // int4: the scales of a group's R rows (R divides 8) as R / 2 half2 words and their zero
 // points as bytes of (R + 3) / 4 words, one vector load each from the packed layout
-// (decodebench/int4_meta.h): two loads where the canonical layout took 2R. A matrix whose
+// (kernels/int4_meta.h): two loads where the canonical layout took 2R. A matrix whose
 // rows are not a multiple of 8 has its last block padded, repeating its last row as the
 // weights' loads do, so every group takes the same loads.
 template <int R>
@@ -69,7 +69,7 @@ struct GroupMeta {
 };
 
 // ------------------------------------------------------------------ the int4 dot on tensor cores
-// For matrices in the fragment layout (decodebench/int4_frag.h: where every nibble goes and
+// For matrices in the fragment layout (kernels/int4_frag.h: where every nibble goes and
 // why). A lane's 16-byte chunk of "row" i of a group is the A operand of four
 // mma.m16n8k16, unpacked by two masks and a shift per word into 1024 + v and 1024 + 16 v;
 // x and x / 16 are the B operand, and the 1024s and zero points come out once per group of
@@ -84,9 +84,10 @@ struct XFrag {
   float offset, sum;
 };
 
-__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                    uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+__device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                    uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
@@ -137,8 +138,8 @@ __device__ __forceinline__ void dot_rows(float (&acc)[R], const uint4 (&w)[R][KP
   float d[R / 2][4];
 #pragma unroll
   for (int p = 0; p < R / 2; ++p) d[p][0] = d[p][1] = d[p][2] = d[p][3] = 0.f;
-  // The pairs' k-steps interleaved: R / 2 independent accumulation chains (one pair after
-  // another made each mma wait for the one before it).
+    // The pairs' k-steps interleaved: R / 2 independent accumulation chains (one pair after
+    // another made each mma wait for the one before it).
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
 #pragma unroll

@@ -138,14 +138,16 @@ int grid_for(int64_t n, int threads) {
 
 }  // namespace
 
-static void shrink(const __half* a, int64_t rows, int64_t in, const ShrinkInput& src, float* t, cudaStream_t s) {
+static void shrink(const __half* a, int64_t rows, int64_t in, const ShrinkInput& src, float* t,
+                   cudaStream_t s) {
   if (rows <= 0) return;
   const int64_t blocks = (rows + kShrinkRows - 1) / kShrinkRows;
   if (blocks > 0x7fffffff) fail("lora_shrink: {} rows is too many", rows);
   // 16-byte loads need whole 8-element pieces and 16-byte aligned rows.
-  const uintptr_t base = reinterpret_cast<uintptr_t>(a) |
-                         (src.resid ? reinterpret_cast<uintptr_t>(src.resid) | reinterpret_cast<uintptr_t>(src.norm_w)
-                                    : reinterpret_cast<uintptr_t>(src.x));
+  const uintptr_t base =
+      reinterpret_cast<uintptr_t>(a) |
+      (src.resid ? reinterpret_cast<uintptr_t>(src.resid) | reinterpret_cast<uintptr_t>(src.norm_w)
+                 : reinterpret_cast<uintptr_t>(src.x));
   const bool vec = in % 8 == 0 && base % 16 == 0;
   if (src.resid && !vec) fail("lora_shrink: the normalizing shrink needs 16-byte pieces ({} inputs)", in);
   launch(lora_shrink_kernel, static_cast<unsigned>(blocks), kShrinkThreads, 0, s, a, rows, in, src, t, vec);

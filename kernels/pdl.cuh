@@ -15,7 +15,7 @@
 // every earlier kernel of the stream has finished. Kernels launched without the attribute
 // (the <<<>>> ones) still wait for their predecessor to complete, as always.
 // Every launch here also carries its preferred L1 / shared-memory split (launch_carveout
-// below, decodebench/carveout.h), on every GPU.
+// below, kernels/carveout.h), on every GPU.
 // One exception, by design: the step's first kernel (embed) waits before it triggers, so no
 // kernel of a decode step starts before the previous step has completed. What only earlier
 // steps write (the position, the KV cache rows below it) may then be read before pdl_wait:
@@ -30,8 +30,8 @@
 #include <tuple>
 #include <utility>
 
+#include "carveout.h"
 #include "common.cuh"
-#include "decodebench/carveout.h"
 
 namespace db::cuda {
 
@@ -71,7 +71,7 @@ inline int sm_count() {
 
 namespace detail {
 
-// The preferred L1 / shared-memory split of a launch (decodebench/carveout.h): the shared
+// The preferred L1 / shared-memory split of a launch (kernels/carveout.h): the shared
 // memory of the blocks one SM will hold, no less than kMinCarveoutPercent. Computed once per
 // kernel and launch shape (a graph captures it; an eager step looks it up).
 inline int launch_carveout(const void* kernel, dim3 grid, dim3 block, size_t smem) {
@@ -86,9 +86,11 @@ inline int launch_carveout(const void* kernel, dim3 grid, dim3 block, size_t sme
   int occupancy = 0;
   cudaFuncAttributes fa = {};
   CUDA_CHECK(cudaFuncGetAttributes(&fa, kernel));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, static_cast<int>(threads), smem));
+  CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occupancy, kernel, static_cast<int>(threads), smem));
   const int64_t resident = resident_blocks(blocks, sm_count(), occupancy);
-  const int pct = carveout_percent(resident, static_cast<int64_t>(fa.sharedSizeBytes + smem) + reserved, max_sm);
+  const int pct =
+      carveout_percent(resident, static_cast<int64_t>(fa.sharedSizeBytes + smem) + reserved, max_sm);
   cache.emplace(key, pct);
   return pct;
 }

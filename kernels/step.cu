@@ -16,7 +16,8 @@ __global__ void embed_kernel(const __half* table, int64_t hidden, StepState st, 
   __shared__ float red[kWarp];
   const int64_t row = *st.token;
   float ss = 0.f;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < hidden; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < hidden;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const __half t = table[row * hidden + i];
     const float v = __half2float(t);
     resid[i] = v;
@@ -49,13 +50,15 @@ __global__ void rmsnorm_kernel(const float* resid, const __half* w, float eps, i
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += resid[i] * resid[i];
   ss = block_sum(ss, red);
   const float inv = rsqrtf(ss / static_cast<float>(n) + eps);
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = __float2half_rn(resid[i] * inv * __half2float(w[i]));
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    out[i] = __float2half_rn(resid[i] * inv * __half2float(w[i]));
 }
 
 __global__ void silu_mul_kernel(const float* gu, int64_t inter, __half* act) {
   pdl_trigger();
   pdl_wait();  // gate_up
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < inter; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < inter;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const float g = gu[2 * i], u = gu[2 * i + 1];
     act[i] = __float2half_rn(g / (1.f + expf(-g)) * u);
   }
@@ -65,7 +68,8 @@ __global__ void argmax_kernel(const float* logits, int64_t n, unsigned long long
   pdl_trigger();
   pdl_wait();  // logits, and the key finish_step zeroed
   unsigned long long best = 0;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
     best = max(best, argmax_key(logits[i], static_cast<uint32_t>(i)));
   for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
   if (threadIdx.x % kWarp == 0) atomicMax(key, best);

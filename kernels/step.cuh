@@ -12,12 +12,13 @@ namespace db::cuda {
 
 // The step's state in device memory, so one captured graph replays for every token.
 struct StepState {
-  int32_t* token = nullptr;               // input token of this step
-  int32_t* pos = nullptr;                 // position of this step
-  int32_t* first_pos = nullptr;           // position of the first generated token (--context)
-  int32_t* tokens_out = nullptr;          // [positions]: generated token written at pos - first_pos
+  int32_t* token = nullptr;       // input token of this step
+  int32_t* pos = nullptr;         // position of this step
+  int32_t* first_pos = nullptr;   // position of the first generated token (--context)
+  int32_t* tokens_out = nullptr;  // [positions]: generated token written at pos - first_pos
   unsigned long long* argmax_key = nullptr;
-  unsigned long long* norm_stats = nullptr;  // [norm_stats_count] RMSNorm statistics (common.cuh), zeroed per step
+  unsigned long long* norm_stats =
+      nullptr;  // [norm_stats_count] RMSNorm statistics (common.cuh), zeroed per step
   int norm_stats_count = 0;
 };
 

@@ -1,9 +1,9 @@
 // Device-side weight production (see weights.cuh).
 #include "common.cuh"
 #include "decodebench/half.h"
-#include "decodebench/int4_frag.h"
-#include "decodebench/int4_meta.h"
 #include "decodebench/quant.h"
+#include "int4_frag.h"
+#include "int4_meta.h"
 #include "weights.cuh"
 
 namespace db::cuda {
@@ -11,7 +11,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ __forceinline__ float rounded(float v) { return f16_to_f32(f32_to_f16(v)); }
+__device__ __forceinline__ float rounded(float v) {
+  return f16_to_f32(f32_to_f16(v));
+}
 
 struct SynthValue {
   SyntheticSource s;
@@ -27,9 +29,12 @@ struct DenseValue {
   __device__ float operator()(int64_t r, int64_t c) const {
     const int64_t i = r * cols + c;
     switch (s.dtype) {
-      case DType::f32: return rounded(static_cast<const float*>(s.data)[i]);
-      case DType::bf16: return rounded(bf16_to_f32(static_cast<const uint16_t*>(s.data)[i]));
-      default: return f16_to_f32(static_cast<const uint16_t*>(s.data)[i]);
+      case DType::f32:
+        return rounded(static_cast<const float*>(s.data)[i]);
+      case DType::bf16:
+        return rounded(bf16_to_f32(static_cast<const uint16_t*>(s.data)[i]));
+      default:
+        return f16_to_f32(static_cast<const uint16_t*>(s.data)[i]);
     }
   }
 };
@@ -38,7 +43,8 @@ struct DenseValue {
 template <class V>
 __global__ void produce_fp16_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
   const int64_t n = rows * d.cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / d.cols, c = i % d.cols;
     static_cast<uint16_t*>(d.qweight)[(map.offset + (r + value.row_base()) * map.stride) * d.cols + c] =
         f32_to_f16(value(r, c));
@@ -104,7 +110,8 @@ struct MergedRows {
     const DeviceMatrix& m = s.base;
     const uint16_t* scales = reinterpret_cast<const uint16_t*>(m.scales);
     switch (m.scheme) {
-      case Scheme::fp16: return f16_to_f32(static_cast<const uint16_t*>(m.qweight)[r * m.cols + c]);
+      case Scheme::fp16:
+        return f16_to_f32(static_cast<const uint16_t*>(m.qweight)[r * m.cols + c]);
       case Scheme::int8: {
         const int8_t q = static_cast<const int8_t*>(m.qweight)[r * m.cols + c];
         return quant::dequantize_int8(q, f16_to_f32(scales[r]));
@@ -131,25 +138,40 @@ void produce(const DeviceMatrix& d, RowMap map, int64_t rows, V value, cudaStrea
   if (rows <= 0) return;
   const int grid = 4096;
   switch (d.scheme) {
-    case Scheme::fp16: produce_fp16_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value); break;
-    case Scheme::int8: produce_int8_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value); break;
-    case Scheme::int4: produce_int4_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value); break;
+    case Scheme::fp16:
+      produce_fp16_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
+      break;
+    case Scheme::int8:
+      produce_int8_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
+      break;
+    case Scheme::int4:
+      produce_int4_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
+      break;
   }
   CUDA_CHECK_LAUNCH();
 }
 
 __global__ void fill_synthetic_f16_kernel(__half* dst, int64_t n, SyntheticSource src) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    reinterpret_cast<uint16_t*>(dst)[i] = f32_to_f16(synth::value(src.seed, src.tensor_id, static_cast<uint64_t>(i), src.dist));
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    reinterpret_cast<uint16_t*>(dst)[i] =
+        f32_to_f16(synth::value(src.seed, src.tensor_id, static_cast<uint64_t>(i), src.dist));
 }
 
 __global__ void convert_to_f16_kernel(__half* dst, const void* src, DType dtype, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     uint16_t h;
     switch (dtype) {
-      case DType::f32: h = f32_to_f16(static_cast<const float*>(src)[i]); break;
-      case DType::bf16: h = f32_to_f16(bf16_to_f32(static_cast<const uint16_t*>(src)[i])); break;
-      default: h = static_cast<const uint16_t*>(src)[i]; break;
+      case DType::f32:
+        h = f32_to_f16(static_cast<const float*>(src)[i]);
+        break;
+      case DType::bf16:
+        h = f32_to_f16(bf16_to_f32(static_cast<const uint16_t*>(src)[i]));
+        break;
+      default:
+        h = static_cast<const uint16_t*>(src)[i];
+        break;
     }
     reinterpret_cast<uint16_t*>(dst)[i] = h;
   }
@@ -157,7 +179,8 @@ __global__ void convert_to_f16_kernel(__half* dst, const void* src, DType dtype,
 
 // Nibbles of columns 0..7 in a word: canonical order 0,1,2,...,7 -> fast order 0,2,4,6,1,3,5,7.
 __global__ void repack_int4_kernel(uint32_t* words, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const uint32_t w = words[i];
     uint32_t out = 0;
 #pragma unroll
@@ -169,7 +192,7 @@ __global__ void repack_int4_kernel(uint32_t* words, int64_t n) {
   }
 }
 
-// Canonical nibbles -> the tensor-core dot's fragment layout (decodebench/int4_frag.h), in
+// Canonical nibbles -> the tensor-core dot's fragment layout (kernels/int4_frag.h), in
 // place: one block of threads per block of 8 rows and span of 1024 columns, the 8 x 512
 // bytes that the permutation keeps to themselves.
 __global__ void repack_int4_frag_kernel(uint8_t* q, int64_t cols) {
@@ -196,7 +219,7 @@ __global__ void repack_int4_frag_kernel(uint8_t* q, int64_t cols) {
   }
 }
 
-// Canonical [rows][G] group parameters -> the packed layout (decodebench/int4_meta.h), in
+// Canonical [rows][G] group parameters -> the packed layout (kernels/int4_meta.h), in
 // place: one block of threads per block of 8 rows, whose index range the permutation keeps.
 // A short last block fills its missing rows with copies of its last one (the array holds
 // int4_meta::padded_rows rows).
@@ -227,15 +250,18 @@ void pack_meta(T* meta, int64_t rows, int groups, cudaStream_t s) {
 // The element-wise form (any shape): a 64-bit division per element, so only the fallback.
 __global__ void dequantize_kernel(DeviceMatrix m, __half* out) {
   const int64_t n = m.rows * m.cols;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / m.cols, c = i % m.cols;
     float v;
     if (m.scheme == Scheme::int8) {
       v = quant::dequantize_int8(static_cast<const int8_t*>(m.qweight)[i], __half2float(m.scales[r]));
     } else {
       const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
-      const uint8_t q = quant::unpack_int4(static_cast<const uint8_t*>(m.qweight)[i / 2], static_cast<int>(c));
-      v = quant::dequantize_int4(q, __half2float(m.scales[g]), m.zero_point ? m.zeros[g] : quant::kInt4SymmetricZero);
+      const uint8_t q =
+          quant::unpack_int4(static_cast<const uint8_t*>(m.qweight)[i / 2], static_cast<int>(c));
+      v = quant::dequantize_int4(q, __half2float(m.scales[g]),
+                                 m.zero_point ? m.zeros[g] : quant::kInt4SymmetricZero);
     }
     out[i] = __float2half_rn(v);
   }
@@ -248,7 +274,8 @@ __global__ void dequantize8_kernel(DeviceMatrix m, __half* out) {
   const int64_t pieces = m.cols / 8;
   const int64_t groups = m.scheme == Scheme::int4 ? m.cols / m.group_size : 1;
   for (int64_t r = blockIdx.y; r < m.rows; r += gridDim.y) {
-    for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pieces; p += int64_t{gridDim.x} * blockDim.x) {
+    for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pieces;
+         p += int64_t{gridDim.x} * blockDim.x) {
       const int64_t c = p * 8;
       float v[8];
       if (m.scheme == Scheme::int8) {
@@ -259,13 +286,15 @@ __global__ void dequantize8_kernel(DeviceMatrix m, __half* out) {
         for (int j = 0; j < 8; ++j)
           v[j] = quant::dequantize_int8(static_cast<int8_t>((w[j / 4] >> (8 * (j % 4))) & 0xff), scale);
       } else {
-        const uint32_t q = reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) + r * m.cols / 2)[p];
+        const uint32_t q =
+            reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) + r * m.cols / 2)[p];
         const int64_t g = r * groups + c / m.group_size;
         const float scale = __half2float(m.scales[g]);
         const int zero = m.zero_point ? m.zeros[g] : quant::kInt4SymmetricZero;
 #pragma unroll
         for (int j = 0; j < 8; ++j)
-          v[j] = quant::dequantize_int4(quant::unpack_int4(static_cast<uint8_t>(q >> (8 * (j / 2))), j), scale, zero);
+          v[j] = quant::dequantize_int4(quant::unpack_int4(static_cast<uint8_t>(q >> (8 * (j / 2))), j),
+                                        scale, zero);
       }
       uint32_t h[4];
 #pragma unroll
@@ -275,7 +304,9 @@ __global__ void dequantize8_kernel(DeviceMatrix m, __half* out) {
   }
 }
 
-int grid_for(int64_t n) { return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536)); }
+int grid_for(int64_t n) {
+  return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536));
+}
 
 }  // namespace
 
@@ -318,8 +349,8 @@ void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments) {
   if (m.int4_repacked) return;
   if (fragments && int4_frag::eligible(m.rows, m.cols, m.group_size)) {
     const int64_t blocks = m.rows / int4_frag::kRows * (m.cols / int4_frag::kSpanCols);
-    repack_int4_frag_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(static_cast<uint8_t*>(m.qweight),
-                                                                              m.cols);
+    repack_int4_frag_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
+        static_cast<uint8_t*>(m.qweight), m.cols);
     m.int4_frag = true;
   } else {
     const int64_t words = m.rows * m.cols / 8;

@@ -10,10 +10,10 @@
 #include <cstdint>
 
 #include "decodebench/accounting.h"
-#include "decodebench/int4_meta.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/synth.h"
 #include "gemv.cuh"
+#include "int4_meta.h"
 
 namespace db::cuda {
 
@@ -59,7 +59,7 @@ struct MergeSource {
   const __half* a = nullptr;  // [rank, cols]
   const __half* b = nullptr;  // [rows, rank]
   int64_t rank = 0;
-  float scale = 0.f;          // Adapter::scale_f()
+  float scale = 0.f;  // Adapter::scale_f()
 };
 
 // Quantizes the merged matrix (all base.rows rows) into `dst` with the canonical quantizer
@@ -67,7 +67,7 @@ struct MergeSource {
 void produce_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s);
 
 // Bytes to allocate for m: its weights, and for int4 its scales and zero points for whole
-// blocks of 8 rows (the packed layout's padding, decodebench/int4_meta.h). The byte account
+// blocks of 8 rows (the packed layout's padding, kernels/int4_meta.h). The byte account
 // (matrix_bytes) counts the matrix's own, which are all a decode step reads.
 inline MatrixBytes device_matrix_bytes(const DeviceMatrix& m) {
   MatrixBytes b = matrix_bytes(m.rows, m.cols, m.scheme, m.group_size, m.zero_point);

@@ -1,5 +1,5 @@
 // Running the built decodebench binary from a test: capture its exit code, stdout and
-// stderr, and check the one-line error contract (DESIGN.md "Bad input"). Shared by the
+// stderr, and check the one-line error contract (docs/design.md "Bad input"). Shared by the
 // command-line tests (test_cli.cpp) and the end-to-end tests (test_e2e.cpp); run_script
 // does the same for the repository's Python scripts (test_plot.cpp, test_trace_step.cpp).
 #pragma once

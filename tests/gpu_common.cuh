@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "common.cuh"
+#include "decodebench/weights.h"
 #include "gemv.cuh"
 #include "weights.cuh"
-#include "decodebench/weights.h"
 
 namespace dbtest {
 
@@ -22,20 +22,24 @@ inline bool have_gpu() {
   return n > 0;
 }
 
-#define REQUIRE_GPU()                                                  \
-  do {                                                                 \
-    if (!::dbtest::have_gpu()) GTEST_SKIP() << "no CUDA device here";  \
+#define REQUIRE_GPU()                                                 \
+  do {                                                                \
+    if (!::dbtest::have_gpu()) GTEST_SKIP() << "no CUDA device here"; \
   } while (0)
 
 template <class T>
 struct DeviceBuffer {
   T* p = nullptr;
   size_t n = 0;
-  explicit DeviceBuffer(size_t count) : n(count) { CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T))); }
+  explicit DeviceBuffer(size_t count) : n(count) {
+    CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(count, 1) * sizeof(T)));
+  }
   explicit DeviceBuffer(const std::vector<T>& v) : DeviceBuffer(v.size()) { upload(v); }
   ~DeviceBuffer() { cudaFree(p); }
   DeviceBuffer(const DeviceBuffer&) = delete;
-  void upload(const std::vector<T>& v) { CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+  void upload(const std::vector<T>& v) {
+    CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
   std::vector<T> download() const {
     std::vector<T> v(n);
     CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));

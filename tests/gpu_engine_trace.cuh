@@ -7,8 +7,8 @@
 
 #include "decodebench/backend.h"
 #include "decodebench/config.h"
-#include "decodebench/cuda_engine.cuh"
 #include "decodebench/run_spec.h"
+#include "engine.cuh"
 
 namespace dbtest {
 

@@ -5,19 +5,19 @@
 
 #include "decodebench/backend.h"
 #include "decodebench/cpu_reference.h"
-#include "decodebench/cuda_engine.cuh"
 #include "decodebench/half.h"
 #include "decodebench/safetensors.h"
+#include "engine.cuh"
 #include "gpu_common.cuh"
 #include "gpu_engine_trace.cuh"
 #include "weights.cuh"
 
 using namespace db;
 using namespace db::cuda;
+using dbtest::DeviceBuffer;
 using dbtest::run_engine;
 using dbtest::tiny;
 using dbtest::Trace;
-using dbtest::DeviceBuffer;
 
 namespace {
 
@@ -76,7 +76,6 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return d / m;
 }
 
-
 Trace run_cpu(const WeightSource& ws, int64_t context, int64_t steps) {
   CpuModel cpu(ws, context + steps);
   const int64_t vocab = ws.config().vocab_size;
@@ -92,7 +91,8 @@ Trace run_cpu(const WeightSource& ws, int64_t context, int64_t steps) {
 }
 
 // Feeds the engine the given tokens (teacher forcing) from `context` and returns its logits.
-std::vector<std::vector<float>> forced_logits(Engine& e, int64_t context, const std::vector<int32_t>& inputs) {
+std::vector<std::vector<float>> forced_logits(Engine& e, int64_t context,
+                                              const std::vector<int32_t>& inputs) {
   const int64_t vocab = e.config().vocab_size;
   e.set_first_position(0);
   for (int64_t i = 0; i < context; ++i) {
@@ -155,8 +155,8 @@ TEST_P(EngineVsCpu, LogitsWithinTheBoundAndSameArgmax) {
     if (got != want) {
       double mx = 0;
       for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
-      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx) << p.kernel << " step " << i << ": argmax " << got
-                                                           << " instead of " << want << " outside a tie";
+      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx)
+          << p.kernel << " step " << i << ": argmax " << got << " instead of " << want << " outside a tie";
     }
   }
 }
@@ -165,8 +165,9 @@ INSTANTIATE_TEST_SUITE_P(
     Kernels, EngineVsCpu,
     ::testing::Values(EngineCase{Scheme::fp16, "fp16.gemv", 0}, EngineCase{Scheme::fp16, "fp16.cublas", 0},
                       EngineCase{Scheme::int8, "int8.gemv", 0}, EngineCase{Scheme::int8, "int8.naive", 0},
-                      EngineCase{Scheme::int8, "int8.dequant-cublas", 0}, EngineCase{Scheme::int4, "int4.gemv", 0},
-                      EngineCase{Scheme::int4, "int4.naive", 0}, EngineCase{Scheme::int4, "int4.dequant-cublas", 0},
+                      EngineCase{Scheme::int8, "int8.dequant-cublas", 0},
+                      EngineCase{Scheme::int4, "int4.gemv", 0}, EngineCase{Scheme::int4, "int4.naive", 0},
+                      EngineCase{Scheme::int4, "int4.dequant-cublas", 0},
                       // past one attention split (kAttentionChunk = 128 positions): the split merge runs
                       EngineCase{Scheme::int4, "int4.gemv", 150}, EngineCase{Scheme::fp16, "fp16.gemv", 300}),
     [](const auto& info) {
@@ -212,7 +213,8 @@ TEST(Engine, GraphAndEagerGiveIdenticalTokensAndLogits) {
     const Trace eager = run_engine(e, 100, 24, false);
     const Trace graph = run_engine(e, 100, 24, true);
     EXPECT_EQ(eager.tokens, graph.tokens) << to_string(s);
-    for (size_t i = 0; i < eager.logits.size(); ++i) ASSERT_EQ(eager.logits[i], graph.logits[i]) << to_string(s);
+    for (size_t i = 0; i < eager.logits.size(); ++i)
+      ASSERT_EQ(eager.logits[i], graph.logits[i]) << to_string(s);
   }
 }
 

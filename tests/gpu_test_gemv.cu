@@ -25,9 +25,10 @@ struct Case {
 
 const char* variant_name(GemvVariant v) {
   switch (v) {
-    case GemvVariant::fast: return "gemv";
-    case GemvVariant::warp: return "warp";
-    case GemvVariant::naive: return "naive";
+    case GemvVariant::fast:
+      return "gemv";
+    case GemvVariant::naive:
+      return "naive";
   }
   return "?";
 }
@@ -41,7 +42,9 @@ std::string name(const Case& c) {
 // each fused multiply-add rounds once, by at most 2^-11 of the partial sum, which is at most
 // sum |w x|. So |y - ref| <= 8 * 2^-11 * sum |w x|. The naive kernels accumulate in fp32:
 // 2^-24 per add over at most `cols` adds, well under 1e-5 for these sizes.
-double tolerance(GemvVariant v) { return v == GemvVariant::naive ? 1e-5 : 8.0 / 2048.0; }
+double tolerance(GemvVariant v) {
+  return v == GemvVariant::naive ? 1e-5 : 8.0 / 2048.0;
+}
 
 struct Problem {
   QuantMatrix w;
@@ -105,12 +108,14 @@ TEST_P(GemvTest, MatchesTheCpuReferenceAndWritesEveryRow) {
   std::mt19937 rng(static_cast<unsigned>(c.rows * 131 + c.cols));
   const Problem p = make_problem(c, rng);
   check_rows(c, p, c.variant != GemvVariant::naive && c.scheme == Scheme::int4,
-             [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) { gemv(m, in, out, c.variant, nullptr); });
+             [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) {
+               gemv(m, in, out, c.variant, nullptr);
+             });
 }
 
 std::vector<Case> cases() {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {
-      {1, 64},       {7, 96},       {33, 160},     {130, 1088},  // not multiples of any tile
+      {1, 64},       {7, 96},       {33, 160},     {130, 1088},    // not multiples of any tile
       {6144, 4096},  {4096, 4096},  {28672, 4096}, {4096, 14336},  // 8b: qkv, o, gate/up, down
       {6144, 2560},  {2560, 4096},  {2560, 9728},                  // 4b: qkv, o, down
       {10240, 8192}, {8192, 28672},                                // 70b: qkv, down
@@ -120,10 +125,9 @@ std::vector<Case> cases() {
     for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
       out.push_back({s, GemvVariant::fast, r, k});
       if (s != Scheme::fp16) out.push_back({s, GemvVariant::naive, r, k});
-      if (s != Scheme::fp16) out.push_back({s, GemvVariant::warp, r, k});  // the kernel fast replaced
     }
     // Symmetric int4 (no zero points): the kernels load the symmetric zero point instead.
-    for (GemvVariant v : {GemvVariant::fast, GemvVariant::warp, GemvVariant::naive})
+    for (GemvVariant v : {GemvVariant::fast, GemvVariant::naive})
       out.push_back({Scheme::int4, v, r, k, false});
   }
   // The other int4 group sizes (the fast kernels take 32-column chunks: 1, 2, 4 or 8 a group),
@@ -131,8 +135,7 @@ std::vector<Case> cases() {
   // R8 x K1 and R4 x K2 kernels).
   for (auto [r, k] : std::vector<std::pair<int64_t, int64_t>>{{33, 512}, {6144, 4096}, {4096, 14336}})
     for (int group : {64, 256})
-      for (bool zp : {true, false})
-        for (GemvVariant v : {GemvVariant::fast, GemvVariant::warp}) out.push_back({Scheme::int4, v, r, k, zp, group});
+      for (bool zp : {true, false}) out.push_back({Scheme::int4, GemvVariant::fast, r, k, zp, group});
   return out;
 }
 
@@ -142,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](cons
                      c.zero_point ? "" : "_sym", c.group ? fmt::format("_g{}", c.group) : "");
 });
 
-// int4 in the tensor-core dot's fragment layout (decodebench/int4_frag.h): whole blocks of 8
+// int4 in the tensor-core dot's fragment layout (kernels/int4_frag.h): whole blocks of 8
 // rows and spans of 1024 columns at group size 128, from one block to the real 8b, 1b and 70b
 // shapes (the launcher's R8 x K1, R4 x K1 and R4 x K2 kernels among them). The
 // tensor cores accumulate in fp32 from exact products, so the fast kernels' bound holds.
@@ -156,32 +159,30 @@ TEST_P(GemvFragTest, MatchesTheCpuReference) {
     const Problem p = make_problem(c, rng);
     ASSERT_NO_FATAL_FAILURE(check_rows(
         c, p, true,
-        [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) { gemv(m, in, out, c.variant, nullptr); },
+        [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) {
+          gemv(m, in, out, c.variant, nullptr);
+        },
         true));
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, GemvFragTest,
-                         ::testing::Values(std::pair<int64_t, int64_t>{8, 1024}, std::pair<int64_t, int64_t>{24, 3072},
-                                           std::pair<int64_t, int64_t>{2048, 2048},
-                                           std::pair<int64_t, int64_t>{2048, 8192},
-                                           std::pair<int64_t, int64_t>{6144, 4096},
-                                           std::pair<int64_t, int64_t>{4096, 4096},
-                                           std::pair<int64_t, int64_t>{28672, 4096},
-                                           std::pair<int64_t, int64_t>{4096, 14336},
-                                           std::pair<int64_t, int64_t>{10240, 8192},
-                                           std::pair<int64_t, int64_t>{8192, 28672}),
-                         [](const auto& info) { return fmt::format("int4_frag_{}x{}", info.param.first, info.param.second); });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, GemvFragTest,
+    ::testing::Values(std::pair<int64_t, int64_t>{8, 1024}, std::pair<int64_t, int64_t>{24, 3072},
+                      std::pair<int64_t, int64_t>{2048, 2048}, std::pair<int64_t, int64_t>{2048, 8192},
+                      std::pair<int64_t, int64_t>{6144, 4096}, std::pair<int64_t, int64_t>{4096, 4096},
+                      std::pair<int64_t, int64_t>{28672, 4096}, std::pair<int64_t, int64_t>{4096, 14336},
+                      std::pair<int64_t, int64_t>{10240, 8192}, std::pair<int64_t, int64_t>{8192, 28672}),
+    [](const auto& info) { return fmt::format("int4_frag_{}x{}", info.param.first, info.param.second); });
 
-// The rows kernel in shapes chosen by hand (gemv_tuned), single and double-buffered, against
-// the CPU reference. One block per SM, so that the row counts below set the groups per block:
-// a matrix of one row; blocks of one group each; then blocks of n - 1 and n groups in one
-// launch (odd and even counts: the double-buffered kernel takes groups in pairs); with and
-// without a short last group (rows not a multiple of R).
+// The rows kernel in shapes chosen by hand (gemv_tuned) against the CPU reference. One block
+// per SM, so that the row counts below set the groups per block: a matrix of one row; blocks
+// of one group each; then blocks of n - 1 and n groups in one launch (odd and even counts:
+// part[] alternates between groups); with and without a short last group (rows not a
+// multiple of R).
 struct TunedCase {
   Scheme scheme;
   int rows_per_group, chunks;  // 0: the scheme's defaults, as gemv() takes them
-  bool double_buffer;
   int64_t cols;
   bool zero_point = true;
 };
@@ -202,7 +203,6 @@ TEST_P(GemvTunedTest, MatchesTheCpuReferenceWithAnyGroupsPerBlock) {
   t.rows_per_group = c.rows_per_group;
   t.chunks = c.chunks;
   t.blocks_per_sm = 1;
-  t.double_buffer = c.double_buffer;
   for (const auto& [n, short_by] : layouts) {
     // n * sms - 1 groups over sms blocks: one block of n - 1 groups, the others n.
     const int64_t rows = (n ? R * (n * sms - 1) : R) - short_by;
@@ -217,30 +217,26 @@ TEST_P(GemvTunedTest, MatchesTheCpuReferenceWithAnyGroupsPerBlock) {
 }
 
 std::vector<TunedCase> tuned_cases() {
-  // Every double-buffered shape (R x K <= 8) beside its single-buffered twin, at 1056 columns
-  // (threads past the last chunk: 33 int4 chunks), and the default shapes at 4096 and 14336
-  // columns (long rows take more chunks per thread; the launcher raises them further where a
-  // double-buffered kernel takes at most 256 threads).
+  // Shapes of R x K <= 8 at 1056 columns (threads past the last chunk: 33 int4 chunks), and
+  // the default shapes at 4096 and 14336 columns (long rows take more chunks per thread).
   const std::pair<int, int> shapes[] = {{2, 1}, {2, 2}, {2, 4}, {4, 1}, {4, 2}, {8, 1}};
   std::vector<TunedCase> out;
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
-    for (bool db : {false, true}) {
-      for (auto [r, k] : shapes) out.push_back({s, r, k, db, 1056});
-      out.push_back({s, 0, 0, db, 4096});
-      out.push_back({s, 0, 0, db, 14336});
-    }
+    for (auto [r, k] : shapes) out.push_back({s, r, k, 1056});
+    out.push_back({s, 0, 0, 4096});
+    out.push_back({s, 0, 0, 14336});
   }
-  // Symmetric int4 in every single-buffered shape: each group size of rows loads the
-  // symmetric zero point its own way, and the short last group another.
-  for (auto [r, k] : shapes) out.push_back({Scheme::int4, r, k, false, 1056, false});
-  out.push_back({Scheme::int4, 0, 0, false, 4096, false});
+  // Symmetric int4 in every shape: each group size of rows loads the symmetric zero point its
+  // own way, and the short last group another.
+  for (auto [r, k] : shapes) out.push_back({Scheme::int4, r, k, 1056, false});
+  out.push_back({Scheme::int4, 0, 0, 4096, false});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemvTunedTest, ::testing::ValuesIn(tuned_cases()), [](const auto& info) {
   const TunedCase& c = info.param;
-  return fmt::format("{}_R{}K{}_{}_{}{}", to_string(c.scheme), c.rows_per_group, c.chunks,
-                     c.double_buffer ? "double" : "single", c.cols, c.zero_point ? "" : "_sym");
+  return fmt::format("{}_R{}K{}_{}{}", to_string(c.scheme), c.rows_per_group, c.chunks, c.cols,
+                     c.zero_point ? "" : "_sym");
 });
 
 // The epilogues and the fused RMSNorm prologue, on one int4 matrix with the fast kernel.
@@ -254,7 +250,7 @@ class GemvEpilogue : public ::testing::TestWithParam<EpilogueCase> {};
 
 // Every epilogue, the addend, and the RMSNorm statistics and fp16 copy a residual epilogue
 // hands to the next GEMV, and x normalized from that copy, against a host computation: the
-// rows kernel with and without a tail group, and the warp kernel.
+// rows kernel with and without a tail group.
 TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
   REQUIRE_GPU();
   const EpilogueCase c = GetParam();
@@ -276,7 +272,8 @@ TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
   for (float v : resid) ss += double(v) * v;
   const double inv = 1.0 / std::sqrt(ss / cols + 1e-5);
   std::vector<double> x(cols), y(rows, 0.0), mag(rows, 0.0);
-  for (int64_t k = 0; k < cols; ++k) x[k] = f16_to_f32(f32_to_f16(float(resid[k] * inv * f16_to_f32(norm_w[k]))));
+  for (int64_t k = 0; k < cols; ++k)
+    x[k] = f16_to_f32(f32_to_f16(float(resid[k] * inv * f16_to_f32(norm_w[k]))));
   std::vector<float> row(cols);
   for (int64_t r = 0; r < rows; ++r) {
     q.row(r, row.data());
@@ -357,7 +354,8 @@ TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
   const std::vector<uint16_t> got_act = dact.download();
   double new_ss = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    ASSERT_LE(std::fabs(got_res[r] - (prev[r] + addend[r] + y[r])), tol * mag[r] + 1e-5) << "residual row " << r;
+    ASSERT_LE(std::fabs(got_res[r] - (prev[r] + addend[r] + y[r])), tol * mag[r] + 1e-5)
+        << "residual row " << r;
     ASSERT_LE(std::fabs(got_y[r] - y[r]), tol * mag[r] + 1e-5) << "logits row " << r;
     // rsqrt of a sum that differs in its last bits: x may move by one fp16 ulp per element.
     ASSERT_LE(std::fabs(got_y2[r] - y[r]), 2 * tol * mag[r] + 1e-5) << "with given statistics, row " << r;
@@ -368,9 +366,11 @@ TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
   unsigned long long total = 0;
   for (unsigned long long v : slots.download()) total += v;
   // Each block's float partial rounds once to 2^-20: error <= blocks * 2^-21 plus float sums.
-  EXPECT_NEAR(static_cast<double>(total) / kSumsqScale, new_ss, 1e-5 * new_ss + 1e-3) << "residual statistics";
+  EXPECT_NEAR(static_cast<double>(total) / kSumsqScale, new_ss, 1e-5 * new_ss + 1e-3)
+      << "residual statistics";
   for (int64_t i = 0; i < rows / 2; ++i) {
-    const double g = got_y[2 * i], u = got_y[2 * i + 1];  // the kernel's own rows, so only the epilogue is tested
+    const double g = got_y[2 * i],
+                 u = got_y[2 * i + 1];  // the kernel's own rows, so only the epilogue is tested
     const double want = g / (1 + std::exp(-g)) * u;
     ASSERT_NEAR(f16_to_f32(got_act[i]), want, 1e-3 * std::fabs(want) + 1e-6) << "silu_mul " << i;
   }
@@ -383,7 +383,6 @@ TEST_P(GemvEpilogue, NormResidualSiluArgmaxAddendAndStatistics) {
 INSTANTIATE_TEST_SUITE_P(Kernels, GemvEpilogue,
                          ::testing::Values(EpilogueCase{GemvVariant::fast, 256, 4096},
                                            EpilogueCase{GemvVariant::fast, 258, 512},
-                                           EpilogueCase{GemvVariant::warp, 258, 512},
                                            EpilogueCase{GemvVariant::fast, 256, 4096, true},
                                            EpilogueCase{GemvVariant::fast, 64, 14336, true}),
                          [](const auto& info) {
@@ -401,8 +400,10 @@ TEST(Dequantize, EveryElementIsTheHostValueRoundedToFp16) {
     int group;
     bool zero_point;
   };
-  const Shape shapes[] = {{Scheme::int8, 37, 264, 0, false},  {Scheme::int4, 37, 256, 32, true},
-                          {Scheme::int4, 5, 384, 128, false}, {Scheme::int8, 9, 100, 0, false},
+  const Shape shapes[] = {{Scheme::int8, 37, 264, 0, false},
+                          {Scheme::int4, 37, 256, 32, true},
+                          {Scheme::int4, 5, 384, 128, false},
+                          {Scheme::int8, 9, 100, 0, false},
                           {Scheme::int4, 9, 100, 4, true}};
   std::mt19937 rng(7);
   std::normal_distribution<float> d(0.f, 0.05f);

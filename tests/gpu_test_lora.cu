@@ -16,9 +16,9 @@
 #include "decodebench/adapter.h"
 #include "decodebench/backend.h"
 #include "decodebench/cpu_reference.h"
-#include "decodebench/cuda_engine.cuh"
 #include "decodebench/half.h"
 #include "decodebench/safetensors.h"
+#include "engine.cuh"
 #include "gpu_common.cuh"
 #include "gpu_engine_trace.cuh"
 #include "lora.cuh"
@@ -26,10 +26,10 @@
 
 using namespace db;
 using namespace db::cuda;
+using dbtest::DeviceBuffer;
 using dbtest::run_engine;
 using dbtest::tiny;
 using dbtest::Trace;
-using dbtest::DeviceBuffer;
 
 namespace {
 
@@ -295,7 +295,6 @@ double top2_gap(const std::vector<float>& l) {
   for (float x : l) m = std::max(m, double(std::fabs(x)));
   return (v[0] - v[1]) / m;
 }
-
 
 // The engine fed `inputs` from position 0 (teacher forcing): its logits per step.
 std::vector<std::vector<float>> forced_logits(Engine& e, const std::vector<int32_t>& inputs) {

@@ -10,9 +10,9 @@
 #include "decodebench/adapter.h"
 #include "decodebench/backend.h"
 #include "decodebench/commands.h"
-#include "decodebench/cuda_engine.cuh"
 #include "decodebench/result.h"
 #include "decodebench/sweep.h"
+#include "engine.cuh"
 #include "gpu_common.cuh"
 #include "gpu_engine_trace.cuh"
 
@@ -24,11 +24,11 @@ using dbtest::Trace;
 
 namespace {
 
-
 void expect_same(const Trace& got, const Trace& want, const std::string& what) {
   EXPECT_EQ(got.tokens, want.tokens) << what;
   ASSERT_EQ(got.logits.size(), want.logits.size()) << what;
-  for (size_t i = 0; i < want.logits.size(); ++i) ASSERT_EQ(got.logits[i], want.logits[i]) << what << " step " << i;
+  for (size_t i = 0; i < want.logits.size(); ++i)
+    ASSERT_EQ(got.logits[i], want.logits[i]) << what << " step " << i;
 }
 
 // Kernels by weight layout: each group shares one DeviceWeights.
@@ -62,8 +62,8 @@ void check_shared_against_own(const WeightSource& ws, const LayoutGroup& g) {
       const std::string what = fmt::format("{} context {} graph {}", name, r.context, r.graph);
       Engine own(ws, k, r.context + r.steps);
       Engine on_shared(shared, k, r.context + r.steps);
-      expect_same(run_engine(on_shared, r.context, r.steps, r.graph), run_engine(own, r.context, r.steps, r.graph),
-                  what);
+      expect_same(run_engine(on_shared, r.context, r.steps, r.graph),
+                  run_engine(own, r.context, r.steps, r.graph), what);
       const MemoryUse a = on_shared.memory(), b = own.memory();
       EXPECT_EQ(a.weights_bytes, shared->bytes()) << what;
       EXPECT_EQ(a.weights_bytes, b.weights_bytes) << what;
@@ -99,7 +99,8 @@ TEST(SharedWeights, WithALoraAdapterInBothModes) {
   REQUIRE_GPU();
   for (AdapterMode mode : {AdapterMode::merged, AdapterMode::external}) {
     for (const LayoutGroup& g : {kGroups[1], kGroups[3]}) {
-      SCOPED_TRACE(fmt::format("{} {}", g.kernels.front(), mode == AdapterMode::merged ? "merged" : "external"));
+      SCOPED_TRACE(
+          fmt::format("{} {}", g.kernels.front(), mode == AdapterMode::merged ? "merged" : "external"));
       const ModelConfig c = tiny(g.scheme);
       const Adapter adapter = load_adapter("synthetic:rank=8", c, 21, mode);
       const WeightSource ws(c, "", 21, &adapter);
@@ -135,7 +136,8 @@ TEST(SharedWeights, RefusesWhatDoesNotFitCountingOnlyTheEngine) {
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   const int64_t per_position = 2 * c.num_hidden_layers * c.kv_dim() * 2;
-  const int64_t positions = static_cast<int64_t>(free_b / per_position) * 2;  // KV cache alone twice what is free
+  const int64_t positions =
+      static_cast<int64_t>(free_b / per_position) * 2;  // KV cache alone twice what is free
   const MemoryUse need = Engine::plan(c, k, positions, 0);
   try {
     Engine e(shared, k, positions);
@@ -143,7 +145,8 @@ TEST(SharedWeights, RefusesWhatDoesNotFitCountingOnlyTheEngine) {
   } catch (const Error& err) {
     const std::string m = err.what();
     EXPECT_NE(m.find("not enough GPU memory"), std::string::npos) << m;
-    EXPECT_NE(m.find(fmt::format("need {:.2f} GB (KV cache", need.total_bytes / 1e9)), std::string::npos) << m;
+    EXPECT_NE(m.find(fmt::format("need {:.2f} GB (KV cache", need.total_bytes / 1e9)), std::string::npos)
+        << m;
     EXPECT_NE(m.find("on the device already"), std::string::npos) << m;
     EXPECT_NE(m.find("free of"), std::string::npos) << m;
   }
@@ -176,11 +179,11 @@ TEST(SweepReuse, RunOneReusesDeviceWeightsExactlyWhenTheKeyMatches) {
     bool reused;  // expected: weights, device and layout as the previous run's
   };
   const std::vector<Step> steps = {
-      {spec_of("int4.gemv", 0, true), false},              // first: loads
-      {spec_of("int4.gemv", 16, false), true},             // other context, graph off
-      {spec_of("int4.naive", 0, true), false},             // canonical layout: loads
-      {spec_of("int4.dequant-cublas", 8, true), true},     // canonical too
-      {spec_of("int4.dequant-cublas", 8, true, 1), false}, // other seed: other weights
+      {spec_of("int4.gemv", 0, true), false},               // first: loads
+      {spec_of("int4.gemv", 16, false), true},              // other context, graph off
+      {spec_of("int4.naive", 0, true), false},              // canonical layout: loads
+      {spec_of("int4.dequant-cublas", 8, true), true},      // canonical too
+      {spec_of("int4.dequant-cublas", 8, true, 1), false},  // other seed: other weights
   };
   WeightReuse reuse;
   std::weak_ptr<const void> previous;

@@ -45,17 +45,19 @@ ModelConfig qwen4b(Scheme s) {
 
 // 8b, one layer's linear elements:
 //   q 4096*4096 + k 1024*4096 + v 1024*4096 + o 4096*4096 + (gate, up, down) 3*14336*4096
-constexpr uint64_t k8bLayerElems = 4096ull * 4096 * 2 + 1024ull * 4096 * 2 + 3ull * 14336 * 4096;  // 218,103,808
-constexpr uint64_t k8bElems = 32 * k8bLayerElems;                                                  // 6,979,321,856
+constexpr uint64_t k8bLayerElems =
+    4096ull * 4096 * 2 + 1024ull * 4096 * 2 + 3ull * 14336 * 4096;  // 218,103,808
+constexpr uint64_t k8bElems = 32 * k8bLayerElems;                   // 6,979,321,856
 // rows (output features) per layer: 4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096
 constexpr uint64_t k8bLayerRows = 43008;
-constexpr uint64_t k8bLmHead = 128256ull * 4096 * 2;        // fp16
-constexpr uint64_t k8bNorms = (2 * 32 + 1) * 4096ull * 2;   // two per layer + final, fp16
-constexpr uint64_t k8bKvPerPos = 2ull * 32 * 8 * 128 * 2;   // K and V, 32 layers, 8 heads x 128, fp16
+constexpr uint64_t k8bLmHead = 128256ull * 4096 * 2;       // fp16
+constexpr uint64_t k8bNorms = (2 * 32 + 1) * 4096ull * 2;  // two per layer + final, fp16
+constexpr uint64_t k8bKvPerPos = 2ull * 32 * 8 * 128 * 2;  // K and V, 32 layers, 8 heads x 128, fp16
 
 // 4b (Qwen3, q_dim 4096 != hidden 2560):
 //   q 4096*2560 + k 1024*2560 + v 1024*2560 + o 2560*4096 + 3*9728*2560
-constexpr uint64_t k4bLayerElems = 4096ull * 2560 * 2 + 1024ull * 2560 * 2 + 3ull * 9728 * 2560;  // 100,925,440
+constexpr uint64_t k4bLayerElems =
+    4096ull * 2560 * 2 + 1024ull * 2560 * 2 + 3ull * 9728 * 2560;  // 100,925,440
 constexpr uint64_t k4bElems = 36 * k4bLayerElems;
 constexpr uint64_t k4bLayerRows = 4096 + 1024 + 1024 + 2560 + 9728 + 9728 + 2560;
 constexpr uint64_t k4bLmHead = 151936ull * 2560 * 2;  // tied: the fp16 embedding table
@@ -82,9 +84,9 @@ TEST(Accounting, Llama8bAtEachScheme) {
   EXPECT_EQ(i8.per_token.zeros, 0u);
 
   const ByteAccount i4 = account_bytes(llama8b(Scheme::int4), {}, {}, 0, 0);
-  EXPECT_EQ(i4.per_token.linear_weights, k8bElems / 2);      // 3,489,660,928
-  EXPECT_EQ(i4.per_token.scales, k8bElems / 128 * 2);        // one fp16 per group of 128
-  EXPECT_EQ(i4.per_token.zeros, k8bElems / 128);             // one u8 per group
+  EXPECT_EQ(i4.per_token.linear_weights, k8bElems / 2);  // 3,489,660,928
+  EXPECT_EQ(i4.per_token.scales, k8bElems / 128 * 2);    // one fp16 per group of 128
+  EXPECT_EQ(i4.per_token.zeros, k8bElems / 128);         // one u8 per group
   const uint64_t total = k8bElems / 2 + k8bElems / 128 * 3 + k8bLmHead + 8192 + k8bNorms + 2 * k8bKvPerPos;
   EXPECT_EQ(i4.per_token.total, total);
   EXPECT_NEAR(i4.per_token.total / 1e9, 4.70, 0.01);  // the "8B-INT4 ~4.7 GB per token with an fp16 lm_head"
@@ -101,7 +103,8 @@ TEST(Accounting, Qwen4bAtEachSchemeTiedEmbedding) {
   EXPECT_EQ(f.stored.lm_head, 0u);  // tied to the fp16 embedding: stored once
   const ByteAccount i8 = account_bytes(qwen4b(Scheme::int8), {}, {}, 0, 0);
   EXPECT_EQ(i8.per_token.linear_weights + i8.per_token.scales, k4bElems + 36 * k4bLayerRows * 2);
-  EXPECT_EQ(i8.per_token.total, k4bElems + 36 * k4bLayerRows * 2 + k4bLmHead + 2560 * 2 + k4bNorms + 2 * k4bKvPerPos);
+  EXPECT_EQ(i8.per_token.total,
+            k4bElems + 36 * k4bLayerRows * 2 + k4bLmHead + 2560 * 2 + k4bNorms + 2 * k4bKvPerPos);
   const ByteAccount i4 = account_bytes(qwen4b(Scheme::int4), {}, {}, 0, 0);
   EXPECT_EQ(i4.per_token.linear_weights + i4.per_token.scales + i4.per_token.zeros,
             k4bElems / 2 + k4bElems / 128 * 3);
@@ -143,5 +146,6 @@ TEST(Accounting, DequantKernelTrafficIsReportedOutsideTheTotal) {
   // With an int4 lm_head the chosen kernel runs it too: its 128256 x 4096 weights count.
   ModelConfig h = c;
   h.quant.lm_head = Scheme::int4;
-  EXPECT_EQ(account_bytes(h, {}, KernelTraffic{4.0}, 0, 0).per_token.kernel_extra, (k8bElems + 128256ull * 4096) * 4);
+  EXPECT_EQ(account_bytes(h, {}, KernelTraffic{4.0}, 0, 0).per_token.kernel_extra,
+            (k8bElems + 128256ull * 4096) * 4);
 }

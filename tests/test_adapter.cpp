@@ -1,8 +1,8 @@
 // LoRA adapters on the CPU reference: the synthetic spec, PEFT directories and their
 // validation, merged against external mode, the merge arithmetic in each scheme, and a run
 // through the binary (result fields, byte accounting, the same fields from the CUDA backend).
-#include "temp_dir.h"
 #include <gtest/gtest.h>
+#include "temp_dir.h"
 
 #include <algorithm>
 #include <cmath>
@@ -338,7 +338,6 @@ class PeftDir : public db_test::TempDirTest {
       "task_type": "CAUSAL_LM"{}}})",
         r, alpha, targets, extra.empty() ? "" : ", " + extra);
   }
-
 };
 
 // The synthetic adapter written out as PEFT would save it loads back as the same adapter:
@@ -572,9 +571,9 @@ TEST_F(PeftDir, CudaBackendReportsTheAdapterAsTheCpuBackendDoes) {
     SCOPED_TRACE(mode);
     const std::string adapter = "synthetic:rank=4,alpha=8,targets=q,v,down";
     auto args = [&](const std::string& backend, const std::string& out) {
-      return std::vector<std::string>{"--model",  "tiny-int8", "--adapter",  adapter, "--adapter-mode", mode,
-                                      "--backend", backend,    "--tokens",   "3",     "--warmup",       "1",
-                                      "--repeat", "1",         "-o",         path(out)};
+      return std::vector<std::string>{"--model",   "tiny-int8", "--adapter", adapter,  "--adapter-mode", mode,
+                                      "--backend", backend,     "--tokens",  "3",      "--warmup",       "1",
+                                      "--repeat",  "1",         "-o",        path(out)};
     };
     const db_test::Outcome cpu = run(args("cpu", mode + "-cpu.json"));
     ASSERT_EQ(cpu.code, 0) << cpu.err;

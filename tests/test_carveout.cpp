@@ -1,8 +1,8 @@
-// The launch carveout (decodebench/carveout.h) on the H200's figures: 132 SMs, a largest
+// The launch carveout (kernels/carveout.h) on the H200's figures: 132 SMs, a largest
 // shared-memory configuration of 228 KB, 1 KB reserved per block.
 #include <gtest/gtest.h>
 
-#include "decodebench/carveout.h"
+#include "carveout.h"
 
 using namespace db;
 
@@ -21,13 +21,13 @@ int64_t config_kb(int pct) {
 }
 
 TEST(Carveout, ResidentBlocksAreAWaveAtMostAndOneAtLeast) {
-  EXPECT_EQ(resident_blocks(8, kSms, 4), 1);      // attention at a short context: 8 blocks
+  EXPECT_EQ(resident_blocks(8, kSms, 4), 1);  // attention at a short context: 8 blocks
   EXPECT_EQ(resident_blocks(132, kSms, 4), 1);
   EXPECT_EQ(resident_blocks(133, kSms, 4), 2);
-  EXPECT_EQ(resident_blocks(264, kSms, 4), 2);    // attention at 4096 + 128 positions: 8 x 33
-  EXPECT_EQ(resident_blocks(100000, kSms, 4), 4); // never more than fit
+  EXPECT_EQ(resident_blocks(264, kSms, 4), 2);     // attention at 4096 + 128 positions: 8 x 33
+  EXPECT_EQ(resident_blocks(100000, kSms, 4), 4);  // never more than fit
   EXPECT_EQ(resident_blocks(0, kSms, 4), 1);
-  EXPECT_EQ(resident_blocks(10, kSms, 0), 1);     // a launch that cannot be resident still asks for one
+  EXPECT_EQ(resident_blocks(10, kSms, 0), 1);  // a launch that cannot be resident still asks for one
 }
 
 TEST(Carveout, SmallKernelsGetTheFloorWhichIs32KBOnH200) {

@@ -2,8 +2,8 @@
 // back, the committed HF checkpoint runs through --weights, a file written by gen-weights or
 // quantize generates exactly the tokens of the weights it was made from, and bad input
 // fails with one stderr line and leaves no result file (or temp file) behind.
-#include "temp_dir.h"
 #include <gtest/gtest.h>
+#include "temp_dir.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -26,11 +26,12 @@ const std::string kTinyLlama = "tests/data/hf/tiny-llama";  // relative to the s
 
 // Runs the binary from the source directory, so the committed test data is found by the
 // relative paths a user would type.
-Outcome run(const std::vector<std::string>& args) { return db_test::run(args, DB_SOURCE_DIR); }
+Outcome run(const std::vector<std::string>& args) {
+  return db_test::run(args, DB_SOURCE_DIR);
+}
 
 class E2e : public db_test::TempDirTest {
  protected:
-
   // Files in the temp directory, by name.
   std::vector<std::string> listing() const {
     std::vector<std::string> names;
@@ -61,7 +62,6 @@ class E2e : public db_test::TempDirTest {
     std::sort(expected.begin(), expected.end());
     EXPECT_EQ(left, expected) << "a failed run left files behind";
   }
-
 };
 
 TEST_F(E2e, CpuRunWritesAResultThatReadsBack) {
@@ -101,18 +101,18 @@ TEST_F(E2e, GenWeightsFileAndSyntheticGeneratorAgree) {
     const std::string model = "tiny-" + scheme, file = path("w-" + scheme + ".safetensors");
     const Outcome g = run({"gen-weights", "--model", model, "--seed", "3", "-o", file});
     ASSERT_EQ(g.code, 0) << "stderr: " << g.err;
-    const db::Result from_file =
-        run_ok({"--model", model, "--weights", file, "--tokens", "8", "--repeat", "1"}, "file-" + scheme + ".json");
-    const db::Result synthetic =
-        run_ok({"--model", model, "--seed", "3", "--tokens", "8", "--repeat", "1"}, "synth-" + scheme + ".json");
+    const db::Result from_file = run_ok(
+        {"--model", model, "--weights", file, "--tokens", "8", "--repeat", "1"}, "file-" + scheme + ".json");
+    const db::Result synthetic = run_ok({"--model", model, "--seed", "3", "--tokens", "8", "--repeat", "1"},
+                                        "synth-" + scheme + ".json");
     EXPECT_EQ(from_file.check.tokens.size(), 8u);
     EXPECT_EQ(from_file.check.tokens_hash, synthetic.check.tokens_hash);
     EXPECT_EQ(from_file.check.tokens, synthetic.check.tokens);
     EXPECT_EQ(from_file.bytes.per_token.total, synthetic.bytes.per_token.total);
   }
   // The comparison means something only if the tokens depend on the weights.
-  const db::Result other = run_ok({"--model", "tiny-int4", "--seed", "4", "--tokens", "8", "--repeat", "1"},
-                                  "synth-seed4.json");
+  const db::Result other =
+      run_ok({"--model", "tiny-int4", "--seed", "4", "--tokens", "8", "--repeat", "1"}, "synth-seed4.json");
   const db::Result seed3 = db::read_results(path("synth-int4.json")).at(0);
   EXPECT_NE(other.check.tokens, seed3.check.tokens) << "seeds 3 and 4 generate the same tokens";
 }
@@ -125,9 +125,9 @@ TEST_F(E2e, QuantizedFileMatchesQuantizeOnLoad) {
   const db::Result from_file =
       run_ok({"--model", kTinyLlama, "--weights", file, "--quant", "int8", "--tokens", "8", "--repeat", "1"},
              "file.json");
-  const db::Result on_load =
-      run_ok({"--model", kTinyLlama, "--weights", kTinyLlama, "--quant", "int8", "--tokens", "8", "--repeat", "1"},
-             "on-load.json");
+  const db::Result on_load = run_ok(
+      {"--model", kTinyLlama, "--weights", kTinyLlama, "--quant", "int8", "--tokens", "8", "--repeat", "1"},
+      "on-load.json");
   EXPECT_EQ(from_file.config.scheme, "int8");
   EXPECT_EQ(from_file.check.tokens.size(), 8u);
   EXPECT_EQ(from_file.check.tokens_hash, on_load.check.tokens_hash);
@@ -139,18 +139,21 @@ TEST_F(E2e, TruncatedWeightsFileFailsCleanly) {
   ASSERT_EQ(run({"gen-weights", "--model", "tiny-int4", "-o", file}).code, 0);
   const uintmax_t size = fs::file_size(file);
   fs::resize_file(file, size / 2);  // the header is intact, the data ends early
-  expect_clean_failure({"--model", "tiny-int4", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1,
-                       file, {"w.safetensors"});
+  expect_clean_failure(
+      {"--model", "tiny-int4", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1, file,
+      {"w.safetensors"});
   fs::resize_file(file, 5);  // not even the 8-byte header length
-  expect_clean_failure({"--model", "tiny-int4", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1,
-                       file, {"w.safetensors"});
+  expect_clean_failure(
+      {"--model", "tiny-int4", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1, file,
+      {"w.safetensors"});
 }
 
 TEST_F(E2e, WeightsFileOfAnotherSchemeFailsCleanly) {
   const std::string file = path("w.safetensors");
   ASSERT_EQ(run({"gen-weights", "--model", "tiny-int4", "-o", file}).code, 0);
-  expect_clean_failure({"--model", "tiny-int8", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1,
-                       "holds int4 weights but the run asks for int8", {"w.safetensors"});
+  expect_clean_failure(
+      {"--model", "tiny-int8", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1,
+      "holds int4 weights but the run asks for int8", {"w.safetensors"});
 }
 
 TEST_F(E2e, WeightsFileWithAZeroPointPastFourBitsFailsCleanly) {
@@ -170,8 +173,9 @@ TEST_F(E2e, WeightsFileWithAZeroPointPastFourBitsFailsCleanly) {
   f.seekp(static_cast<std::streamoff>(8 + header_len + h[name]["data_offsets"][0].get<uint64_t>()));
   f.put(16);
   f.close();
-  expect_clean_failure({"--model", "tiny-int4", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1,
-                       "holds the zero point 16 at element 0; int4 zero points are 0..15", {"w.safetensors"});
+  expect_clean_failure(
+      {"--model", "tiny-int4", "--weights", file, "--backend", "cpu", "-o", path("out.json")}, 1,
+      "holds the zero point 16 at element 0; int4 zero points are 0..15", {"w.safetensors"});
 }
 
 TEST_F(E2e, WeightsFileWithAWrongShapeFailsCleanly) {
@@ -184,9 +188,9 @@ TEST_F(E2e, WeightsFileWithAWrongShapeFailsCleanly) {
 }
 
 TEST_F(E2e, OutputIntoAMissingDirectoryFailsCleanly) {
-  expect_clean_failure({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "2", "-o",
-                        path("missing/out.json")},
-                       1, "does not exist", {});
+  expect_clean_failure(
+      {"--model", "tiny-int4", "--backend", "cpu", "--tokens", "2", "-o", path("missing/out.json")}, 1,
+      "does not exist", {});
 }
 
 }  // namespace

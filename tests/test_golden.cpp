@@ -22,7 +22,9 @@ struct Golden {
   int64_t prompt = 0, vocab = 0;
 };
 
-std::string dir(const char* model) { return std::string(DB_TEST_DATA) + "/hf/" + model; }
+std::string dir(const char* model) {
+  return std::string(DB_TEST_DATA) + "/hf/" + model;
+}
 
 Golden load_golden(const char* model) {
   const SafetensorsFile f(dir(model) + "/golden.safetensors");
@@ -197,12 +199,11 @@ TEST(GoldenLora, PeftAdapterReproducesTransformersPlusPeftInBothModes) {
   EXPECT_GT(worst, 10 * merged_bound) << "the adapter barely changes the model";
 }
 
-INSTANTIATE_TEST_SUITE_P(Hf, GoldenTest, ::testing::Values("tiny-llama", "tiny-qwen3"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Hf, GoldenTest, ::testing::Values("tiny-llama", "tiny-qwen3"), [](const auto& info) {
+  std::string n = info.param;
+  for (char& ch : n)
+    if (ch == '-') ch = '_';
+  return n;
+});
 
 }  // namespace

@@ -1,8 +1,8 @@
 // scripts/plot.py on the committed H200 results: the roofline plot comes out as a PNG, and
 // a file that is not JSON fails with exit 2, one stderr line and no PNG (nor its .tmp).
 // matplotlib missing is a failure, not a skip: scripts/install_deps.sh installs it.
-#include "temp_dir.h"
 #include <gtest/gtest.h>
+#include "temp_dir.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -34,8 +34,8 @@ TEST(PlotDeps, MatplotlibImportable) {
 
 TEST_F(Plot, RooflineWritesPng) {
   const std::string out = path("r.png");
-  const db_test::Outcome o =
-      run_script("plot.py", {"roofline", out, kResults + "8b-int4-graph-on.json", kResults + "8b-fp16-graph-on.json"});
+  const db_test::Outcome o = run_script(
+      "plot.py", {"roofline", out, kResults + "8b-int4-graph-on.json", kResults + "8b-fp16-graph-on.json"});
   const std::string& err = o.err;
   ASSERT_EQ(o.code, 0) << "stderr: " << err;
   EXPECT_TRUE(err.empty()) << err;
@@ -47,11 +47,10 @@ TEST_F(Plot, RooflineWritesPng) {
 }
 
 TEST_F(Plot, NotJsonExits2WithoutPng) {
-  {
-    std::ofstream(path("bad.json")) << "this is not JSON\n";
-  }
+  { std::ofstream(path("bad.json")) << "this is not JSON\n"; }
   const std::string out = path("r.png");
-  const db_test::Outcome o = run_script("plot.py", {"roofline", out, kResults + "8b-int4-graph-on.json", path("bad.json")});
+  const db_test::Outcome o =
+      run_script("plot.py", {"roofline", out, kResults + "8b-int4-graph-on.json", path("bad.json")});
   const std::string& err = o.err;
   EXPECT_EQ(o.code, 2) << "stderr: " << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << "stderr is not one line:\n" << err;

@@ -8,11 +8,11 @@
 
 #include "decodebench/error.h"
 #include "decodebench/half.h"
-#include "decodebench/int4_frag.h"
-#include "decodebench/int4_meta.h"
 #include "decodebench/quant.h"
 #include "decodebench/synth.h"
 #include "decodebench/weights.h"
+#include "int4_frag.h"
+#include "int4_meta.h"
 
 using namespace db;
 
@@ -22,8 +22,8 @@ TEST(Half, KnownValues) {
   EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
   EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // halfway to 65536 rounds to even: inf
   EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);          // tie to even: 0
-  EXPECT_EQ(f32_to_f16(std::ldexp(3.0f, -25)), 0x0002);          // 1.5 units: tie to even: 2
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: 0
+  EXPECT_EQ(f32_to_f16(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 units: tie to even: 2
   EXPECT_EQ(f32_to_f16(-0.0f), 0x8000);
   EXPECT_EQ(f32_to_f16(INFINITY), 0x7c00);
   EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(NAN))));
@@ -77,9 +77,9 @@ TEST(Quant, Int4ErrorIsAtMostHalfAScaleWithAndWithoutZeroPoint) {
       const int rows = 16, cols = 256;
       std::vector<float> w(rows * cols);
       for (float& x : w) x = n(rng);
-      for (int c = 0; c < cols; ++c) w[c] = std::fabs(w[c]);              // an all-positive row
+      for (int c = 0; c < cols; ++c) w[c] = std::fabs(w[c]);                 // an all-positive row
       for (int c = 0; c < cols; ++c) w[cols + c] = -std::fabs(w[cols + c]);  // an all-negative row
-      for (int c = 0; c < cols; ++c) w[2 * cols + c] = 0.f;                 // an all-zero row
+      for (int c = 0; c < cols; ++c) w[2 * cols + c] = 0.f;                  // an all-zero row
       const QuantMatrix m = quantize_matrix(w.data(), rows, cols, Scheme::int4, g, zp);
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < cols; ++c) {
@@ -96,7 +96,7 @@ TEST(Quant, Int4PackUnpackIsExact) {
       const uint8_t byte = quant::pack_int4(static_cast<uint8_t>(a), static_cast<uint8_t>(b));
       ASSERT_EQ(quant::unpack_int4(byte, 0), a);
       ASSERT_EQ(quant::unpack_int4(byte, 1), b);
-      ASSERT_EQ(byte & 0xf, a);  // even column in the low nibble (DESIGN.md)
+      ASSERT_EQ(byte & 0xf, a);  // even column in the low nibble (docs/design.md)
     }
 }
 
@@ -114,7 +114,8 @@ TEST(Quant, SameBitsOnAnyThreadCountAndRowMatchesAt) {
       const QuantMatrix one = quantize_matrix(w.data(), rows, cols, s, 64, zp, 1);
       for (int threads : {3, 4}) {
         const QuantMatrix many = quantize_matrix(w.data(), rows, cols, s, 64, zp, threads);
-        EXPECT_EQ(one.qweight, many.qweight) << to_string(s) << " zero point " << zp << ", " << threads << " threads";
+        EXPECT_EQ(one.qweight, many.qweight)
+            << to_string(s) << " zero point " << zp << ", " << threads << " threads";
         EXPECT_EQ(one.scales, many.scales) << to_string(s);
         EXPECT_EQ(one.zeros, many.zeros) << to_string(s);
       }
@@ -134,7 +135,8 @@ TEST(Quant, GroupSizeThatDoesNotDivideIsAnError) {
     quantize_matrix(w.data(), 4, 96, Scheme::int4, 64, true);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("group size 64 does not divide the input dimension 96"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("group size 64 does not divide the input dimension 96"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -168,7 +170,7 @@ TEST(Int4Meta, PackedIndexPermutesEachPaddedBlockInPlace) {
   }
 }
 
-// The int4 fragment layout (decodebench/int4_frag.h) covers every nibble of a block of 8
+// The int4 fragment layout (kernels/int4_frag.h) covers every nibble of a block of 8
 // rows and one span exactly once.
 TEST(Int4Frag, SourceIsAPermutationOfEachBlockAndSpan) {
   std::vector<int> hits(int4_frag::kRows * int4_frag::kSpanCols, 0);

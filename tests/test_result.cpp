@@ -459,7 +459,6 @@ TEST(ComputeStats, MatchesHandComputedValues) {
   expect_stats(db::compute_stats({}), 0, 0, 0, 0, 0, 0, 0, 0, 0);
 }
 
-
 // The regime rule (README "Regimes"), at its boundaries: a step with the floor at 1 ms.
 db::Roofline regime_of(double median_ms, int launches, double launch_us, uint64_t kernel_extra = 0) {
   db::Roofline r;
@@ -482,14 +481,16 @@ TEST(Regime, BelowTheBarTheFixedCostDecidesBetweenOverheadAndKernel) {
   // 1.5 ms for a 1 ms floor (efficiency 0.67): 0.5 ms above the floor.
   const db::Roofline overhead = regime_of(1.5, 150, 2.0);  // 0.3 ms of launches: more than half
   EXPECT_EQ(overhead.regime, "overhead-bound");
-  EXPECT_EQ(overhead.regime_reason,
-            "efficiency 0.67 < 0.75 and 150 launches x 2.00 us = 0.300 ms of fixed cost explain >= half of the "
-            "0.500 ms above the floor");
+  EXPECT_EQ(
+      overhead.regime_reason,
+      "efficiency 0.67 < 0.75 and 150 launches x 2.00 us = 0.300 ms of fixed cost explain >= half of the "
+      "0.500 ms above the floor");
   const db::Roofline kernel = regime_of(1.5, 100, 2.0, 2'500'000'000);  // 0.2 ms: less than half
   EXPECT_EQ(kernel.regime, "kernel-bound");
-  EXPECT_EQ(kernel.regime_reason,
-            "efficiency 0.67 < 0.75 and fixed cost (0.200 ms) explains less than half of the 0.500 ms above the "
-            "floor: the kernels themselves run below bandwidth (the kernel moves 2.50 GB beyond the minimum)");
+  EXPECT_EQ(
+      kernel.regime_reason,
+      "efficiency 0.67 < 0.75 and fixed cost (0.200 ms) explains less than half of the 0.500 ms above the "
+      "floor: the kernels themselves run below bandwidth (the kernel moves 2.50 GB beyond the minimum)");
 }
 
 TEST(Regime, TheCpuBackendHasNoLaunchesSoItIsBandwidthOrKernelBound) {

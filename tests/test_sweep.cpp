@@ -19,9 +19,13 @@ namespace {
 namespace fs = std::filesystem;
 using db_test::Outcome;
 
-Outcome run(const std::vector<std::string>& args) { return db_test::run(args, DB_SOURCE_DIR); }
+Outcome run(const std::vector<std::string>& args) {
+  return db_test::run(args, DB_SOURCE_DIR);
+}
 
-std::vector<int64_t> ints(std::initializer_list<int64_t> v) { return v; }
+std::vector<int64_t> ints(std::initializer_list<int64_t> v) {
+  return v;
+}
 
 TEST(SweepExpand, PlainListsAndRanges) {
   EXPECT_EQ(db::expand_int_list("--context", "0"), ints({0}));
@@ -86,10 +90,11 @@ TEST(SweepExpand, CartesianProductInTheDocumentedOrder) {
                 EXPECT_EQ(s.tokens, t);
                 EXPECT_EQ(s.backend, db::BackendKind::cpu);
               }
-  EXPECT_EQ(v[0].command_line,
-            "decodebench run --model m1 --seed 0 --quant int4 --kernel auto --graph on --adapter "
-            "synthetic:rank=2 --adapter-mode merged --context 0 --tokens 1 --warmup 16 --repeat 5 --backend cpu "
-            "--device 0");
+  EXPECT_EQ(
+      v[0].command_line,
+      "decodebench run --model m1 --seed 0 --quant int4 --kernel auto --graph on --adapter "
+      "synthetic:rank=2 --adapter-mode merged --context 0 --tokens 1 --warmup 16 --repeat 5 --backend cpu "
+      "--device 0");
   EXPECT_EQ(db::instance_summary(v[0]),
             "model m1, quant int4, kernel auto, graph on, adapter-mode merged, context 0, tokens 1");
 }
@@ -109,9 +114,11 @@ class Sweep : public ::testing::Test {
 
   // tiny-int4 and tiny-fp16 with --kernel int4.gemv: the fp16 instances fail.
   Outcome sweep_with_failure(const std::string& out, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"sweep", "--model", "tiny-int4,tiny-fp16", "--kernel", "int4.gemv",
-                                     "--tokens", "2,3", "--warmup", "0", "--repeat", "2", "--backend", "cpu",
-                                     "-o", path(out)};
+    std::vector<std::string> args = {"sweep",    "--model",   "tiny-int4,tiny-fp16",
+                                     "--kernel", "int4.gemv", "--tokens",
+                                     "2,3",      "--warmup",  "0",
+                                     "--repeat", "2",         "--backend",
+                                     "cpu",      "-o",        path(out)};
     args.insert(args.end(), extra.begin(), extra.end());
     return run(args);
   }
@@ -139,7 +146,8 @@ TEST_F(Sweep, AFailingInstanceBecomesAnErrorEntryAndTheSweepGoesOn) {
   EXPECT_EQ(r.results[1].config.tokens, 3);
   EXPECT_NE(r.results[0].command.find("decodebench run --model tiny-int4"), std::string::npos);
   EXPECT_NE(r.errors[0].error.find("not a kernel for fp16"), std::string::npos) << r.errors[0].error;
-  EXPECT_NE(r.errors[0].config_json.find("\"model\":\"tiny-fp16\""), std::string::npos) << r.errors[0].config_json;
+  EXPECT_NE(r.errors[0].config_json.find("\"model\":\"tiny-fp16\""), std::string::npos)
+      << r.errors[0].config_json;
   EXPECT_NE(r.errors[0].config_json.find("\"kernel\":\"int4.gemv\""), std::string::npos);
   // The strict reader refuses error entries, naming them.
   try {
@@ -157,10 +165,12 @@ TEST_F(Sweep, AFailingInstanceBecomesAnErrorEntryAndTheSweepGoesOn) {
 
 TEST_F(Sweep, ProgressLinesOnStderr) {
   const Outcome o = sweep_with_failure("s.json");
-  const std::regex ok(R"(\[[12]/4\] model tiny-int4, kernel int4\.gemv, graph on, context 0, tokens [23] \.\.\. )"
-                      R"([0-9]+\.[0-9]{3} ms \(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
-  const std::regex bad(R"(\[[34]/4\] model tiny-fp16, kernel int4\.gemv, graph on, context 0, tokens [23] \.\.\. )"
-                       R"(error: --kernel int4\.gemv: .* \(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
+  const std::regex ok(
+      R"(\[[12]/4\] model tiny-int4, kernel int4\.gemv, graph on, context 0, tokens [23] \.\.\. )"
+      R"([0-9]+\.[0-9]{3} ms \(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
+  const std::regex bad(
+      R"(\[[34]/4\] model tiny-fp16, kernel int4\.gemv, graph on, context 0, tokens [23] \.\.\. )"
+      R"(error: --kernel int4\.gemv: .* \(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
   const std::vector<std::string> l = lines_of(o.err);
   ASSERT_GE(l.size(), 4u) << o.err;
   EXPECT_TRUE(std::regex_match(l[0], ok)) << l[0];
@@ -209,8 +219,8 @@ TEST_F(Sweep, MdAndCsvShowErrorEntries) {
 }
 
 TEST_F(Sweep, WithoutErrorsMdAndCsvAreTheReportTables) {
-  const Outcome o = run({"sweep", "--model", "tiny-int4", "--context", "0-2+2", "--tokens", "2", "--warmup", "0",
-                         "--repeat", "1", "--backend", "cpu", "-o", path("s.csv")});
+  const Outcome o = run({"sweep", "--model", "tiny-int4", "--context", "0-2+2", "--tokens", "2", "--warmup",
+                         "0", "--repeat", "1", "--backend", "cpu", "-o", path("s.csv")});
   ASSERT_EQ(o.code, 0) << o.err;
   const std::vector<std::string> c = lines_of(db_test::slurp(path("s.csv")));
   ASSERT_EQ(c.size(), 3u);
@@ -241,12 +251,13 @@ TEST_F(Sweep, AReusedWeightSourceGivesTheTokensOfAStandaloneRun) {
 }
 
 TEST_F(Sweep, BadListsFailBeforeAnythingRuns) {
-  db_test::expect_one_line_error(run({"sweep", "--model", "tiny-int4", "--tokens", "8-2+1", "--backend", "cpu"}),
-                                 2, "--tokens '8-2+1'");
-  db_test::expect_one_line_error(run({"sweep", "--model", "tiny-int4", "--graph", "on,maybe", "--backend", "cpu"}),
-                                 2, "--graph maybe");
-  db_test::expect_one_line_error(run({"sweep", "--model", "tiny-int4", "--kernel", "int4.nope", "--backend", "cpu"}),
-                                 2, "--kernel int4.nope");
+  db_test::expect_one_line_error(
+      run({"sweep", "--model", "tiny-int4", "--tokens", "8-2+1", "--backend", "cpu"}), 2, "--tokens '8-2+1'");
+  db_test::expect_one_line_error(
+      run({"sweep", "--model", "tiny-int4", "--graph", "on,maybe", "--backend", "cpu"}), 2, "--graph maybe");
+  db_test::expect_one_line_error(
+      run({"sweep", "--model", "tiny-int4", "--kernel", "int4.nope", "--backend", "cpu"}), 2,
+      "--kernel int4.nope");
   db_test::expect_one_line_error(run({"sweep", "--model", "tiny-int4,no-such-preset", "--backend", "cpu"}), 1,
                                  "no-such-preset");
 }
@@ -266,16 +277,17 @@ TEST_F(Sweep, CompareSkipsErrorEntriesWithAWarning) {
 TEST_F(Sweep, CiRegressionScript) {
   const std::string build = fs::path(DB_BINARY).parent_path().string();
   const std::string script = std::string(DB_SOURCE_DIR) + "/scripts/ci_regression.sh";
-  const std::vector<std::string> matrix = {"--model", "tiny-int4,tiny-int8", "--tokens", "4", "--warmup", "1",
-                                           "--repeat", "2", "--backend", "cpu"};
+  const std::vector<std::string> matrix = {
+      "--model", "tiny-int4,tiny-int8", "--tokens", "4", "--warmup", "1", "--repeat",
+      "2",       "--backend",           "cpu"};
   std::vector<std::string> args = {"sweep"};
   args.insert(args.end(), matrix.begin(), matrix.end());
   args.insert(args.end(), {"-o", path("baseline.json")});
   ASSERT_EQ(run(args).code, 0);
 
   const auto script_cmd = [&](const std::string& env) {
-    std::string cmd = "cd " + db_test::quote(DB_SOURCE_DIR) + " && " + env + " " + db_test::quote(script) + " " +
-                      db_test::quote(path("baseline.json")) + " " + db_test::quote(build);
+    std::string cmd = "cd " + db_test::quote(DB_SOURCE_DIR) + " && " + env + " " + db_test::quote(script) +
+                      " " + db_test::quote(path("baseline.json")) + " " + db_test::quote(build);
     for (const std::string& a : matrix) cmd += " " + db_test::quote(a);
     return cmd + " >" + db_test::quote(path("out.txt")) + " 2>" + db_test::quote(path("err.txt"));
   };
@@ -283,7 +295,8 @@ TEST_F(Sweep, CiRegressionScript) {
   int status = std::system(script_cmd("DB_CI_NEW=" + db_test::quote(path("baseline.json"))).c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << db_test::slurp(path("err.txt"));
-  EXPECT_NE(db_test::slurp(path("out.txt")).find("2 matched: 0 regressed, 0 improved, 2 same"), std::string::npos)
+  EXPECT_NE(db_test::slurp(path("out.txt")).find("2 matched: 0 regressed, 0 improved, 2 same"),
+            std::string::npos)
       << db_test::slurp(path("out.txt"));
 
   // A real sweep: compare's exit code (0, or 1 on a timing regression: not asserted), the
@@ -292,7 +305,8 @@ TEST_F(Sweep, CiRegressionScript) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_TRUE(WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1) << db_test::slurp(path("err.txt"));
   EXPECT_EQ(db::read_results(path("new.json")).size(), 2u);
-  EXPECT_NE(db_test::slurp(path("out.txt")).find("2 matched"), std::string::npos) << db_test::slurp(path("out.txt"));
+  EXPECT_NE(db_test::slurp(path("out.txt")).find("2 matched"), std::string::npos)
+      << db_test::slurp(path("out.txt"));
 
   // A missing baseline is bad input.
   status = std::system(("cd " + db_test::quote(DB_SOURCE_DIR) + " && " + db_test::quote(script) +

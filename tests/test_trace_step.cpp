@@ -1,8 +1,8 @@
 // scripts/trace_step.py on a hand-made kernel timeline (no GPU needed): the roles, the
 // exposed / busy / early times of a step whose numbers are worked out below, the step ending
 // at its finish_step kernel, and bad input as one stderr line with exit 2.
-#include "temp_dir.h"
 #include <gtest/gtest.h>
+#include "temp_dir.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -24,8 +24,10 @@ class TraceStep : public db_test::TempDirTest {
   std::string write_trace(const std::vector<std::tuple<long, long, std::string>>& kernels) const {
     const std::string p = path("trace.csv");
     std::ofstream f(p);
-    f << "start_ns,end_ns,grid_x,grid_y,block_x,registers,static_smem,dynamic_smem,smem_executed,graph_node,name\n";
-    for (const auto& [start, end, name] : kernels) f << start << "," << end << ",8,1,128,64,0,0,0,0," << name << "\n";
+    f << "start_ns,end_ns,grid_x,grid_y,block_x,registers,static_smem,dynamic_smem,smem_executed,graph_node,"
+         "name\n";
+    for (const auto& [start, end, name] : kernels)
+      f << start << "," << end << ",8,1,128,64,0,0,0,0," << name << "\n";
     return p;
   }
 };
@@ -49,9 +51,11 @@ std::vector<double> role_line(const std::string& out, const std::string& role) {
 // lm_head 14000-20000 (5.0), finish_step 19500-21000 (1.0): 21.0 us in all. The kernel at
 // 30000 runs after the step and is nobody's.
 const std::vector<std::tuple<long, long, std::string>> kOneStep = {
-    {0, 1000, "embed_kernel"},          {500, 5000, "gemv_rows_kernel"},   {4000, 7000, "attention_kernel"},
-    {6500, 8000, "gemv_rows_kernel"},   {7500, 12000, "gemv_rows_kernel"}, {11000, 15000, "gemv_rows_kernel"},
-    {14000, 20000, "gemv_rows_kernel"}, {19500, 21000, "finish_step_kernel"}, {30000, 31000, "other_kernel"}};
+    {0, 1000, "embed_kernel"},          {500, 5000, "gemv_rows_kernel"},
+    {4000, 7000, "attention_kernel"},   {6500, 8000, "gemv_rows_kernel"},
+    {7500, 12000, "gemv_rows_kernel"},  {11000, 15000, "gemv_rows_kernel"},
+    {14000, 20000, "gemv_rows_kernel"}, {19500, 21000, "finish_step_kernel"},
+    {30000, 31000, "other_kernel"}};
 
 TEST_F(TraceStep, ExposedTimesAddUpToTheStepAndTheStepEndsAtItsFinish) {
   const db_test::Outcome o = run_script("trace_step.py", {write_trace(kOneStep), "0"});
@@ -59,7 +63,7 @@ TEST_F(TraceStep, ExposedTimesAddUpToTheStepAndTheStepEndsAtItsFinish) {
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(out.find("step 0: 21.0 us, 8 kernels, 1 layers"), std::string::npos) << out;
   const std::vector<std::pair<std::string, std::vector<double>>> want = {
-      {"embed", {1, 1.0, 1.0, 0.0}},   {"qkv", {1, 4.0, 4.5, 0.5}},  {"attention", {1, 2.0, 3.0, 1.0}},
+      {"embed", {1, 1.0, 1.0, 0.0}},   {"qkv", {1, 4.0, 4.5, 0.5}},     {"attention", {1, 2.0, 3.0, 1.0}},
       {"o", {1, 1.0, 1.5, 0.5}},       {"gate_up", {1, 4.0, 4.5, 0.5}}, {"down", {1, 3.0, 4.0, 1.0}},
       {"lm_head", {1, 5.0, 6.0, 1.0}}, {"finish", {1, 1.0, 1.5, 0.5}}};
   double total = 0;
@@ -76,8 +80,9 @@ TEST_F(TraceStep, ExposedTimesAddUpToTheStepAndTheStepEndsAtItsFinish) {
 TEST_F(TraceStep, BadInputIsOneLineAndExit2) {
   const std::string trace = write_trace(kOneStep);
   std::ofstream(path("not.csv")) << "a,b\n1,2\n";
-  std::ofstream(path("no_embed.csv")) << "start_ns,end_ns,grid_x,grid_y,block_x,registers,static_smem,dynamic_smem,"
-                                         "smem_executed,graph_node,name\n0,10,1,1,1,1,0,0,0,0,gemv_rows_kernel\n";
+  std::ofstream(path("no_embed.csv"))
+      << "start_ns,end_ns,grid_x,grid_y,block_x,registers,static_smem,dynamic_smem,"
+         "smem_executed,graph_node,name\n0,10,1,1,1,1,0,0,0,0,gemv_rows_kernel\n";
   const std::vector<std::vector<std::string>> cases = {
       {path("missing.csv")}, {path("not.csv")}, {path("no_embed.csv")}, {trace, "one"}, {trace, "1"}, {}};
   for (const auto& args : cases) {

@@ -14,8 +14,8 @@ namespace db {
 enum class AdapterMode { merged, external };
 
 struct AdapterShape {
-  int64_t rank = 0;               // 0: no adapter
-  std::vector<Linear> targets;    // adapted linears in every layer
+  int64_t rank = 0;             // 0: no adapter
+  std::vector<Linear> targets;  // adapted linears in every layer
   AdapterMode mode = AdapterMode::merged;
 };
 
@@ -36,7 +36,7 @@ struct PerTokenBytes {
   uint64_t kv_read = 0;         // fp16 K and V for positions 0..pos
   uint64_t kv_write = 0;        // fp16 K and V of the new token
   uint64_t total = 0;
-  uint64_t kernel_extra = 0;    // moved by the chosen kernel beyond `total` (not in total)
+  uint64_t kernel_extra = 0;  // moved by the chosen kernel beyond `total` (not in total)
 };
 
 struct StoredBytes {
@@ -44,7 +44,7 @@ struct StoredBytes {
   uint64_t lm_head = 0;    // 0 when tied to an fp16 embedding
   uint64_t embedding = 0;  // fp16 table
   uint64_t norms = 0;
-  uint64_t adapter = 0;    // external adapter A and B
+  uint64_t adapter = 0;  // external adapter A and B
   uint64_t total = 0;
 };
 

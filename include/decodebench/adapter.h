@@ -1,4 +1,4 @@
-// LoRA adapters (DESIGN.md, --adapter): a synthetic adapter generated from the run's seed,
+// LoRA adapters (docs/design.md, --adapter): a synthetic adapter generated from the run's seed,
 // or a PEFT adapter directory (adapter_config.json + adapter_model.safetensors), validated
 // against the model when it is loaded, before any weight is materialized.
 //

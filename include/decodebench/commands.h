@@ -47,17 +47,17 @@ int cmd_list(const std::string& what);
 int cmd_info(int device);
 
 struct GenWeightsSpec {
-  std::string model;                 // preset or config path
+  std::string model;  // preset or config path
   std::optional<Scheme> quant;
   std::optional<int> group_size;
   uint64_t seed = 0;
-  std::string output;                // .safetensors path
+  std::string output;  // .safetensors path
 };
 int cmd_gen_weights(const GenWeightsSpec& spec);
 
 struct QuantizeSpec {
-  std::string input;                 // HF checkpoint: file, directory or index
-  std::string model;                 // config; default: the config.json beside the input
+  std::string input;  // HF checkpoint: file, directory or index
+  std::string model;  // config; default: the config.json beside the input
   Scheme scheme = Scheme::int4;
   std::optional<int> group_size;
   std::string output;

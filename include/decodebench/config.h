@@ -31,10 +31,10 @@ struct RopeScaling {
 };
 
 struct QuantConfig {
-  Scheme scheme = Scheme::fp16;  // transformer-block linear layers
-  int group_size = 128;          // int4 only
-  bool zero_point = true;        // int4 only: asymmetric with a zero point
-  Scheme lm_head = Scheme::fp16; // the output projection has its own scheme
+  Scheme scheme = Scheme::fp16;   // transformer-block linear layers
+  int group_size = 128;           // int4 only
+  bool zero_point = true;         // int4 only: asymmetric with a zero point
+  Scheme lm_head = Scheme::fp16;  // the output projection has its own scheme
 };
 
 struct ModelConfig {

@@ -1,4 +1,4 @@
-// The float32 reference decode step (DESIGN.md "The decode step"), on the CPU. Clarity
+// The float32 reference decode step (docs/design.md "The decode step"), on the CPU. Clarity
 // first: it dequantizes the same canonical weights every backend uses, keeps activations
 // and the KV cache in float32, and is what every GPU kernel and the transformers goldens
 // are checked against. A LoRA adapter comes with the WeightSource: merged, it is already in

@@ -13,8 +13,8 @@ DB_HD uint16_t f32_to_f16(float f) {
   const uint32_t ax = x & 0x7fffffffu;
   if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));
   if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
-  if (ax < 0x38800000u) {                                                // half subnormal range
-    if (ax < 0x33000000u) return static_cast<uint16_t>(sign);            // <= 2^-25 rounds to 0
+  if (ax < 0x38800000u) {                                               // half subnormal range
+    if (ax < 0x33000000u) return static_cast<uint16_t>(sign);           // <= 2^-25 rounds to 0
     const uint32_t e = ax >> 23;
     const uint32_t m = (ax & 0x7fffffu) | 0x800000u;
     const uint32_t shift = 126u - e;  // value / 2^-24 = m >> shift
@@ -48,7 +48,9 @@ DB_HD float f16_to_f32(uint16_t h) {
   return bits_float(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-DB_HD float bf16_to_f32(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+DB_HD float bf16_to_f32(uint16_t b) {
+  return bits_float(static_cast<uint32_t>(b) << 16);
+}
 
 // Smallest fp16 value >= f for finite f > 0 (used for scales so that |q| never exceeds the
 // integer range after rounding the scale to fp16).

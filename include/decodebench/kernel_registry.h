@@ -13,11 +13,11 @@
 namespace db {
 
 struct KernelInfo {
-  std::string name;      // "<scheme>.<variant>", e.g. "int4.gemv"
+  std::string name;  // "<scheme>.<variant>", e.g. "int4.gemv"
   Scheme scheme;
-  bool is_default;       // the one --kernel auto picks for its scheme
-  std::string summary;   // one line for `list kernels`
-  KernelTraffic traffic; // bytes moved beyond the scheme's minimum
+  bool is_default;        // the one --kernel auto picks for its scheme
+  std::string summary;    // one line for `list kernels`
+  KernelTraffic traffic;  // bytes moved beyond the scheme's minimum
 };
 
 const std::vector<KernelInfo>& kernel_registry();

@@ -14,8 +14,8 @@ enum class Linear { q, k, v, o, gate, up, down };
 constexpr std::array<Linear, 7> kLinears = {Linear::q,    Linear::k,  Linear::v,   Linear::o,
                                             Linear::gate, Linear::up, Linear::down};
 
-const char* short_name(Linear l);        // "q", "k", "v", "o", "gate", "up", "down"
-const char* hf_module_name(Linear l);    // "self_attn.q_proj", ..., "mlp.down_proj"
+const char* short_name(Linear l);      // "q", "k", "v", "o", "gate", "up", "down"
+const char* hf_module_name(Linear l);  // "self_attn.q_proj", ..., "mlp.down_proj"
 
 struct MatShape {
   int64_t rows = 0;  // output features

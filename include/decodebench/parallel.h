@@ -11,7 +11,9 @@
 namespace db {
 
 // Every hardware thread (at least one).
-inline int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+inline int hardware_threads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 // Splits [0, n) into `threads` contiguous chunks and calls f(begin, end) on each, the first
 // on the calling thread; threads <= 0 means hardware_threads(). Small n runs inline. An

@@ -30,8 +30,8 @@ struct ClockState {  // an NVML snapshot
   int mem_clock_mhz = 0;
   int temperature_c = 0;
   double power_w = 0;
-  uint64_t throttle_reasons = 0;        // NVML bit mask
-  std::vector<std::string> throttle;    // the set bits, named
+  uint64_t throttle_reasons = 0;      // NVML bit mask
+  std::vector<std::string> throttle;  // the set bits, named
 };
 
 struct DeviceInfo {
@@ -53,15 +53,15 @@ struct DeviceInfo {
 };
 
 struct RunConfig {
-  std::string model;            // as given: preset name or path
-  std::string arch;             // "llama" | "qwen3"
-  std::string weights;          // "synthetic" or the weights path
+  std::string model;    // as given: preset name or path
+  std::string arch;     // "llama" | "qwen3"
+  std::string weights;  // "synthetic" or the weights path
   uint64_t seed = 0;
-  std::string scheme;           // "fp16" | "int8" | "int4"
-  int group_size = 0;           // int4 only, else 0
-  bool zero_point = false;      // int4 only
+  std::string scheme;       // "fp16" | "int8" | "int4"
+  int group_size = 0;       // int4 only, else 0
+  bool zero_point = false;  // int4 only
   std::string lm_head_scheme;
-  std::string kernel;           // resolved kernel name, e.g. "int4.gemv"
+  std::string kernel;  // resolved kernel name, e.g. "int4.gemv"
   bool graph = false;
   std::string adapter = "none";  // "none", a path or "synthetic:rank=..."
   std::string adapter_mode;      // "merged" | "external" | "" without an adapter
@@ -73,7 +73,7 @@ struct RunConfig {
   int64_t warmup = 0;
   int64_t repeat = 0;
   bool sync_per_token = false;
-  int64_t params = 0;           // parameter count of the model
+  int64_t params = 0;  // parameter count of the model
 };
 
 struct TpotStats {
@@ -85,10 +85,10 @@ struct Timing {
   TpotStats tpot_ms;
   std::vector<double> samples_ms;  // every timed step, repetition by repetition
   double tokens_per_s = 0;         // 1000 / median
-  double load_s = 0;               // weights generated or loaded, repacked, uploaded (when not reused), buffers
-  bool weights_reused = false;     // the backend's weights were kept from the previous run of a sweep
-  double prefill_s = 0;            // untimed steps to reach --context
-  std::string clock;               // "cuda-events" | "host"
+  double load_s = 0;            // weights generated or loaded, repacked, uploaded (when not reused), buffers
+  bool weights_reused = false;  // the backend's weights were kept from the previous run of a sweep
+  double prefill_s = 0;         // untimed steps to reach --context
+  std::string clock;            // "cuda-events" | "host"
 };
 
 struct Roofline {
@@ -107,11 +107,11 @@ struct MemoryUse {
 };
 
 struct Check {
-  std::string tokens_hash;          // FNV-1a 64 of the generated token ids, hex
-  std::vector<int32_t> tokens;      // the first repetition's generated ids
-  bool logits_checked = false;      // --check
-  double logits_max_rel_err = 0;    // max |a-b| / max|b| over steps, against the reference
-  std::string reference;            // what the logits were compared with
+  std::string tokens_hash;        // FNV-1a 64 of the generated token ids, hex
+  std::vector<int32_t> tokens;    // the first repetition's generated ids
+  bool logits_checked = false;    // --check
+  double logits_max_rel_err = 0;  // max |a-b| / max|b| over steps, against the reference
+  std::string reference;          // what the logits were compared with
 };
 
 struct Result {
@@ -156,8 +156,8 @@ std::string error_entry_summary(const ErrorEntry& e);
 std::vector<Result> read_results(const std::string& path);
 
 struct ResultsAndErrors {
-  std::vector<Result> results;    // in file order
-  std::vector<ErrorEntry> errors; // in file order
+  std::vector<Result> results;     // in file order
+  std::vector<ErrorEntry> errors;  // in file order
 };
 // As read_results, but error entries are returned apart instead of failing (compare and
 // report skip them with a warning). Anything else that is not a valid result still throws.

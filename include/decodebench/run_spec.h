@@ -17,12 +17,12 @@ struct RunSpec {
   std::string model = "8b-int4";
   std::string weights;  // empty: synthetic from `seed`
   uint64_t seed = 0;
-  std::optional<Scheme> quant;        // overrides the config's scheme
+  std::optional<Scheme> quant;  // overrides the config's scheme
   std::optional<int> group_size;
-  std::optional<Scheme> lm_head;      // overrides the lm_head scheme
+  std::optional<Scheme> lm_head;  // overrides the lm_head scheme
   std::string kernel = "auto";
   bool graph = true;
-  std::string adapter;                // empty: none
+  std::string adapter;  // empty: none
   AdapterMode adapter_mode = AdapterMode::merged;
   int64_t context = 0;
   int64_t tokens = 128;
@@ -32,9 +32,9 @@ struct RunSpec {
   bool check = false;
   BackendKind backend = BackendKind::cuda;
   int device = 0;
-  std::string output;                 // empty: summary on stdout only
+  std::string output;  // empty: summary on stdout only
   OutputFormat format = OutputFormat::json;
-  std::string command_line;           // for the result's "command" field
+  std::string command_line;  // for the result's "command" field
 };
 
 const char* to_string(BackendKind b);

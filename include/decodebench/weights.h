@@ -25,18 +25,19 @@ namespace db {
 
 struct Adapter;
 
-// A linear weight [rows, cols] in the canonical layout of DESIGN.md.
+// A linear weight [rows, cols] in the canonical layout of docs/design.md.
 struct QuantMatrix {
   Scheme scheme = Scheme::fp16;
   int64_t rows = 0, cols = 0;
-  int group_size = 0;                // int4 only
-  bool zero_point = false;           // int4 only
-  std::vector<uint8_t> qweight;      // fp16: [rows, cols] uint16 bits (LE); int8: [rows, cols]; int4: [rows, cols/2]
-  std::vector<uint16_t> scales;      // fp16 bits; int8: [rows]; int4: [rows, cols/group]
-  std::vector<uint8_t> zeros;        // int4 with zero point: [rows, cols/group]
+  int group_size = 0;       // int4 only
+  bool zero_point = false;  // int4 only
+  std::vector<uint8_t>
+      qweight;  // fp16: [rows, cols] uint16 bits (LE); int8: [rows, cols]; int4: [rows, cols/2]
+  std::vector<uint16_t> scales;  // fp16 bits; int8: [rows]; int4: [rows, cols/group]
+  std::vector<uint8_t> zeros;    // int4 with zero point: [rows, cols/group]
 
-  float at(int64_t r, int64_t c) const;       // dequantized element
-  void row(int64_t r, float* out) const;      // dequantized row of `cols` floats
+  float at(int64_t r, int64_t c) const;   // dequantized element
+  void row(int64_t r, float* out) const;  // dequantized row of `cols` floats
 };
 
 // Quantizes a float matrix with the canonical arithmetic (include/decodebench/quant.h),
@@ -56,8 +57,8 @@ struct Origin {
   uint64_t tensor_id = 0;  // synth::tensor_id(name)
   synth::Dist dist = synth::Dist::matrix;
   std::vector<int64_t> shape;
-  const TensorInfo* dense = nullptr;  // kind == dense
-  const TensorInfo* qweight = nullptr, *scales = nullptr, *zeros = nullptr;  // kind == quantized
+  const TensorInfo* dense = nullptr;                                         // kind == dense
+  const TensorInfo *qweight = nullptr, *scales = nullptr, *zeros = nullptr;  // kind == quantized
   int64_t layer = -1;         // a transformer-block linear: its layer (else -1) ...
   Linear linear = Linear::q;  // ... and which one (LoRA targets)
 };
@@ -78,7 +79,7 @@ class WeightSource {
   bool synthetic() const { return !checkpoint_; }
   uint64_t seed() const { return seed_; }
   const std::string& path() const { return path_; }
-  std::string describe() const;  // "synthetic (seed 0)" or the path with its format
+  std::string describe() const;                        // "synthetic (seed 0)" or the path with its format
   const Adapter* adapter() const { return adapter_; }  // nullptr: none
 
   Origin linear(int64_t layer, Linear l) const;  // in config.quant.scheme
@@ -91,7 +92,7 @@ class WeightSource {
   // a linear that a decodebench file holds quantized is dequantized, merged and quantized
   // again, its scales and zeros recomputed from the merged values.
   QuantMatrix host_matrix(const Origin& o, Scheme scheme) const;
-  std::vector<float> host_vector(const Origin& o) const;                 // 1-D, as float
+  std::vector<float> host_vector(const Origin& o) const;                      // 1-D, as float
   void host_embedding_row(const Origin& o, int64_t token, float* out) const;  // fp16-rounded values
 
  private:

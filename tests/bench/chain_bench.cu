@@ -43,7 +43,7 @@
 
 #include "common.cuh"
 #include "decodebench/half.h"
-#include "decodebench/int4_frag.h"
+#include "int4_frag.h"
 #include "gemv.cuh"
 #include "int4_dot.cuh"
 #include "mbarrier.cuh"

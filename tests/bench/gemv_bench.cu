@@ -1,13 +1,12 @@
-// GEMV variants timed side by side on real layer shapes (dev tool, not a test):
+// The rows kernel's shapes timed side by side on real layer shapes (lab tool, not a test):
 //   build-gpu/decodebench_gemv_bench [--tune]
 // Conditions as in a decode step: every launch reads a different copy of the matrix (the
 // copies together exceed L2 several times, so weights come from HBM as they do when 32
 // layers follow each other), and the input is what the step feeds each shape: the residual
 // stream with its RMSNorm statistics for the QKV, gate/up and lm_head shapes, an fp16
 // vector for O and down. Prints GB/s of weight bytes (scales and zeros included) for the
-// fast kernel of each scheme, the same kernel double-buffered (GemvTuning::double_buffer) and
-// the two-row warp kernel it replaced; with --tune, also for other shapes of the fast kernel
-// (rows per group x chunks per thread x blocks per SM, single and double-buffered, "DB").
+// fast kernel of each scheme; with --tune, also for other shapes of the fast kernel (rows per
+// group x chunks per thread x blocks per SM).
 // Correctness is the gpu tests' job.
 #include <cstdio>
 #include <cstring>
@@ -17,7 +16,7 @@
 
 #include "common.cuh"
 #include "decodebench/half.h"
-#include "decodebench/int4_frag.h"
+#include "int4_frag.h"
 #include "decodebench/weights.h"
 #include "gemv.cuh"
 #include "weights.cuh"
@@ -142,33 +141,20 @@ int main(int argc, char** argv) {
         continue;  // the copies leak: the process ends right after
       }
       report("fast", time_us([&](int i) { gemv(ms[i % copies], in, out, GemvVariant::fast, nullptr); }, reps));
-      {  // the fast kernel's default shape with two register buffers of weights
-        const char* label = "fast (double-buffered)";
-        GemvTuning t;
-        t.double_buffer = true;
-        try {
-          report(label, time_us([&](int i) { gemv_tuned(ms[i % copies], in, out, t, nullptr); }, reps));
-        } catch (const db::Error& e) {  // long rows: more chunks per thread than two buffers hold
-          std::printf("%-10s %-5s %-22s skipped: %s\n", sh.name, to_string(s), label, e.what());
-        }
-      }
-      if (!ms[0].int4_frag)  // the warp kernel reads the nibble order only
-        report("warp", time_us([&](int i) { gemv(ms[i % copies], in, out, GemvVariant::warp, nullptr); }, reps));
       if (tune) {
         for (int r : {2, 4, 8})
           for (int k : {1, 2, 4})
-            for (int occ : {0, 2})
-              for (bool db : {false, true}) {
-                if (r * k > (db ? 8 : 16)) continue;
-                const GemvTuning t{r, k, occ, db};
-                char label[64];
-                std::snprintf(label, sizeof label, "rows R%d K%d occ%d%s", r, k, occ, db ? " DB" : "");
-                try {
-                  report(label, time_us([&](int i) { gemv_tuned(ms[i % copies], in, out, t, nullptr); }, reps));
-                } catch (const db::Error& e) {  // long rows raise the chunks per thread past R x K <= 16 (8 with DB)
-                  std::printf("%-10s %-5s %-22s skipped: %s\n", sh.name, to_string(s), label, e.what());
-                }
+            for (int occ : {0, 2}) {
+              if (r * k > 16) continue;
+              const GemvTuning t{r, k, occ};
+              char label[64];
+              std::snprintf(label, sizeof label, "rows R%d K%d occ%d", r, k, occ);
+              try {
+                report(label, time_us([&](int i) { gemv_tuned(ms[i % copies], in, out, t, nullptr); }, reps));
+              } catch (const db::Error& e) {  // long rows raise the chunks per thread past R x K <= 16
+                std::printf("%-10s %-5s %-22s skipped: %s\n", sh.name, to_string(s), label, e.what());
               }
+            }
       }
       for (DeviceMatrix& m : ms) {
         cudaFree(m.qweight);

@@ -42,9 +42,10 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
     const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
     std::fprintf(out, "%llu,%llu,%d,%d,%d,%u,%d,%d,%u,%llu,%s\n", static_cast<unsigned long long>(k->start),
-                 static_cast<unsigned long long>(k->end), k->gridX, k->gridY, k->blockX, k->registersPerThread,
-                 k->staticSharedMemory, k->dynamicSharedMemory, k->sharedMemoryExecuted,
-                 static_cast<unsigned long long>(k->graphNodeId), k->name ? k->name : "?");
+                 static_cast<unsigned long long>(k->end), k->gridX, k->gridY, k->blockX,
+                 k->registersPerThread, k->staticSharedMemory, k->dynamicSharedMemory,
+                 k->sharedMemoryExecuted, static_cast<unsigned long long>(k->graphNodeId),
+                 k->name ? k->name : "?");
   }
   size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS && dropped)
@@ -69,8 +70,9 @@ extern "C" int InitializeInjection() {
     std::fprintf(stderr, "kernel_trace: cannot write %s\n", path ? path : "kernel_trace.csv");
     return 0;
   }
-  std::fprintf(out, "start_ns,end_ns,grid_x,grid_y,block_x,registers,static_smem,dynamic_smem,smem_executed,"
-                    "graph_node,name\n");
+  std::fprintf(out,
+               "start_ns,end_ns,grid_x,grid_y,block_x,registers,static_smem,dynamic_smem,smem_executed,"
+               "graph_node,name\n");
   check(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "register callbacks");
   check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable concurrent kernel records");
   std::atexit(finish);

@@ -57,10 +57,10 @@ class DeviceWeights {
     __half* mlp_norm = nullptr;   // [hidden]
     __half* q_norm = nullptr;     // [head_dim], qwen3
     __half* k_norm = nullptr;
-    DeviceMatrix qkv;             // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
-    DeviceMatrix o;               // [hidden, q_dim]
-    DeviceMatrix gate_up;         // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
-    DeviceMatrix down;            // [hidden, intermediate]
+    DeviceMatrix qkv;      // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
+    DeviceMatrix o;        // [hidden, q_dim]
+    DeviceMatrix gate_up;  // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
+    DeviceMatrix down;     // [hidden, intermediate]
   };
   // What the weights occupy, and what loading them takes on top while it runs (the stager's
   // device buffer, a merge's temporary matrix and A, B), freed when the constructor returns.
@@ -129,11 +129,11 @@ struct DeviceLayer {
   const __half* mlp_norm = nullptr;   // [hidden]
   const __half* q_norm = nullptr;     // [head_dim], qwen3
   const __half* k_norm = nullptr;
-  LinearOp qkv;                 // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
-  LinearOp o;                   // [hidden, q_dim]
-  LinearOp gate_up;             // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
-  LinearOp down;                // [hidden, intermediate]
-  __half* k_cache = nullptr;    // [positions, kv_dim]
+  LinearOp qkv;               // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
+  LinearOp o;                 // [hidden, q_dim]
+  LinearOp gate_up;           // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
+  LinearOp down;              // [hidden, intermediate]
+  __half* k_cache = nullptr;  // [positions, kv_dim]
   __half* v_cache = nullptr;
 };
 
@@ -155,13 +155,13 @@ class Engine {
   void set_input(int64_t pos, int32_t token);
   // First position whose generated token tokens() reports.
   void set_first_position(int64_t pos);
-  void enqueue_step();        // eager: the kernels of one step
-  void capture_graph();       // captures enqueue_step() once
-  void launch_graph();        // one replay
+  void enqueue_step();   // eager: the kernels of one step
+  void capture_graph();  // captures enqueue_step() once
+  void launch_graph();   // one replay
   void synchronize();
-  std::vector<float> logits();                 // the last step's logits
-  std::vector<int32_t> tokens(int64_t n);      // generated since set_first_position
-  int32_t next_token();                        // the next step's input (the last argmax)
+  std::vector<float> logits();             // the last step's logits
+  std::vector<int32_t> tokens(int64_t n);  // generated since set_first_position
+  int32_t next_token();                    // the next step's input (the last argmax)
 
   // Device memory an engine takes beside its weights: KV cache and scratch (weights_bytes 0).
   // `lora_rank`: an external adapter's rank, 0 without one.

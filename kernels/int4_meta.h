@@ -23,7 +23,9 @@ namespace db::int4_meta {
 constexpr int kBlockRows = 8;
 
 // Rows of parameters an array to be packed must hold: `rows` rounded up to whole blocks.
-DB_HD int64_t padded_rows(int64_t rows) { return (rows + kBlockRows - 1) / kBlockRows * kBlockRows; }
+DB_HD int64_t padded_rows(int64_t rows) {
+  return (rows + kBlockRows - 1) / kBlockRows * kBlockRows;
+}
 
 // Rows of the matrix in the block that holds `row`: 8, or fewer in the last block.
 DB_HD int64_t block_rows(int64_t rows, int64_t row) {

@@ -272,7 +272,8 @@ std::string format_entries(const std::vector<SweepEntry>& entries, OutputFormat 
       std::string out = "[\n";
       for (size_t i = 0; i < entries.size(); ++i) {
         const SweepEntry& e = entries[i];
-        out += indent_lines(e.result ? result_to_json_text(*e.result, 2) : error_entry_json_text(e.error, 2), "  ");
+        out += indent_lines(e.result ? result_to_json_text(*e.result, 2) : error_entry_json_text(e.error, 2),
+                            "  ");
         out += i + 1 < entries.size() ? ",\n" : "\n";
       }
       return out + "]\n";

@@ -11,10 +11,12 @@ namespace {
 
 constexpr uint64_t kF16 = 2;  // fp16 bytes: embedding, norms, scales, KV cache, adapters
 
-uint64_t u(int64_t v) { return static_cast<uint64_t>(v); }
+uint64_t u(int64_t v) {
+  return static_cast<uint64_t>(v);
+}
 
 uint64_t norm_bytes(const ModelConfig& c) {
-  uint64_t n = u(2 * c.num_hidden_layers + 1) * u(c.hidden_size);  // two per layer + final
+  uint64_t n = u(2 * c.num_hidden_layers + 1) * u(c.hidden_size);              // two per layer + final
   if (c.arch == Arch::qwen3) n += u(2 * c.num_hidden_layers) * u(c.head_dim);  // q_norm, k_norm
   return n * kF16;
 }
@@ -98,7 +100,8 @@ ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, con
   // --kernel selects the block linears' kernel, and the lm_head's when it has the same
   // scheme (otherwise the lm_head runs its own scheme's default kernel, which moves nothing extra).
   const uint64_t head_elements = q.lm_head == q.scheme ? u(c.vocab_size) * u(c.hidden_size) : 0;
-  t.kernel_extra = static_cast<uint64_t>(kernel.extra_bytes_per_weight * static_cast<double>(block_elements + head_elements));
+  t.kernel_extra = static_cast<uint64_t>(kernel.extra_bytes_per_weight *
+                                         static_cast<double>(block_elements + head_elements));
 
   StoredBytes& s = a.stored;
   s.linear = t.linear_weights + t.scales + t.zeros;

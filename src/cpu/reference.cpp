@@ -67,7 +67,9 @@ uint64_t CpuModel::weight_bytes() const {
   return b;
 }
 
-uint64_t CpuModel::kv_cache_bytes() const { return 4 * (k_cache_.size() + v_cache_.size()); }
+uint64_t CpuModel::kv_cache_bytes() const {
+  return 4 * (k_cache_.size() + v_cache_.size());
+}
 
 void CpuModel::matvec(const QuantMatrix& w, const float* x, float* y) const {
   parallel_rows(w.rows, threads_, [&](int64_t begin, int64_t end) {
@@ -139,7 +141,8 @@ const std::vector<float>& CpuModel::step(int32_t token, int64_t pos) {
     linear(L, Linear::v, L.wv, h_.data(), v_.data());
     if (c_.arch == Arch::qwen3) {
       for (int64_t h = 0; h < heads; ++h) rmsnorm(&q_[h * hd], L.q_norm.data(), hd, &q_[h * hd]);
-      for (int64_t h = 0; h < c_.num_key_value_heads; ++h) rmsnorm(&k_[h * hd], L.k_norm.data(), hd, &k_[h * hd]);
+      for (int64_t h = 0; h < c_.num_key_value_heads; ++h)
+        rmsnorm(&k_[h * hd], L.k_norm.data(), hd, &k_[h * hd]);
     }
     rope(q_.data(), heads, pos);
     rope(k_.data(), c_.num_key_value_heads, pos);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "decodebench/adapter.h"
-#include "decodebench/cuda_engine.cuh"
+#include "engine.cuh"
 #include "lora.cuh"
 #include "weights.cuh"
 

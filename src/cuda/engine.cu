@@ -1,4 +1,4 @@
-// The CUDA decode engine and its device weights (see include/decodebench/cuda_engine.cuh).
+// The CUDA decode engine and its device weights (see src/cuda/engine.cuh).
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -7,21 +7,20 @@
 
 #include "attention.cuh"
 #include "common.cuh"
-#include "cuda_engine_lora.cuh"
 #include "decodebench/accounting.h"
-#include "decodebench/cuda_engine.cuh"
-#include "decodebench/int4_frag.h"
 #include "decodebench/rope.h"
+#include "engine.cuh"
+#include "engine_lora.cuh"
+#include "int4_frag.h"
 #include "weights.cuh"
 
 namespace db::cuda {
 
-#define CUBLAS_CHECK(expr)                                                                         \
-  do {                                                                                             \
-    const cublasStatus_t db_st_ = (expr);                                                          \
-    if (db_st_ != CUBLAS_STATUS_SUCCESS)                                                           \
-      ::db::fail("cuBLAS error {} in {} at {}:{}", cublasGetStatusName(db_st_), #expr, __FILE__, \
-                 __LINE__);                                                                        \
+#define CUBLAS_CHECK(expr)                                                                                  \
+  do {                                                                                                      \
+    const cublasStatus_t db_st_ = (expr);                                                                   \
+    if (db_st_ != CUBLAS_STATUS_SUCCESS)                                                                    \
+      ::db::fail("cuBLAS error {} in {} at {}:{}", cublasGetStatusName(db_st_), #expr, __FILE__, __LINE__); \
   } while (0)
 
 LinearImpl linear_impl(const KernelInfo& k) {
@@ -34,21 +33,21 @@ LinearImpl linear_impl(const KernelInfo& k) {
 }
 
 struct Engine::Buffers {
-  float* resid = nullptr;          // [hidden] the residual stream
-  float* qkv = nullptr;            // [q_dim + 2 kv_dim]
-  __half* attn = nullptr;          // [q_dim]
-  __half* act = nullptr;           // [intermediate]
-  float* logits = nullptr;         // [vocab]
-  __half* xnorm = nullptr;         // [max input dim] (cuBLAS paths)
-  float* gate_up = nullptr;        // [2 intermediate] (cuBLAS paths)
-  __half* dequant = nullptr;       // [largest matrix] (dequant-cublas)
-  float* rope = nullptr;           // rope_table(positions)
+  float* resid = nullptr;     // [hidden] the residual stream
+  float* qkv = nullptr;       // [q_dim + 2 kv_dim]
+  __half* attn = nullptr;     // [q_dim]
+  __half* act = nullptr;      // [intermediate]
+  float* logits = nullptr;    // [vocab]
+  __half* xnorm = nullptr;    // [max input dim] (cuBLAS paths)
+  float* gate_up = nullptr;   // [2 intermediate] (cuBLAS paths)
+  __half* dequant = nullptr;  // [largest matrix] (dequant-cublas)
+  float* rope = nullptr;      // rope_table(positions)
   float* part_o = nullptr;
   float* part_ml = nullptr;
   unsigned* counters = nullptr;
-  __half* resid_h = nullptr;       // [hidden]: resid's fp16 copy, where every writer keeps it
-  int32_t* state = nullptr;        // token, pos, first_pos
-  int32_t* tokens_out = nullptr;   // [positions]
+  __half* resid_h = nullptr;      // [hidden]: resid's fp16 copy, where every writer keeps it
+  int32_t* state = nullptr;       // token, pos, first_pos
+  int32_t* tokens_out = nullptr;  // [positions]
   unsigned long long* key = nullptr;
   unsigned long long* norm_stats = nullptr;  // [2 L + 1][kNormSlots]: per RMSNorm, its input's sum of squares
   void* cublas_workspace = nullptr;
@@ -122,7 +121,9 @@ void produce(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, R
   }
 }
 
-std::string gb(uint64_t b) { return fmt::format("{:.2f} GB", b / 1e9); }
+std::string gb(uint64_t b) {
+  return fmt::format("{:.2f} GB", b / 1e9);
+}
 
 // The lm_head runs the blocks' kernel when it has their scheme, else the fast GEMV.
 LinearImpl head_impl_of(const ModelConfig& c, LinearImpl impl) {
@@ -139,7 +140,8 @@ struct Shapes {
 
 Shapes shapes(const ModelConfig& c) {
   const QuantConfig& q = c.quant;
-  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, qd = c.q_dim(), kvd = c.kv_dim();
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, qd = c.q_dim(),
+                kvd = c.kv_dim();
   auto matrix = [&](int64_t rows, int64_t cols, Scheme s) {
     DeviceMatrix m;
     m.scheme = s;
@@ -172,7 +174,8 @@ ScratchDims scratch_dims(const ModelConfig& c, const KernelInfo& kernel) {
   d.head_impl = head_impl_of(c, d.impl);
   d.max_in = std::max({c.hidden_size, c.intermediate_size, c.q_dim()});
   for (const DeviceMatrix& m : shapes(c).block) d.largest = std::max(d.largest, m.rows * m.cols);
-  if (d.head_impl == LinearImpl::dequant_cublas) d.largest = std::max(d.largest, c.vocab_size * c.hidden_size);
+  if (d.head_impl == LinearImpl::dequant_cublas)
+    d.largest = std::max(d.largest, c.vocab_size * c.hidden_size);
   d.uses_cublas = d.impl == LinearImpl::cublas || d.impl == LinearImpl::dequant_cublas;
   return d;
 }
@@ -212,7 +215,8 @@ DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws) {
   const LoraBytes lora = lora_bytes(ws);
   Plan p;
   p.weights_bytes = per_layer * c.num_hidden_layers + device_matrix_bytes(sh.embedding).total() +
-                    (sh.tied_head ? 0 : device_matrix_bytes(sh.head).total()) + c.hidden_size * 2 + lora.weights;
+                    (sh.tied_head ? 0 : device_matrix_bytes(sh.head).total()) + c.hidden_size * 2 +
+                    lora.weights;
   p.load_bytes = kStageBytes + lora.load;
   return p;
 }
@@ -223,8 +227,9 @@ DeviceWeights::DeviceWeights(const WeightSource& ws, const WeightLayout& layout)
   CUDA_CHECK(cudaGetDevice(&device_));
   const Plan p = plan(ws);
   check_free_memory(p.weights_bytes + p.load_bytes, [&] {
-    return fmt::format("not enough GPU memory for the weights of {}: need {} (weights {}, loading buffers {})",
-                       c_.name, gb(p.weights_bytes + p.load_bytes), gb(p.weights_bytes), gb(p.load_bytes));
+    return fmt::format(
+        "not enough GPU memory for the weights of {}: need {} (weights {}, loading buffers {})", c_.name,
+        gb(p.weights_bytes + p.load_bytes), gb(p.weights_bytes), gb(p.load_bytes));
   });
   bytes_ = p.weights_bytes;
   // The destructor does not run when a constructor throws, and a sweep goes on after a failed
@@ -238,7 +243,9 @@ DeviceWeights::DeviceWeights(const WeightSource& ws, const WeightLayout& layout)
   load_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-DeviceWeights::~DeviceWeights() { release(); }
+DeviceWeights::~DeviceWeights() {
+  release();
+}
 
 void DeviceWeights::release() {
   for (void* p : allocations_) cudaFree(p);
@@ -246,7 +253,8 @@ void DeviceWeights::release() {
 }
 
 void DeviceWeights::fill(const WeightSource& ws) {
-  const int64_t H = c_.hidden_size, L = c_.num_hidden_layers, qd = c_.q_dim(), kvd = c_.kv_dim(), hd = c_.head_dim;
+  const int64_t H = c_.hidden_size, L = c_.num_hidden_layers, qd = c_.q_dim(), kvd = c_.kv_dim(),
+                hd = c_.head_dim;
   // A stream of its own, synchronized before returning: engines on other streams read the result.
   struct Stream {
     cudaStream_t s = nullptr;
@@ -362,7 +370,8 @@ MemoryUse Engine::plan(const ModelConfig& c, const KernelInfo& kernel, int64_t p
   MemoryUse m;
   m.kv_cache_bytes = 2ull * L * positions * kvd * 2;
   m.scratch_bytes = 4 * H + 4 * (qd + 2 * kvd) + 2 * qd + 2 * I + 4 * V + 2 * d.max_in + 4 * 2 * I +
-                    4ull * positions * hd + 4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
+                    4ull * positions * hd +
+                    4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
                     4 * c.num_key_value_heads + 4 * (3 + positions) + 8 + 8 * (2 * L + 1) * kNormSlots +
                     (d.impl == LinearImpl::dequant_cublas ? 2ull * d.largest : 0) +
                     (d.uses_cublas ? kCublasWorkspace : 2 * H) + lora_scratch_bytes(c, lora_rank);
@@ -380,7 +389,8 @@ void Engine::check_kernel(const ModelConfig& c, const KernelInfo& kernel) {
     if ((li == LinearImpl::gemv_fast || li == LinearImpl::gemv_naive) &&
         !gemv_supports(m, li == LinearImpl::gemv_fast ? GemvVariant::fast : GemvVariant::naive, &why))
       fail("kernel {} cannot run {} [{} x {}]: {}", kernel.name, c.name, m.rows, m.cols, why);
-    if (li == LinearImpl::cublas && m.scheme != Scheme::fp16) fail("kernel {} needs fp16 weights", kernel.name);
+    if (li == LinearImpl::cublas && m.scheme != Scheme::fp16)
+      fail("kernel {} needs fp16 weights", kernel.name);
   };
   for (const DeviceMatrix& m : sh.block) check(m, impl, layout.block_int4_repacked);
   check(sh.tied_head ? sh.embedding : sh.head, head_impl_of(c, impl), layout.head_int4_repacked);
@@ -399,7 +409,9 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
 }
 
 Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions)
-    : c_(non_null(weights).config()), positions_(positions), weights_(std::move(weights)),
+    : c_(non_null(weights).config()),
+      positions_(positions),
+      weights_(std::move(weights)),
       buf_(std::make_unique<Buffers>()) {
   const auto t0 = std::chrono::steady_clock::now();
   const DeviceWeights& w = *weights_;
@@ -409,7 +421,8 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   // --- checks, before anything is allocated
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  if (device != w.device()) fail("the weights are on GPU {}, the engine would run on GPU {}", w.device(), device);
+  if (device != w.device())
+    fail("the weights are on GPU {}, the engine would run on GPU {}", w.device(), device);
   if (w.layout() != weight_layout(c_, kernel))
     fail("kernel {} reads the {} weight layout, these weights are in the {} layout", kernel.name,
          weight_layout(c_, kernel).name(), w.layout().name());
@@ -425,9 +438,11 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   memory_.total_bytes = w.bytes() + own.total_bytes;
   check_free_memory(own.total_bytes, [&] {
     return fmt::format(
-        "not enough GPU memory for {} at {} positions: need {} (KV cache {}, scratch {}; the weights' {} are on "
+        "not enough GPU memory for {} at {} positions: need {} (KV cache {}, scratch {}; the weights' {} are "
+        "on "
         "the device already)",
-        c_.name, positions, gb(own.total_bytes), gb(own.kv_cache_bytes), gb(own.scratch_bytes), gb(w.bytes()));
+        c_.name, positions, gb(own.total_bytes), gb(own.kv_cache_bytes), gb(own.scratch_bytes),
+        gb(w.bytes()));
   });
   buf_->max_splits = attention_splits(positions);
 
@@ -517,7 +532,9 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   load_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-Engine::~Engine() { release(); }
+Engine::~Engine() {
+  release();
+}
 
 void Engine::release() {
   if (graph_) cudaGraphExecDestroy(graph_);
@@ -560,7 +577,9 @@ void Engine::run_linear(const LinearOp& op, const GemvInput& in, const GemvOutpu
   }
   const float alpha = 1.f;
   float beta = out.epilogue == Epilogue::residual ? 1.f : 0.f;
-  float* y = out.epilogue == Epilogue::residual ? out.resid : (out.epilogue == Epilogue::silu_mul ? buf_->gate_up : out.y);
+  float* y = out.epilogue == Epilogue::residual
+                 ? out.resid
+                 : (out.epilogue == Epilogue::silu_mul ? buf_->gate_up : out.y);
   // An addend (a LoRA delta) enters as cuBLAS's C, before the epilogue kernels as in the GEMVs:
   // added to the residual, or copied into y with beta 1.
   if (out.addend) {
@@ -572,10 +591,11 @@ void Engine::run_linear(const LinearOp& op, const GemvInput& in, const GemvOutpu
   }
   // Row-major W [rows, cols] is column-major W^T: y = op(W^T)^T x with op = transpose.
   CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(op.m.rows), 1,
-                            static_cast<int>(op.m.cols), &alpha, w, CUDA_R_16F, static_cast<int>(op.m.cols), x,
-                            CUDA_R_16F, static_cast<int>(op.m.cols), &beta, y, CUDA_R_32F,
+                            static_cast<int>(op.m.cols), &alpha, w, CUDA_R_16F, static_cast<int>(op.m.cols),
+                            x, CUDA_R_16F, static_cast<int>(op.m.cols), &beta, y, CUDA_R_32F,
                             static_cast<int>(op.m.rows), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  if (out.epilogue == Epilogue::silu_mul) silu_mul_interleaved(buf_->gate_up, op.m.rows / 2, out.act, stream_);
+  if (out.epilogue == Epilogue::silu_mul)
+    silu_mul_interleaved(buf_->gate_up, op.m.rows / 2, out.act, stream_);
   if (out.epilogue == Epilogue::logits) argmax(out.y, op.m.rows, out.argmax_key, stream_);
 }
 
@@ -585,10 +605,12 @@ void Engine::enqueue_step() {
   // The statistics of RMSNorm site s: 2l before layer l's attention, 2l + 1 before its MLP,
   // 2L before the lm_head; each is written by the kernel that last writes resid before it.
   auto stats = [&](int64_t site) { return norm_stats_ ? b.norm_stats + site * kNormSlots : nullptr; };
-  embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, st_, b.resid, stats(0), stream_, b.resid_h);
+  embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, st_, b.resid, stats(0), stream_,
+        b.resid_h);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const DeviceLayer& d = layers_[l];
-    const float* qkv_delta = lora_delta(l, LoraSite::qkv, b.resid, b.resid_h, d.attn_norm, stats(2 * l));  // external LoRA, else null
+    const float* qkv_delta = lora_delta(l, LoraSite::qkv, b.resid, b.resid_h, d.attn_norm,
+                                        stats(2 * l));  // external LoRA, else null
     run_linear(d.qkv, {nullptr, b.resid, d.attn_norm, eps, stats(2 * l), b.resid_h},
                with_addend({Epilogue::store, b.qkv}, qkv_delta));
 
@@ -651,9 +673,13 @@ void Engine::capture_graph() {
   CUDA_CHECK(cudaGraphDestroy(g));
 }
 
-void Engine::launch_graph() { CUDA_CHECK(cudaGraphLaunch(graph_, stream_)); }
+void Engine::launch_graph() {
+  CUDA_CHECK(cudaGraphLaunch(graph_, stream_));
+}
 
-void Engine::synchronize() { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void Engine::synchronize() {
+  CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 std::vector<float> Engine::logits() {
   std::vector<float> v(static_cast<size_t>(c_.vocab_size));

@@ -35,7 +35,8 @@ double measure_host_read_GBps(int threads) {
     }
     for (auto& th : pool) th.join();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (std::accumulate(partial.begin(), partial.end(), 0.0) != static_cast<double>(n)) fail("host bandwidth probe: bad sum");
+    if (std::accumulate(partial.begin(), partial.end(), 0.0) != static_cast<double>(n))
+      fail("host bandwidth probe: bad sum");
     best = std::max(best, static_cast<double>(n * sizeof(float)) / s / 1e9);
   }
   return best;
@@ -56,7 +57,9 @@ std::string cpu_model_name() {
 }
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -92,9 +95,13 @@ class CpuBackend final : public Backend {
       }
       // Every repetition restarts at --context from the same token: the same tokens, or the
       // step is not a function of its inputs (as the CUDA backend checks too).
-      if (r == 0) out.tokens = tokens;
+      if (r == 0)
+        out.tokens = tokens;
       else if (tokens != out.tokens)
-        fail("repetition {} generated different tokens than repetition 0: the decode step is not deterministic", r);
+        fail(
+            "repetition {} generated different tokens than repetition 0: the decode step is not "
+            "deterministic",
+            r);
     }
     if (spec.check) {
       out.logits_max_rel_err = 0.0;
@@ -115,6 +122,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 }  // namespace db

@@ -75,7 +75,8 @@ ClockState Nvml::snapshot() const {
   unsigned v = 0;
   if (api_->clock && api_->clock(device_, kClockSm, &v) == kSuccess) c.sm_clock_mhz = static_cast<int>(v);
   if (api_->clock && api_->clock(device_, kClockMem, &v) == kSuccess) c.mem_clock_mhz = static_cast<int>(v);
-  if (api_->temperature && api_->temperature(device_, kTempGpu, &v) == kSuccess) c.temperature_c = static_cast<int>(v);
+  if (api_->temperature && api_->temperature(device_, kTempGpu, &v) == kSuccess)
+    c.temperature_c = static_cast<int>(v);
   if (api_->power && api_->power(device_, &v) == kSuccess) c.power_w = v / 1000.0;
   unsigned long long r = 0;
   if (api_->reasons && api_->reasons(device_, &r) == kSuccess) {
@@ -101,9 +102,15 @@ void Nvml::describe(DeviceInfo& d) const {
 
 std::vector<std::string> throttle_reason_names(unsigned long long mask) {
   static const std::pair<unsigned long long, const char*> names[] = {
-      {0x1, "gpu_idle"},           {0x2, "applications_clocks_setting"}, {0x4, "sw_power_cap"},
-      {0x8, "hw_slowdown"},        {0x10, "sync_boost"},                 {0x20, "sw_thermal_slowdown"},
-      {0x40, "hw_thermal_slowdown"}, {0x80, "hw_power_brake_slowdown"},  {0x100, "display_clock_setting"},
+      {0x1, "gpu_idle"},
+      {0x2, "applications_clocks_setting"},
+      {0x4, "sw_power_cap"},
+      {0x8, "hw_slowdown"},
+      {0x10, "sync_boost"},
+      {0x20, "sw_thermal_slowdown"},
+      {0x40, "hw_thermal_slowdown"},
+      {0x80, "hw_power_brake_slowdown"},
+      {0x100, "display_clock_setting"},
   };
   std::vector<std::string> out;
   for (const auto& [bit, name] : names)

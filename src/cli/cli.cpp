@@ -31,7 +31,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kVerbs[] = {"run", "list", "info", "gen-weights", "quantize", "report", "compare", "sweep"};
+constexpr const char* kVerbs[] = {"run",      "list",   "info",    "gen-weights",
+                                  "quantize", "report", "compare", "sweep"};
 
 const std::vector<std::string> kSchemeNames = {"fp16", "int8", "int4"};
 
@@ -212,7 +213,8 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
       ->capture_default_str();
   run->add_option("--adapter", s.adapter,
                   "LoRA: a PEFT directory, or synthetic:rank=R[,targets=q,k,v,o,gate,up,down]");
-  member(run->add_option("--adapter-mode", a.adapter_mode, "Merge the adapter into W, or apply A and B beside it"),
+  member(run->add_option("--adapter-mode", a.adapter_mode,
+                         "Merge the adapter into W, or apply A and B beside it"),
          {"merged", "external"})
       ->capture_default_str();
   add_integer(run, "--context", a.context, "Start position (KV depth) of the timed tokens")

@@ -8,7 +8,7 @@
 #include "common.cuh"
 #include "decodebench/backend.h"
 #include "decodebench/cpu_reference.h"
-#include "decodebench/cuda_engine.cuh"
+#include "engine.cuh"
 #include "nvml.h"
 #include "probe.cuh"
 
@@ -27,9 +27,10 @@ void check_device(int device) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0)
-    fail("no CUDA GPU found (cudaGetDeviceCount: {}): this machine has no usable NVIDIA GPU and driver; "
-         "run with --backend cpu for the CPU reference backend",
-         e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    fail(
+        "no CUDA GPU found (cudaGetDeviceCount: {}): this machine has no usable NVIDIA GPU and driver; "
+        "run with --backend cpu for the CPU reference backend",
+        e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
   if (device < 0 || device >= count) fail("--device {}: this machine has {} CUDA device(s)", device, count);
   CUDA_CHECK(cudaSetDevice(device));
   cudaFuncAttributes attr;
@@ -37,13 +38,16 @@ void check_device(int device) {
     (void)cudaGetLastError();
     cudaDeviceProp p;
     CUDA_CHECK(cudaGetDeviceProperties(&p, device));
-    fail("GPU {} (compute capability {}.{}) is not among this build's CUDA architectures ({}): rebuild with "
-         "-DCMAKE_CUDA_ARCHITECTURES={}{}",
-         p.name, p.major, p.minor, DB_CUDA_ARCHITECTURES, p.major, p.minor);
+    fail(
+        "GPU {} (compute capability {}.{}) is not among this build's CUDA architectures ({}): rebuild with "
+        "-DCMAKE_CUDA_ARCHITECTURES={}{}",
+        p.name, p.major, p.minor, DB_CUDA_ARCHITECTURES, p.major, p.minor);
   }
 }
 
-std::string version_of(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+std::string version_of(int v) {
+  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+}
 
 }  // namespace
 
@@ -131,8 +135,10 @@ class CudaBackend final : public Backend {
     e.set_first_position(spec.context);
 
     auto step = [&] {
-      if (spec.graph) e.launch_graph();
-      else e.enqueue_step();
+      if (spec.graph)
+        e.launch_graph();
+      else
+        e.enqueue_step();
     };
     const int32_t first = prompt_token(spec.context, c.vocab_size);
     e.set_input(spec.context, first);
@@ -159,9 +165,13 @@ class CudaBackend final : public Backend {
       const std::vector<int32_t> toks = e.tokens(spec.tokens);
       if (spec.sync_per_token && host_token != toks.back())
         fail("the token read back per step ({}) differs from the recorded one ({})", host_token, toks.back());
-      if (r == 0) out.tokens = toks;
+      if (r == 0)
+        out.tokens = toks;
       else if (toks != out.tokens)
-        fail("repetition {} generated different tokens than repetition 0: the decode step is not deterministic", r);
+        fail(
+            "repetition {} generated different tokens than repetition 0: the decode step is not "
+            "deterministic",
+            r);
     }
     out.launch_overhead_us = measure_launch_us(spec.graph);
 
@@ -181,8 +191,11 @@ class CudaBackend final : public Backend {
   std::shared_ptr<const DeviceWeights> device_weights(const RunSpec& spec, const WeightSource& ws,
                                                       const KernelInfo& kernel, int64_t positions,
                                                       BackendReuse* reuse, bool& reused) {
-    const std::string key = fmt::format("cuda\x1f{}\x1f" "device {}\x1f" "layout {}", weights_key(spec, ws.config()),
-                                        device_, weight_layout(ws.config(), kernel).name());
+    const std::string key = fmt::format(
+        "cuda\x1f{}\x1f"
+        "device {}\x1f"
+        "layout {}",
+        weights_key(spec, ws.config()), device_, weight_layout(ws.config(), kernel).name());
     if (reuse && reuse->state && reuse->key == key) {
       ++reuse->reused;
       reused = true;
@@ -223,8 +236,9 @@ class CudaBackend final : public Backend {
       token = e.next_token();
     }
     out.logits_max_rel_err = worst;
-    out.reference = fmt::format("cpu float32 reference on the same quantized weights, {} steps from position {}",
-                                steps, spec.context);
+    out.reference =
+        fmt::format("cpu float32 reference on the same quantized weights, {} steps from position {}", steps,
+                    spec.context);
   }
 
   int device_;
@@ -233,7 +247,9 @@ class CudaBackend final : public Backend {
 }  // namespace
 }  // namespace cuda
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<cuda::CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  return std::make_unique<cuda::CudaBackend>(device);
+}
 
 DeviceInfo cuda_device_info(int device, bool measure_bandwidth) {
   return cuda::describe_device(device, measure_bandwidth);

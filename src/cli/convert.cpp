@@ -1,5 +1,5 @@
 // gen-weights and quantize: both write a model in decodebench's canonical file format
-// (DESIGN.md "Weights"), one tensor at a time, so host memory holds one matrix at most.
+// (docs/design.md "Weights"), one tensor at a time, so host memory holds one matrix at most.
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -14,7 +14,9 @@
 namespace db {
 namespace {
 
-std::string module_of(const std::string& weight_name) { return weight_name.substr(0, weight_name.size() - 7); }
+std::string module_of(const std::string& weight_name) {
+  return weight_name.substr(0, weight_name.size() - 7);
+}
 
 void add_vector(SafetensorsWriter& w, const WeightSource& src, const Origin& o) {
   w.add(o.name, DType::f16, o.shape, [&src, o](uint8_t* out) {
@@ -56,7 +58,8 @@ void add_matrix(SafetensorsWriter& w, const WeightSource& src, const Origin& o, 
     if (!get().zero_point) cache->reset();
   });
   if (q.zero_point)
-    w.add(m + ".zeros", DType::u8, {rows, groups}, [=](uint8_t* out) { copy(get().zeros, out), cache->reset(); });
+    w.add(m + ".zeros", DType::u8, {rows, groups},
+          [=](uint8_t* out) { copy(get().zeros, out), cache->reset(); });
 }
 
 void write_model(const WeightSource& src, const std::string& path, const std::string& origin_note) {
@@ -95,8 +98,9 @@ int cmd_gen_weights(const GenWeightsSpec& spec) {
   const ModelConfig c = apply_overrides(load_model_config(spec.model), overrides);
   const WeightSource src(c, "", spec.seed);
   write_model(src, spec.output, fmt::format("synthetic {} seed {}", spec.model, spec.seed));
-  std::cout << fmt::format("wrote {} ({} {}, seed {}, {:.2f} GB)\n", spec.output, c.name, to_string(c.quant.scheme),
-                           spec.seed, std::filesystem::file_size(spec.output) / 1e9);
+  std::cout << fmt::format("wrote {} ({} {}, seed {}, {:.2f} GB)\n", spec.output, c.name,
+                           to_string(c.quant.scheme), spec.seed,
+                           std::filesystem::file_size(spec.output) / 1e9);
   return 0;
 }
 
@@ -112,8 +116,8 @@ int cmd_quantize(const QuantizeSpec& spec) {
   const ModelConfig c = apply_overrides(load_model_config(config_path), overrides);
   const WeightSource src(c, spec.input, 0);
   write_model(src, spec.output, fmt::format("quantized from {}", spec.input));
-  std::cout << fmt::format("wrote {} ({} from {}, {:.2f} GB)\n", spec.output, to_string(c.quant.scheme), spec.input,
-                           std::filesystem::file_size(spec.output) / 1e9);
+  std::cout << fmt::format("wrote {} ({} from {}, {:.2f} GB)\n", spec.output, to_string(c.quant.scheme),
+                           spec.input, std::filesystem::file_size(spec.output) / 1e9);
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // The CUDA engine's LoRA part (see cuda_engine_lora.cuh).
-#include "cuda_engine_lora.cuh"
+#include "engine_lora.cuh"
 
 #include <algorithm>
 #include <array>
@@ -259,7 +259,7 @@ const float* Engine::lora_delta(int64_t layer, LoraSite site, const __half* x) {
 }
 
 const float* Engine::lora_delta(int64_t layer, LoraSite site, const float* resid, const __half* resid_h,
-                               const __half* norm_w, const unsigned long long* sumsq) {
+                                const __half* norm_w, const unsigned long long* sumsq) {
   if (!lora_ || lora_->groups[layer][static_cast<size_t>(site)].targets == 0) return nullptr;
   if (sumsq && c_.hidden_size % 8 == 0) {
     // The shrink normalizes the residual itself, from the statistics the GEMVs hand on, with

@@ -33,8 +33,12 @@ int64_t parse_value(const std::string& option, const std::string& item, const st
   return v;
 }
 
-const char* on_off(bool b) { return b ? "on" : "off"; }
-const char* mode_name(AdapterMode m) { return m == AdapterMode::external ? "external" : "merged"; }
+const char* on_off(bool b) {
+  return b ? "on" : "off";
+}
+const char* mode_name(AdapterMode m) {
+  return m == AdapterMode::external ? "external" : "merged";
+}
 
 }  // namespace
 
@@ -43,7 +47,8 @@ std::vector<std::string> split_list(const std::string& option, const std::string
   size_t start = 0;
   while (true) {
     const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (item.empty()) usage_fail("{} '{}': empty item in the list", option, text);
     out.push_back(item);
     if (comma == std::string::npos) break;
@@ -114,7 +119,8 @@ std::string run_command(const RunSpec& s) {
   if (s.group_size) a.insert(a.end(), {"--group-size", std::to_string(*s.group_size)});
   if (s.lm_head) a.insert(a.end(), {"--lm-head", to_string(*s.lm_head)});
   a.insert(a.end(), {"--kernel", s.kernel, "--graph", on_off(s.graph)});
-  if (!s.adapter.empty()) a.insert(a.end(), {"--adapter", s.adapter, "--adapter-mode", mode_name(s.adapter_mode)});
+  if (!s.adapter.empty())
+    a.insert(a.end(), {"--adapter", s.adapter, "--adapter-mode", mode_name(s.adapter_mode)});
   a.insert(a.end(), {"--context", std::to_string(s.context), "--tokens", std::to_string(s.tokens), "--warmup",
                      std::to_string(s.warmup), "--repeat", std::to_string(s.repeat)});
   if (s.sync_per_token) a.push_back("--sync-per-token");
@@ -235,10 +241,11 @@ int cmd_sweep(const SweepSpec& sp) {
   std::cout << format_entries(entries, OutputFormat::md) << std::flush;
   if (!output.empty() && !jsonl) write_text_file_atomically(output, format_entries(entries, sp.base.format));
   if (failed)
-    fmt::print(stderr, "decodebench: warning: sweep: {} of {} instances failed (error entries{})\n", failed, n,
-               output.empty() ? "" : " in " + output);
+    fmt::print(stderr, "decodebench: warning: sweep: {} of {} instances failed (error entries{})\n", failed,
+               n, output.empty() ? "" : " in " + output);
   if (reuse.reused || reuse.backend.reused)
-    fmt::print(stderr, "decodebench: sweep: {} of {} instances reused a WeightSource, {} reused device weights\n",
+    fmt::print(stderr,
+               "decodebench: sweep: {} of {} instances reused a WeightSource, {} reused device weights\n",
                reuse.reused, n, reuse.backend.reused);
   return failed ? 1 : 0;
 }

@@ -22,8 +22,10 @@ int cmd_report(const std::vector<std::string>& files, const std::string& format,
                            : format == "json"  ? OutputFormat::json
                            : format == "jsonl" ? OutputFormat::jsonl
                                                : OutputFormat::md;
-  if (output.empty()) std::cout << format_results(all, fmt) << std::flush;
-  else write_results_file(output, all, fmt);
+  if (output.empty())
+    std::cout << format_results(all, fmt) << std::flush;
+  else
+    write_results_file(output, all, fmt);
   return 0;
 }
 

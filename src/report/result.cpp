@@ -534,7 +534,8 @@ void read_entry(const json& j, const std::string& where, ResultsAndErrors& out) 
     ErrorEntry e;
     e.error = j["error"].get<std::string>();
     const auto c = j.find("config");
-    if (c != j.end() && c->is_object()) e.config_json = c->dump(-1, ' ', false, json::error_handler_t::replace);
+    if (c != j.end() && c->is_object())
+      e.config_json = c->dump(-1, ' ', false, json::error_handler_t::replace);
     e.origin = where;
     out.errors.push_back(std::move(e));
     return;
@@ -655,22 +656,25 @@ void classify_regime(Roofline& r, double median_ms, int launches_per_step, doubl
   constexpr double bar = kBandwidthBoundEfficiency;
   if (shown >= bar) {
     r.regime = "bandwidth-bound";
-    r.regime_reason =
-        fmt::format("efficiency {:.2f} >= {:.2f}: the step runs within 1/{:.2f} of its byte floor", shown, bar, bar);
+    r.regime_reason = fmt::format(
+        "efficiency {:.2f} >= {:.2f}: the step runs within 1/{:.2f} of its byte floor", shown, bar, bar);
   } else if (fixed_ms >= 0.5 * gap) {
     r.regime = "overhead-bound";
     r.regime_reason = fmt::format(
-        "efficiency {:.2f} < {:.2f} and {} launches x {:.2f} us = {:.3f} ms of fixed cost explain >= half of the "
+        "efficiency {:.2f} < {:.2f} and {} launches x {:.2f} us = {:.3f} ms of fixed cost explain >= half of "
+        "the "
         "{:.3f} ms above the floor",
         shown, bar, launches_per_step, launch_overhead_us, fixed_ms, gap);
   } else {
     r.regime = "kernel-bound";
     r.regime_reason = fmt::format(
-        "efficiency {:.2f} < {:.2f} and fixed cost ({:.3f} ms) explains less than half of the {:.3f} ms above the "
+        "efficiency {:.2f} < {:.2f} and fixed cost ({:.3f} ms) explains less than half of the {:.3f} ms "
+        "above the "
         "floor: the kernels themselves run below bandwidth{}",
         shown, bar, fixed_ms, gap,
-        kernel_extra_bytes ? fmt::format(" (the kernel moves {:.2f} GB beyond the minimum)", kernel_extra_bytes / 1e9)
-                           : "");
+        kernel_extra_bytes
+            ? fmt::format(" (the kernel moves {:.2f} GB beyond the minimum)", kernel_extra_bytes / 1e9)
+            : "");
   }
 }
 

@@ -39,10 +39,11 @@ std::string tokens_hash(const std::vector<int32_t>& tokens) {
 }  // namespace
 
 std::string weights_key(const RunSpec& spec, const ModelConfig& cfg) {
-  return fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", spec.model, to_string(cfg.quant.scheme),
-                     cfg.quant.group_size, cfg.quant.zero_point, to_string(cfg.quant.lm_head), spec.weights,
-                     spec.seed, spec.adapter,
-                     spec.adapter.empty() ? "" : (spec.adapter_mode == AdapterMode::external ? "external" : "merged"));
+  return fmt::format(
+      "{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", spec.model, to_string(cfg.quant.scheme),
+      cfg.quant.group_size, cfg.quant.zero_point, to_string(cfg.quant.lm_head), spec.weights, spec.seed,
+      spec.adapter,
+      spec.adapter.empty() ? "" : (spec.adapter_mode == AdapterMode::external ? "external" : "merged"));
 }
 
 Result run_one(const RunSpec& spec, WeightReuse* reuse) {
@@ -76,7 +77,8 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
       reuse->key.clear();
     }
     if (!spec.adapter.empty())
-      adapter_holder = std::make_shared<Adapter>(load_adapter(spec.adapter, cfg, spec.seed, spec.adapter_mode));
+      adapter_holder =
+          std::make_shared<Adapter>(load_adapter(spec.adapter, cfg, spec.seed, spec.adapter_mode));
     weights_holder = std::make_shared<WeightSource>(cfg, spec.weights, spec.seed, adapter_holder.get());
     if (reuse) {
       reuse->key = key;
@@ -163,10 +165,11 @@ int cmd_info(int device) {
   const DeviceInfo d = cuda_device_info(device, true);
   fmt::print("device        {} (cc {}, {} SMs)\n", d.name, d.compute_capability, d.sm_count);
   fmt::print("uuid          {}\n", d.uuid);
-  fmt::print("memory        {:.1f} GiB, L2 {:.1f} MiB\n", d.memory_bytes / 1073741824.0, d.l2_bytes / 1048576.0);
+  fmt::print("memory        {:.1f} GiB, L2 {:.1f} MiB\n", d.memory_bytes / 1073741824.0,
+             d.l2_bytes / 1048576.0);
   fmt::print("driver        {}, ECC {}\n", d.driver, d.ecc ? "on" : "off");
-  fmt::print("bandwidth     {:.0f} GB/s theoretical, {:.0f} GB/s measured streaming read\n", d.theoretical_GBps,
-             d.peak_read_GBps);
+  fmt::print("bandwidth     {:.0f} GB/s theoretical, {:.0f} GB/s measured streaming read\n",
+             d.theoretical_GBps, d.peak_read_GBps);
   if (d.start)
     fmt::print("clocks        SM {} MHz, memory {} MHz, {} C, power limit {:.0f} W\n", d.start->sm_clock_mhz,
                d.start->mem_clock_mhz, d.start->temperature_c, d.power_limit_w);

@@ -52,7 +52,9 @@ ordered_json number(double v) {
   return std::isfinite(v) ? ordered_json(v) : ordered_json(nullptr);
 }
 
-std::string md_cell(const std::string& s) { return md_escape(s); }
+std::string md_cell(const std::string& s) {
+  return md_escape(s);
+}
 
 std::string fmt_ms(double v) {
   return std::isfinite(v) ? fmt::format("{:.3f}", v) : "-";

@@ -57,7 +57,8 @@ void QuantMatrix::row(int64_t r, float* out) const {
         const float s = f16_to_f32(scales[at_g]);
         const int zero = zero_point ? zeros[at_g] : quant::kInt4SymmetricZero;
         for (int64_t c = g * group_size; c < (g + 1) * group_size; ++c)
-          out[c] = quant::dequantize_int4(quant::unpack_int4(qweight[(r * cols + c) / 2], static_cast<int>(c)), s, zero);
+          out[c] = quant::dequantize_int4(
+              quant::unpack_int4(qweight[(r * cols + c) / 2], static_cast<int>(c)), s, zero);
       }
       return;
     }
@@ -172,7 +173,9 @@ std::string module_of(const std::string& weight_name) {
   return weight_name.substr(0, weight_name.size() - suffix.size());
 }
 
-bool is_float(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+bool is_float(DType d) {
+  return d == DType::f32 || d == DType::f16 || d == DType::bf16;
+}
 
 }  // namespace
 
@@ -202,8 +205,10 @@ WeightSource::WeightSource(const ModelConfig& config, const std::string& path, u
     if (q == meta.end()) fail("weights file {}: __metadata__ has format=decodebench but no quant", path);
     const Scheme file_scheme = parse_scheme(q->second);
     if (file_scheme != config_.quant.scheme)
-      fail("weights file {} holds {} weights but the run asks for {} (pass --quant {} or an fp16/bf16 checkpoint)",
-           path, q->second, to_string(config_.quant.scheme), q->second);
+      fail(
+          "weights file {} holds {} weights but the run asks for {} (pass --quant {} or an fp16/bf16 "
+          "checkpoint)",
+          path, q->second, to_string(config_.quant.scheme), q->second);
     if (file_scheme == Scheme::int4) {
       const auto g = meta.find("group_size");
       const auto z = meta.find("zero_point");
@@ -256,7 +261,8 @@ Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_
       o.scales = &checkpoint_->get(m + ".scales", DType::f16, {rows});
     } else {
       const int g = config_.quant.group_size;
-      if (cols % g != 0) fail("weights file {}: group size {} does not divide {} of {}", path_, g, cols, name);
+      if (cols % g != 0)
+        fail("weights file {}: group size {} does not divide {} of {}", path_, g, cols, name);
       o.qweight = &checkpoint_->get(m + ".qweight", DType::u8, {rows, cols / 2});
       o.scales = &checkpoint_->get(m + ".scales", DType::f16, {rows, cols / g});
       if (config_.quant.zero_point) {
@@ -266,15 +272,16 @@ Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_
         const uint8_t* z = o.zeros->data;
         const uint8_t* bad = std::find_if(z, z + o.zeros->nbytes, [](uint8_t v) { return v > 15; });
         if (bad != z + o.zeros->nbytes)
-          fail("weights file {}: tensor {} holds the zero point {} at element {}; int4 zero points are 0..15", path_,
-               o.zeros->name, *bad, bad - z);
+          fail("weights file {}: tensor {} holds the zero point {} at element {}; int4 zero points are 0..15",
+               path_, o.zeros->name, *bad, bad - z);
       }
     }
     return o;
   }
   const TensorInfo& t = checkpoint_->get(name);
   if (!is_float(t.dtype))
-    fail("weights file {}: tensor {} has dtype {}, expected F32, F16 or BF16", path_, name, to_string(t.dtype));
+    fail("weights file {}: tensor {} has dtype {}, expected F32, F16 or BF16", path_, name,
+         to_string(t.dtype));
   if (t.shape != std::vector<int64_t>{rows, cols})
     fail("weights file {}: tensor {} has shape {}, expected {}", path_, name, shape_string(t.shape),
          shape_string({rows, cols}));
@@ -314,7 +321,8 @@ Origin WeightSource::vector(const std::string& name, int64_t size) const {
   if (synthetic()) return o;
   const TensorInfo& t = checkpoint_->get(name);
   if (!is_float(t.dtype))
-    fail("weights file {}: tensor {} has dtype {}, expected F32, F16 or BF16", path_, name, to_string(t.dtype));
+    fail("weights file {}: tensor {} has dtype {}, expected F32, F16 or BF16", path_, name,
+         to_string(t.dtype));
   if (t.shape != std::vector<int64_t>{size})
     fail("weights file {}: tensor {} has shape {}, expected {}", path_, name, shape_string(t.shape),
          shape_string({size}));
