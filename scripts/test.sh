@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The test command (the README's, and what CI runs through .ci/run): installs what is
+# missing, builds, and runs every test. Without a GPU the gpu-labelled tests skip visibly.
+#   scripts/test.sh           the build and its tests, then the lab's benches built with
+#                             -DDECODEBENCH_DEV=ON so that they keep compiling
+#   scripts/test.sh --quick   the build and its tests only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+scripts/install_deps.sh
+cmake -S . -B build
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+[ "${1:-}" = --quick ] && exit 0
+
+# The lab's benches (tests/bench/): the same build folder with DECODEBENCH_DEV on, so that
+# only the benches compile; then back off, so that build/ stays the product build.
+cmake -S . -B build -DDECODEBENCH_DEV=ON >/dev/null
+cmake --build build -j"$jobs"
+cmake -S . -B build -DDECODEBENCH_DEV=OFF >/dev/null
