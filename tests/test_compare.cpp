@@ -18,6 +18,7 @@
 #include "decodebench/compare.h"
 #include "decodebench/error.h"
 #include "decodebench/printers.h"
+#include "decodebench/measure.h"
 #include "decodebench/result.h"
 
 namespace {

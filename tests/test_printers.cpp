@@ -13,6 +13,7 @@
 
 #include "decodebench/error.h"
 #include "decodebench/printers.h"
+#include "decodebench/measure.h"
 #include "decodebench/result.h"
 
 namespace {

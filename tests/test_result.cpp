@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "decodebench/error.h"
+#include "decodebench/measure.h"
 #include "decodebench/result.h"
 
 namespace {

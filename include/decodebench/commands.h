@@ -32,6 +32,11 @@ struct WeightReuse {
   BackendReuse backend;  // its `reused`: runs that found their device weights there
 };
 
+// The identity of a run's weights apart from the backend: model, scheme, group size, zero
+// point, lm_head, weights path, seed, adapter and its mode. Runs of equal keys have equal
+// weights whatever their positions, kernel or graph switch.
+std::string weights_key(const RunSpec& spec, const ModelConfig& cfg);
+
 // One run: config -> weights -> backend -> Result. Throws db::Error / db::UsageError on
 // anything wrong with the spec (config, kernel for its scheme, positions, ...). `reuse`:
 // null, or the sharing state of a sequence of runs.

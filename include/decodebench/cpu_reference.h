@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "decodebench/adapter.h"
@@ -14,11 +15,28 @@
 
 namespace db {
 
+// Host memory a run may still allocate, and what limits it ("MemAvailable" or "the cgroup
+// memory limit"); bytes is UINT64_MAX where neither can be read.
+struct HostMemory {
+  uint64_t bytes = 0;
+  std::string source;
+};
+HostMemory host_memory_available();
+
 class CpuModel {
  public:
+  // What a model of `c` at `max_positions` positions allocates: its materialized weights
+  // (an adapter's A and B are the adapter's own), KV cache and scratch.
+  struct Plan {
+    uint64_t weights = 0, kv_cache = 0, scratch = 0;
+    uint64_t total() const { return weights + kv_cache + scratch; }
+  };
+  static Plan plan(const ModelConfig& c, int64_t max_positions);
+
   // Materializes the weights (quantized as the config says) and a KV cache of
-  // `max_positions` positions. The source's adapter, when it has one in external mode, is
-  // applied beside the weights in every step (it must outlive the model).
+  // `max_positions` positions, after checking plan() against host_memory_available(): a
+  // model that does not fit fails with one line naming both. The source's adapter, when it has one in
+  // external mode, is applied beside the weights in every step (it must outlive the model).
   CpuModel(const WeightSource& source, int64_t max_positions, int threads = 0);
 
   // Runs one decode step for `token` at position `pos` (positions must be fed in order
@@ -31,6 +49,7 @@ class CpuModel {
 
   const ModelConfig& config() const { return c_; }
   int threads() const { return threads_; }
+  static int default_threads();   // the threads a model takes by default: up to 4
   uint64_t weight_bytes() const;  // host bytes of the materialized weights (and external A, B)
   uint64_t kv_cache_bytes() const;
 

@@ -163,18 +163,4 @@ struct ResultsAndErrors {
 // report skip them with a warning). Anything else that is not a valid result still throws.
 ResultsAndErrors read_results_and_errors(const std::string& path);
 
-// Summary statistics of samples (linear-interpolated percentiles).
-TpotStats compute_stats(const std::vector<double>& samples);
-
-// The regime rule (README "Regimes"). Bandwidth-bound needs the efficiency the issue's
-// target calls reaching the floor: two such runs' TPOT ratio stays within 4/3 of their
-// bytes' ratio.
-inline constexpr double kBandwidthBoundEfficiency = 0.75;
-
-// Sets r.regime and r.regime_reason from r.efficiency, the median TPOT, the step's fixed
-// launch cost and the bytes the kernel moves beyond the minimum. The efficiency is judged
-// at the two decimals every table and reason prints, so the label never contradicts them.
-void classify_regime(Roofline& r, double median_ms, int launches_per_step, double launch_overhead_us,
-                     uint64_t kernel_extra_bytes);
-
 }  // namespace db

@@ -88,17 +88,33 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   }
   const Adapter* adapter = adapter_holder.get();
   const WeightSource& weights = *weights_holder;
-  const BackendRun run = backend->run(spec, weights, kernel, reuse ? &reuse->backend : nullptr);
+
+  const Environment env = backend->environment();
+  DecoderSpec ds;
+  ds.positions = positions;
+  ds.graph = spec.graph;
+  ds.weights_key = key;
+  std::unique_ptr<Decoder> decoder = backend->decoder(weights, kernel, ds, reuse ? &reuse->backend : nullptr);
+  Protocol protocol;
+  protocol.context = spec.context;
+  protocol.tokens = spec.tokens;
+  protocol.warmup = spec.warmup;
+  protocol.repeat = spec.repeat;
+  protocol.sync_per_token = spec.sync_per_token;
+  protocol.check = spec.check;
+  const Measurement m = measure_decode(*decoder, protocol, weights, backend->is_reference());
+  const DecoderFacts facts = decoder->facts();
 
   Result r;
   r.tool.version = version_string();
   r.tool.git_commit = git_commit();
   r.tool.build_type = build_type();
-  r.tool.cuda_runtime = run.cuda_runtime;
-  r.tool.cublas = run.cublas;
+  r.tool.cuda_runtime = env.cuda_runtime;
+  r.tool.cublas = facts.cublas;
   r.time = now_rfc3339();
   r.command = spec.command_line;
-  r.device = run.device;
+  r.device = env.device;
+  r.device.end = backend->clock_state();
 
   RunConfig& rc = r.config;
   rc.model = spec.model;
@@ -128,13 +144,13 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.bytes = account_bytes(cfg, adapter ? adapter->shape() : AdapterShape{},
                           spec.backend == BackendKind::cpu ? KernelTraffic{} : kernel.traffic, spec.context,
                           spec.context + spec.tokens - 1);
-  r.timing.samples_ms = run.samples_ms;
-  r.timing.tpot_ms = compute_stats(run.samples_ms);
+  r.timing.samples_ms = m.samples_ms;
+  r.timing.tpot_ms = compute_stats(m.samples_ms);
   r.timing.tokens_per_s = r.timing.tpot_ms.median > 0 ? 1e3 / r.timing.tpot_ms.median : 0;
-  r.timing.load_s = run.load_s;
-  r.timing.weights_reused = run.weights_reused;
-  r.timing.prefill_s = run.prefill_s;
-  r.timing.clock = run.clock;
+  r.timing.load_s = facts.load_s;
+  r.timing.weights_reused = facts.weights_reused;
+  r.timing.prefill_s = m.prefill_s;
+  r.timing.clock = m.clock;
 
   const double total = static_cast<double>(r.bytes.per_token.total);
   if (r.device.peak_read_GBps > 0) r.roofline.floor_tpot_ms = total / (r.device.peak_read_GBps * 1e9) * 1e3;
@@ -142,15 +158,15 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
     r.roofline.achieved_GBps = total / (r.timing.tpot_ms.median * 1e-3) / 1e9;
     r.roofline.efficiency = r.roofline.floor_tpot_ms / r.timing.tpot_ms.median;
   }
-  classify_regime(r.roofline, r.timing.tpot_ms.median, run.launches_per_step, run.launch_overhead_us,
+  classify_regime(r.roofline, r.timing.tpot_ms.median, facts.launches_per_step, facts.launch_overhead_us,
                   r.bytes.per_token.kernel_extra);
-  r.memory = run.memory;
+  r.memory = facts.memory;
 
-  r.check.tokens = run.tokens;
-  r.check.tokens_hash = tokens_hash(run.tokens);
-  r.check.logits_checked = run.logits_max_rel_err.has_value();
-  r.check.logits_max_rel_err = run.logits_max_rel_err.value_or(0.0);
-  r.check.reference = run.reference;
+  r.check.tokens = m.tokens;
+  r.check.tokens_hash = tokens_hash(m.tokens);
+  r.check.logits_checked = m.logits_max_rel_err.has_value();
+  r.check.logits_max_rel_err = m.logits_max_rel_err.value_or(0.0);
+  r.check.reference = m.reference;
   return r;
 }
 

@@ -9,14 +9,8 @@
 #include "decodebench/backend.h"
 #include "decodebench/cpu_reference.h"
 #include "decodebench/error.h"
-#include "decodebench/synth.h"
 
 namespace db {
-
-int32_t prompt_token(int64_t index, int64_t vocab) {
-  return static_cast<int32_t>(synth::mix64(0x70726f6d7074ull ^ static_cast<uint64_t>(index)) %
-                              static_cast<uint64_t>(vocab));
-}
 
 double measure_host_read_GBps(int threads) {
   // 256 MiB of floats: far past any CPU cache; the best of three passes.
@@ -57,67 +51,95 @@ std::string cpu_model_name() {
 }
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+
+// Steps run synchronously on the host, so a host timestamp after each one times it.
+class HostClock final : public StepClock {
+ public:
+  const char* name() const override { return "host"; }
+  void start(int64_t steps) override {
+    marks_.clear();
+    marks_.reserve(static_cast<size_t>(steps) + 1);
+    marks_.push_back(Clock::now());
+  }
+  void mark() override { marks_.push_back(Clock::now()); }
+  std::vector<double> stop() override {
+    std::vector<double> ms;
+    for (size_t i = 1; i < marks_.size(); ++i)
+      ms.push_back(std::chrono::duration<double, std::milli>(marks_[i] - marks_[i - 1]).count());
+    return ms;
+  }
+
+ private:
+  std::vector<Clock::time_point> marks_;
+};
+
+class CpuDecoder final : public Decoder {
+ public:
+  CpuDecoder(const WeightSource& weights, int64_t positions) {
+    const auto t0 = Clock::now();
+    model_ = std::make_unique<CpuModel>(weights, positions);
+    load_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+
+  void prefill(int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) model_->step(prompt_token(i, model_->config().vocab_size), i);
+  }
+  void restart(int64_t position, int32_t token) override {
+    pos_ = position;
+    token_ = token;
+    generated_.clear();
+  }
+  void step() override {
+    logits_ = &model_->step(token_, pos_++);
+    token_ = CpuModel::argmax(*logits_);
+    generated_.push_back(token_);
+  }
+  void synchronize() override {}
+  int32_t read_token() override { return token_; }
+  std::vector<int32_t> tokens(int64_t n) override {
+    return {generated_.begin(),
+            generated_.begin() + std::min<int64_t>(n, static_cast<int64_t>(generated_.size()))};
+  }
+  std::vector<float> logits() override { return logits_ ? *logits_ : std::vector<float>{}; }
+  StepClock& clock() override { return clock_; }
+  DecoderFacts facts() override {
+    DecoderFacts f;
+    f.load_s = load_s_;
+    f.memory.weights_bytes = model_->weight_bytes();
+    f.memory.kv_cache_bytes = model_->kv_cache_bytes();
+    f.memory.total_bytes = f.memory.weights_bytes + f.memory.kv_cache_bytes;
+    return f;
+  }
+
+ private:
+  std::unique_ptr<CpuModel> model_;
+  double load_s_ = 0;
+  int64_t pos_ = 0;
+  int32_t token_ = 0;
+  std::vector<int32_t> generated_;
+  const std::vector<float>* logits_ = nullptr;
+  HostClock clock_;
+};
 
 class CpuBackend final : public Backend {
  public:
-  BackendRun run(const RunSpec& spec, const WeightSource& weights, const KernelInfo& kernel,
-                 BackendReuse* reuse) override {
-    (void)kernel;  // the reference has one way to multiply: dequantize, then dot in float32
-    (void)reuse;   // the float32 model is made per run (its load_s says how long that takes)
-    BackendRun out;
-    out.clock = "host";
-    const ModelConfig& c = weights.config();
-    const int64_t positions = spec.context + std::max(spec.tokens, spec.warmup);
-
-    auto t0 = Clock::now();
-    CpuModel model(weights, positions);
-    out.load_s = ms_since(t0) / 1e3;
-
-    t0 = Clock::now();
-    for (int64_t i = 0; i < spec.context; ++i) model.step(prompt_token(i, c.vocab_size), i);
-    out.prefill_s = ms_since(t0) / 1e3;
-
-    const int32_t first = prompt_token(spec.context, c.vocab_size);
-    int32_t token = first;
-    for (int64_t i = 0; i < spec.warmup; ++i) token = CpuModel::argmax(model.step(token, spec.context + i));
-
-    for (int64_t r = 0; r < spec.repeat; ++r) {
-      token = first;
-      std::vector<int32_t> tokens;
-      for (int64_t i = 0; i < spec.tokens; ++i) {
-        const auto s0 = Clock::now();
-        token = CpuModel::argmax(model.step(token, spec.context + i));
-        out.samples_ms.push_back(ms_since(s0));
-        tokens.push_back(token);
-      }
-      // Every repetition restarts at --context from the same token: the same tokens, or the
-      // step is not a function of its inputs (as the CUDA backend checks too).
-      if (r == 0)
-        out.tokens = tokens;
-      else if (tokens != out.tokens)
-        fail(
-            "repetition {} generated different tokens than repetition 0: the decode step is not "
-            "deterministic",
-            r);
-    }
-    if (spec.check) {
-      out.logits_max_rel_err = 0.0;
-      out.reference = "the cpu backend is the float32 reference itself";
-    }
-
-    DeviceInfo& d = out.device;
+  Environment environment() override {
+    Environment e;
+    DeviceInfo& d = e.device;
     d.backend = "cpu";
     d.name = cpu_model_name();
-    d.cpu_threads = model.threads();
-    d.peak_read_GBps = measure_host_read_GBps(model.threads());
-    out.memory.weights_bytes = model.weight_bytes();
-    out.memory.kv_cache_bytes = model.kv_cache_bytes();
-    out.memory.total_bytes = out.memory.weights_bytes + out.memory.kv_cache_bytes;
-    return out;
+    d.cpu_threads = CpuModel::default_threads();
+    d.peak_read_GBps = measure_host_read_GBps(d.cpu_threads);
+    return e;
   }
+  // The reference has one way to multiply (dequantize, then dot in float32) whatever the
+  // kernel, and makes its float32 model per run: nothing is kept in `reuse`.
+  std::unique_ptr<Decoder> decoder(const WeightSource& weights, const KernelInfo&, const DecoderSpec& spec,
+                                   BackendReuse*) override {
+    return std::make_unique<CpuDecoder>(weights, spec.positions);
+  }
+  std::optional<ClockState> clock_state() override { return std::nullopt; }
+  bool is_reference() const override { return true; }
 };
 
 }  // namespace

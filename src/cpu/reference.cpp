@@ -3,16 +3,46 @@
 #include <algorithm>
 #include <cmath>
 
+#include "decodebench/accounting.h"
 #include "decodebench/error.h"
 #include "decodebench/parallel.h"
 #include "decodebench/rope.h"
 
 namespace db {
 
+int CpuModel::default_threads() {
+  return std::min(4, hardware_threads());
+}
+
+CpuModel::Plan CpuModel::plan(const ModelConfig& c, int64_t max_positions) {
+  Plan p;
+  const ByteAccount b = account_bytes(c, AdapterShape{}, KernelTraffic{}, 0, 0);
+  // The lm_head is materialized in its scheme even where it is tied to the embedding.
+  const QuantConfig& q = c.quant;
+  p.weights = b.stored.linear +
+              matrix_bytes(c.vocab_size, c.hidden_size, q.lm_head, q.group_size, q.zero_point).total();
+  p.kv_cache = 2 * sizeof(float) * static_cast<uint64_t>(c.num_hidden_layers) *
+               static_cast<uint64_t>(max_positions) * static_cast<uint64_t>(c.kv_dim());
+  const uint64_t vectors = 5 * static_cast<uint64_t>(c.hidden_size) + 2 * static_cast<uint64_t>(c.q_dim()) +
+                           2 * static_cast<uint64_t>(c.kv_dim()) +
+                           2 * static_cast<uint64_t>(c.intermediate_size) +
+                           static_cast<uint64_t>(max_positions) * (1 + static_cast<uint64_t>(c.head_dim)) +
+                           2 * static_cast<uint64_t>(c.vocab_size);
+  p.scratch = sizeof(float) * vectors;
+  return p;
+}
+
 CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int threads)
     : c_(source.config()), source_(source), max_positions_(max_positions) {
   if (max_positions <= 0) fail("cpu reference: need at least one position");
-  threads_ = threads > 0 ? threads : std::min(4, hardware_threads());
+  const Plan need = plan(c_, max_positions);
+  if (const HostMemory have = host_memory_available(); need.total() > have.bytes)
+    fail(
+        "not enough host memory for the CPU reference of {}: need {:.2f} GB (weights {:.2f}, KV cache {:.2f} "
+        "for {} positions, scratch {:.2f}), {:.2f} GB available ({})",
+        c_.name, need.total() / 1e9, need.weights / 1e9, need.kv_cache / 1e9, max_positions,
+        need.scratch / 1e9, have.bytes / 1e9, have.source);
+  threads_ = threads > 0 ? threads : default_threads();
   const Scheme s = c_.quant.scheme;
   if (const Adapter* a = source.adapter(); a && a->mode == AdapterMode::external) external_ = a;
   embedding_ = source.embedding();

@@ -7,7 +7,6 @@
 
 #include "common.cuh"
 #include "decodebench/backend.h"
-#include "decodebench/cpu_reference.h"
 #include "engine.cuh"
 #include "nvml.h"
 #include "probe.cuh"
@@ -49,6 +48,15 @@ std::string version_of(int v) {
   return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
 }
 
+std::string cublas_version() {
+  cublasHandle_t h;
+  int v = 0;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return "";
+  cublasGetVersion(h, &v);
+  cublasDestroy(h);
+  return fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+}
+
 }  // namespace
 
 DeviceInfo describe_device(int device, bool measure_bandwidth) {
@@ -82,105 +90,125 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Events {
-  std::vector<cudaEvent_t> ev;
-  explicit Events(size_t n) : ev(n) {
-    for (auto& e : ev) CUDA_CHECK(cudaEventCreate(&e));
+// CUDA events recorded in the stream between steps: each interval is GPU time, and recording
+// them does not make the host wait. The events are made once and reused by every repetition.
+class EventClock final : public StepClock {
+ public:
+  explicit EventClock(cudaStream_t stream) : stream_(stream) {}
+  ~EventClock() override {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
-  ~Events() {
-    for (auto& e : ev) cudaEventDestroy(e);
+  const char* name() const override { return "cuda-events"; }
+  void start(int64_t steps) override {
+    while (events_.size() < static_cast<size_t>(steps) + 1) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    marks_ = 0;
+    CUDA_CHECK(cudaEventRecord(events_[0], stream_));
   }
+  void mark() override { CUDA_CHECK(cudaEventRecord(events_[++marks_], stream_)); }
+  std::vector<double> stop() override {
+    std::vector<double> ms(marks_);
+    for (size_t i = 0; i < marks_; ++i) {
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, events_[i], events_[i + 1]));
+      ms[i] = t;
+    }
+    return ms;
+  }
+
+ private:
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;
+  size_t marks_ = 0;
+};
+
+class CudaDecoder final : public Decoder {
+ public:
+  CudaDecoder(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, const DecoderSpec& spec,
+              bool weights_reused, Clock::time_point load_start)
+      : engine_(std::move(weights), kernel, spec.positions),
+        graph_(spec.graph),
+        cublas_(kernel.name.find("cublas") != std::string::npos),
+        weights_reused_(weights_reused),
+        clock_(engine_.stream()) {
+    load_s_ = std::chrono::duration<double>(Clock::now() - load_start).count();
+  }
+
+  // The prompt one token per step, eagerly (the same kernels as the graph).
+  void prefill(int64_t n) override {
+    const int64_t vocab = engine_.config().vocab_size;
+    engine_.set_first_position(0);
+    for (int64_t i = 0; i < n; ++i) {
+      engine_.set_input(i, prompt_token(i, vocab));
+      engine_.enqueue_step();
+    }
+    engine_.synchronize();
+  }
+  void restart(int64_t position, int32_t token) override {
+    engine_.set_first_position(position);
+    engine_.set_input(position, token);
+  }
+  void step() override {
+    if (graph_)
+      engine_.launch_graph();
+    else
+      engine_.enqueue_step();
+  }
+  void synchronize() override { engine_.synchronize(); }
+  int32_t read_token() override { return engine_.next_token(); }
+  std::vector<int32_t> tokens(int64_t n) override { return engine_.tokens(n); }
+  std::vector<float> logits() override { return engine_.logits(); }
+  StepClock& clock() override { return clock_; }
+  DecoderFacts facts() override {
+    DecoderFacts f;
+    f.load_s = load_s_;
+    f.weights_reused = weights_reused_;
+    f.memory = engine_.memory();
+    f.launches_per_step = engine_.launches_per_step();
+    f.launch_overhead_us = measure_launch_us(graph_);
+    if (cublas_) f.cublas = cublas_version();
+    return f;
+  }
+
+ private:
+  Engine engine_;
+  bool graph_;
+  bool cublas_;  // the kernel calls cuBLAS: its version goes in the result
+  bool weights_reused_;
+  double load_s_ = 0;
+  EventClock clock_;
 };
 
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device) { check_device(device); }
 
-  BackendRun run(const RunSpec& spec, const WeightSource& weights, const KernelInfo& kernel,
-                 BackendReuse* reuse) override {
-    BackendRun out;
-    out.clock = "cuda-events";
+  Environment environment() override {
+    Environment e;
     int rt = 0;
     CUDA_CHECK(cudaRuntimeGetVersion(&rt));
-    out.cuda_runtime = version_of(rt);
-    out.device = describe_device(device_, true);
-    const ModelConfig& c = weights.config();
-    const int64_t positions = spec.context + std::max(spec.tokens, spec.warmup);
+    e.cuda_runtime = version_of(rt);
+    e.device = describe_device(device_, true);
+    return e;
+  }
 
-    // load_s is what this run spent: loading the weights (unless reused) and the engine's setup.
+  // load_s is what the decoder took: loading the weights (unless reused) and the engine's setup.
+  std::unique_ptr<Decoder> decoder(const WeightSource& weights, const KernelInfo& kernel,
+                                   const DecoderSpec& spec, BackendReuse* reuse) override {
     const auto load0 = Clock::now();
-    Engine e(device_weights(spec, weights, kernel, positions, reuse, out.weights_reused), kernel, positions);
-    out.load_s = std::chrono::duration<double>(Clock::now() - load0).count();
-    out.memory = e.memory();
-    out.launches_per_step = e.launches_per_step();
-    if (kernel.name.find("cublas") != std::string::npos) {
-      cublasHandle_t h;
-      int v = 0;
-      if (cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) {
-        cublasGetVersion(h, &v);
-        cublasDestroy(h);
-        out.cublas = fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
-      }
-    }
+    bool reused = false;
+    auto w = device_weights(spec, weights, kernel, reuse, reused);
+    return std::make_unique<CudaDecoder>(std::move(w), kernel, spec, reused, load0);
+  }
 
-    // Untimed prefill: the prompt, one token per step, eagerly (same kernels as the graph).
-    auto t0 = Clock::now();
-    e.set_first_position(0);
-    for (int64_t i = 0; i < spec.context; ++i) {
-      e.set_input(i, prompt_token(i, c.vocab_size));
-      e.enqueue_step();
-    }
-    e.synchronize();
-    out.prefill_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    e.set_first_position(spec.context);
-
-    auto step = [&] {
-      if (spec.graph)
-        e.launch_graph();
-      else
-        e.enqueue_step();
-    };
-    const int32_t first = prompt_token(spec.context, c.vocab_size);
-    e.set_input(spec.context, first);
-    for (int64_t i = 0; i < spec.warmup; ++i) step();
-    e.synchronize();
-
-    // Timed: all steps of a repetition enqueued back to back, an event between steps.
-    Events ev(static_cast<size_t>(spec.tokens) + 1);
-    int32_t host_token = 0;
-    for (int64_t r = 0; r < spec.repeat; ++r) {
-      e.set_input(spec.context, first);
-      CUDA_CHECK(cudaEventRecord(ev.ev[0], e.stream()));
-      for (int64_t i = 0; i < spec.tokens; ++i) {
-        step();
-        CUDA_CHECK(cudaEventRecord(ev.ev[i + 1], e.stream()));
-        if (spec.sync_per_token) host_token = e.next_token();  // a serving loop reads each token
-      }
-      e.synchronize();
-      for (int64_t i = 0; i < spec.tokens; ++i) {
-        float ms = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, ev.ev[i], ev.ev[i + 1]));
-        out.samples_ms.push_back(ms);
-      }
-      const std::vector<int32_t> toks = e.tokens(spec.tokens);
-      if (spec.sync_per_token && host_token != toks.back())
-        fail("the token read back per step ({}) differs from the recorded one ({})", host_token, toks.back());
-      if (r == 0)
-        out.tokens = toks;
-      else if (toks != out.tokens)
-        fail(
-            "repetition {} generated different tokens than repetition 0: the decode step is not "
-            "deterministic",
-            r);
-    }
-    out.launch_overhead_us = measure_launch_us(spec.graph);
-
-    if (spec.check) check_logits(spec, weights, e, out);
-
+  std::optional<ClockState> clock_state() override {
     char bus[32] = {};
     CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));
-    if (auto nvml = Nvml::open(bus)) out.device.end = nvml->snapshot();
-    return out;
+    if (auto nvml = Nvml::open(bus)) return nvml->snapshot();
+    return std::nullopt;
   }
 
  private:
@@ -188,14 +216,14 @@ class CudaBackend final : public Backend {
   // the same weights (weights_key), device and layout (the kernel's: weight_layout), else
   // loaded. Only one set is resident at a time: the kept one is freed before loading another
   // (the previous run's engine is gone by now), so the free-memory checks see that memory.
-  std::shared_ptr<const DeviceWeights> device_weights(const RunSpec& spec, const WeightSource& ws,
-                                                      const KernelInfo& kernel, int64_t positions,
-                                                      BackendReuse* reuse, bool& reused) {
+  std::shared_ptr<const DeviceWeights> device_weights(const DecoderSpec& spec, const WeightSource& ws,
+                                                      const KernelInfo& kernel, BackendReuse* reuse,
+                                                      bool& reused) {
     const std::string key = fmt::format(
         "cuda\x1f{}\x1f"
         "device {}\x1f"
         "layout {}",
-        weights_key(spec, ws.config()), device_, weight_layout(ws.config(), kernel).name());
+        spec.weights_key, device_, weight_layout(ws.config(), kernel).name());
     if (reuse && reuse->state && reuse->key == key) {
       ++reuse->reused;
       reused = true;
@@ -205,40 +233,12 @@ class CudaBackend final : public Backend {
       reuse->state.reset();
       reuse->key.clear();
     }
-    std::shared_ptr<const DeviceWeights> w = load_device_weights(ws, kernel, positions);
+    std::shared_ptr<const DeviceWeights> w = load_device_weights(ws, kernel, spec.positions);
     if (reuse) {
       reuse->key = key;
       reuse->state = w;
     }
     return w;
-  }
-
-  // Replays the first steps after the prefill with the CPU float32 reference on the same
-  // weights, feeding both the GPU's tokens, and reports max |gpu - cpu| / max |cpu|.
-  void check_logits(const RunSpec& spec, const WeightSource& weights, Engine& e, BackendRun& out) {
-    const ModelConfig& c = weights.config();
-    const int64_t steps = std::min<int64_t>(spec.tokens, 4);
-    CpuModel cpu(weights, spec.context + steps);
-    for (int64_t i = 0; i < spec.context; ++i) cpu.step(prompt_token(i, c.vocab_size), i);
-    int32_t token = prompt_token(spec.context, c.vocab_size);
-    e.set_input(spec.context, token);
-    double worst = 0;
-    for (int64_t i = 0; i < steps; ++i) {
-      e.enqueue_step();
-      const std::vector<float> g = e.logits();
-      const std::vector<float>& r = cpu.step(token, spec.context + i);
-      double diff = 0, ref = 0;
-      for (size_t k = 0; k < r.size(); ++k) {
-        diff = std::max(diff, static_cast<double>(std::fabs(g[k] - r[k])));
-        ref = std::max(ref, static_cast<double>(std::fabs(r[k])));
-      }
-      worst = std::max(worst, ref > 0 ? diff / ref : diff);
-      token = e.next_token();
-    }
-    out.logits_max_rel_err = worst;
-    out.reference =
-        fmt::format("cpu float32 reference on the same quantized weights, {} steps from position {}", steps,
-                    spec.context);
   }
 
   int device_;

@@ -488,13 +488,6 @@ bool is_blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
 }
 
-double percentile(const std::vector<double>& sorted, double p) {
-  // numpy.percentile(method="linear"): rank h = (n-1)p between the closest ranks.
-  const double h = static_cast<double>(sorted.size() - 1) * p;
-  const size_t lo = static_cast<size_t>(std::floor(h));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-}
 
 }  // namespace
 
@@ -619,63 +612,6 @@ ResultsAndErrors read_results_and_errors(const std::string& path) {
     read_entry(parse_json(lines[i], "result " + where), where, out);
   }
   return out;
-}
-
-TpotStats compute_stats(const std::vector<double>& samples) {
-  TpotStats s;
-  if (samples.empty()) return s;
-  std::vector<double> v = samples;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  s.n = static_cast<int64_t>(n);
-  s.min = v.front();
-  s.max = v.back();
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / static_cast<double>(n);
-  s.median = percentile(v, 0.5);
-  s.p10 = percentile(v, 0.1);
-  s.p90 = percentile(v, 0.9);
-  s.p99 = percentile(v, 0.99);
-  if (n >= 2) {
-    double ss = 0;
-    for (double x : v) ss += (x - s.mean) * (x - s.mean);
-    s.stdev = std::sqrt(ss / static_cast<double>(n - 1));
-  }
-  return s;
-}
-
-// Bandwidth-bound when the step runs within 1/0.75 of its byte floor; otherwise
-// overhead-bound when the measured fixed cost of the step's launches explains at least half
-// of the time above the floor; else kernel-bound.
-void classify_regime(Roofline& r, double median_ms, int launches_per_step, double launch_overhead_us,
-                     uint64_t kernel_extra_bytes) {
-  const double shown = std::round(r.efficiency * 100) / 100;  // as every table prints it
-  const double gap = median_ms - r.floor_tpot_ms;
-  const double fixed_ms = launches_per_step * launch_overhead_us / 1e3;
-  constexpr double bar = kBandwidthBoundEfficiency;
-  if (shown >= bar) {
-    r.regime = "bandwidth-bound";
-    r.regime_reason = fmt::format(
-        "efficiency {:.2f} >= {:.2f}: the step runs within 1/{:.2f} of its byte floor", shown, bar, bar);
-  } else if (fixed_ms >= 0.5 * gap) {
-    r.regime = "overhead-bound";
-    r.regime_reason = fmt::format(
-        "efficiency {:.2f} < {:.2f} and {} launches x {:.2f} us = {:.3f} ms of fixed cost explain >= half of "
-        "the "
-        "{:.3f} ms above the floor",
-        shown, bar, launches_per_step, launch_overhead_us, fixed_ms, gap);
-  } else {
-    r.regime = "kernel-bound";
-    r.regime_reason = fmt::format(
-        "efficiency {:.2f} < {:.2f} and fixed cost ({:.3f} ms) explains less than half of the {:.3f} ms "
-        "above the "
-        "floor: the kernels themselves run below bandwidth{}",
-        shown, bar, fixed_ms, gap,
-        kernel_extra_bytes
-            ? fmt::format(" (the kernel moves {:.2f} GB beyond the minimum)", kernel_extra_bytes / 1e9)
-            : "");
-  }
 }
 
 }  // namespace db
