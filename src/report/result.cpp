@@ -488,7 +488,6 @@ bool is_blank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
 }
 
-
 }  // namespace
 
 void to_json(json& j, const Result& r) {
