@@ -15,6 +15,7 @@ need_cmd cmake cmake
 need_cmd g++ g++
 need_cmd make make
 need_cmd git git
+need_cmd clang-format clang-format  # scripts/check_format.sh (the format_check test)
 need_cmd python3 python3
 need_file /usr/include/CLI/CLI.hpp libcli11-dev
 need_file /usr/include/nlohmann/json.hpp nlohmann-json3-dev

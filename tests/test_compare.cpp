@@ -17,8 +17,8 @@
 #include "cli_helpers.h"
 #include "decodebench/compare.h"
 #include "decodebench/error.h"
-#include "decodebench/printers.h"
 #include "decodebench/measure.h"
+#include "decodebench/printers.h"
 #include "decodebench/result.h"
 
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "decodebench/error.h"
-#include "decodebench/printers.h"
 #include "decodebench/measure.h"
+#include "decodebench/printers.h"
 #include "decodebench/result.h"
 
 namespace {
