@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   //    head made this kernel ~13 us per layer at 64 positions on H200). V goes to shared
   //    memory asynchronously (cp.async), so P V below reads V from shared memory: reading it
   //    from global memory inside the P V loop made that loop a chain of dependent round
-  //    trips, ~10 us per layer at 128 positions (NOTES item 19).
+  //    trips, ~10 us per layer at 128 positions.
   const int t = threadIdx.x;
   const bool cached = t < n && start + t != pos;
   const auto row_of = [&](int r) { return static_cast<int64_t>(start + r) * kv_dim + kvh * HD; };
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     for (int p = 0; p < HD / 8; ++p) krow[p] = cached ? src[p] : make_uint4(0, 0, 0, 0);
     // V: coalesced, a warp copies whole rows (HD / 8 consecutive 16-byte pieces each), so
     // every request is a full line; a copy per thread and row sent a 16-byte request per
-    // piece (8b-int8 2.372 -> 2.359 ms, 4b-int8 1.730 -> 1.670 ms, NOTES item 27).
+    // piece (8b-int8 2.372 -> 2.359 ms, 4b-int8 1.730 -> 1.670 ms).
     constexpr int kPieces = HD / 8;
     for (int i = t; i < n * kPieces; i += kThreads) {
       const int r = i / kPieces, p = i % kPieces;
@@ -99,11 +99,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
   // With early_launch the O GEMV's blocks may take the SM room the QKV GEMV leaves and issue
   // their weight loads under its tail. The cached K and V loads above are already queued, so
-  // they no longer wait behind those loads (the reason for the late trigger below, NOTES
-  // item 20, measured before item 27 moved them before the wait). The engine sets it for
-  // int4 O GEMVs only: 1b-int4 0.542 -> 0.518 ms, 4b-int4 1.442 -> 1.430, 8b-int4 1.798 ->
-  // 1.792; int8 and fp16, whose O GEMVs load two and four times the bytes, were slower
-  // (8b-int8 2.343 -> 2.361, 8b-fp16 3.800 -> 3.828; NOTES item 57).
+  // they do not wait behind those loads. The engine sets it for int4 O GEMVs only: 1b-int4
+  // 0.542 -> 0.518 ms, 4b-int4 1.442 -> 1.430, 8b-int4 1.798 -> 1.792; int8 and fp16, whose O
+  // GEMVs load two and four times the bytes, are slower with it (8b-int8 2.343 -> 2.361,
+  // 8b-fp16 3.800 -> 3.828).
   if (a.early_launch) pdl_trigger();
   pdl_wait();  // pdl.cuh: qkv, the new K/V row and the counters: the kernels before write them
 
@@ -161,8 +160,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   __syncthreads();  // q_s, k_new and every V row of the split are visible to the whole block
   // Without early_launch, the O GEMV may launch now (pdl.cuh) and issue its first weight
   // loads: only now, so that those loads do not queue in front of this block's K and V loads
-  // (measured: 8b-fp16 3.886 -> 3.835 ms, 8b-int8 2.523 -> 2.493 ms against a trigger at the
-  // top, NOTES item 20). With it, this second trigger changes nothing: a block's first
+  // (8b-fp16 3.886 -> 3.835 ms, 8b-int8 2.523 -> 2.493 ms against a trigger at the top,
+  // with the K and V loads after the wait). With it, this second trigger changes nothing: a block's first
   // launch_dependents is the one that counts.
   pdl_trigger();
 
@@ -301,8 +300,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   // quads: thread t takes quad t % Q of every head for splits t / Q, t / Q + J, ..., its
   // loads for 4 splits x MAXG heads in flight together, and the J partial sums of each
   // element are added through shared memory at the end: ~3 memory round trips for 8b at 4096
-  // positions, where one thread per element, head by head, took ~20 (results/NOTES.md items
-  // 85-86).
+  // positions, where one thread per element, head by head, takes ~20 (8b-int4 at
+  // --context 4096: 2.156 -> 1.994 ms).
   constexpr int Q = HD / 4;                                   // float4 quads of one head's output
   constexpr int J = kThreads / Q < 4 ? kThreads / Q : 4;      // splits summed side by side
   float4* red = reinterpret_cast<float4*>(&v_s[0][0]);        // [J][MAXG][Q]

@@ -9,10 +9,10 @@
 // blocks have drained.
 //
 // Left to the driver, a kernel whose occupancy shared memory bounds gets a large
-// configuration: attention ran at 164 KB (L1 92 KB), and the GEMVs after it, whose blocks
-// share x's lines in L1 (results/NOTES.md item 59), then start on SMs in that split. Asked
+// configuration: attention runs at 164 KB (L1 92 KB), and the GEMVs after it, whose blocks
+// share x's lines in L1, then start on SMs in that split. Asked
 // per launch for the shared memory of the blocks the SM will hold, and no less than
-// kMinCarveoutPercent, 8b-int8 decodes 4% faster and no model slower (item 64).
+// kMinCarveoutPercent, 8b-int8 decodes 4% faster and no model slower.
 #pragma once
 
 #include <algorithm>
@@ -21,7 +21,7 @@
 namespace db {
 
 // 14% of 228 KB is 31.9 KB, which rounds up to the H200's 32 KB configuration (224 KB of L1).
-// Measured on H200 with this rule (results/NOTES.md item 66), a floor of 14 against 7 (16 KB)
+// Measured on H200 with this rule, a floor of 14 against 7 (16 KB)
 // and 0 (only what the resident blocks need): 8b-fp16 3.772 / 3.773 / 3.845 ms, 8b-int8
 // 2.215 / 2.215 / 2.236, 8b-int4 1.756 / 1.771 / 1.771, 1b-fp16 0.775 / 0.775 / 0.795.
 constexpr int kMinCarveoutPercent = 14;

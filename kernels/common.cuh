@@ -143,7 +143,7 @@ __device__ __forceinline__ __half2 bits_h2(uint32_t u) {
 // GEMV (and the LoRA shrink) multiplies: fp16(r * inv * norm_w), in that order, where r is
 // the stream's fp16 copy where the step keeps one (resid_h: its writers store it beside the
 // float stream, and a normalized GEMV's blocks, which all fetch their x right after the wait
-// on the writer, then fetch half the bytes; results/NOTES.md item 82) and the float stream
+// on the writer, then fetch half the bytes) and the float stream
 // otherwise. Split in a load and a conversion so that a kernel can issue all its pieces'
 // loads (and the norm statistics') before it needs any of them.
 struct ResidPiece {

@@ -150,7 +150,7 @@ __device__ void finish_block(const GemvOutput& out, unsigned long long best, flo
 // pair, ptxas packed the zero point into the scale's register with a PRMT right after the
 // loads were issued, and that PRMT waited for the zero point to arrive, a full memory round
 // trip before the warp could go on to the previous group's reduction (ncu: the int4 kernel's
-// largest stall, results/NOTES.md item 44).
+// largest stall).
 struct Meta {
   uint32_t scale;  // fp16 bits
   uint32_t zero;
@@ -228,7 +228,7 @@ constexpr int kRowsMaxThreads = 512;
 // int4 at up to four pieces of x a thread (its default shapes) loads its slice at once
 // (load_x_slice), and its pieces of norm_w, a weight, before the wait on the previous kernel,
 // so that only the residual stream and its statistics are read after it (8b-int4 1.776 ->
-// 1.769 ms, results/NOTES.md item 52). The chunks a thread loads that way; 0: piece by piece.
+// 1.769 ms). The chunks a thread loads that way; 0: piece by piece.
 template <Scheme S, int KPT, int P>
 constexpr int kAtOnce = S == Scheme::int4&& KPT* P <= 4 ? KPT : 0;
 
@@ -265,9 +265,9 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
     return;
   }
   // int4 at up to four pieces a thread (its default shapes): all the pieces' loads go out
-  // before the statistics are read and before any piece is converted. Written piece by piece,
-  // the conversion of one piece waited for its loads before the next piece's were issued,
-  // four round trips in a row (item 44). int4's kernels already use 128 registers for their
+  // before the statistics are read and before any piece is converted. Piece by piece, the
+  // conversion of one piece waits for its loads before the next piece's are issued: four
+  // round trips in a row. int4's kernels already use 128 registers for their
   // weights, so this costs them none; int8's and fp16's would grow (fewer blocks per SM) and
   // keep the piece-by-piece order.
   constexpr int kAll = kAtOnce<S, KPT, P>;
@@ -314,7 +314,7 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
 // A symmetric matrix has no zero points. Its groups load theirs from these 8s (one cached
 // line) instead, through the same instructions as a matrix with zero points: branching around
 // the loads made symmetric 8b-int4 9% slower than asymmetric, which reads more bytes (1.832
-// against 1.682 ms; now 1.669, results/NOTES.md item 96).
+// against 1.682 ms).
 __device__ __align__(16) const uint8_t kSymmetricZeros[16] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
 static_assert(quant::kInt4SymmetricZero == 8, "kSymmetricZeros holds the symmetric zero point");
 
@@ -411,8 +411,8 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
   uint4 xv[KPT][P];
   load_x_slice<S, KPT, P>(in, m.cols, C, xv, red, nw);
   // The fragment layout: each warp hands its coalesced x slice to its lanes' B registers
-  // through its own stage of shared memory (x loaded there directly, 16 scattered 4-byte
-  // loads a lane, made the O and down GEMVs slower, results/NOTES.md item 54).
+  // through its own stage of shared memory (loading x there directly, 16 scattered 4-byte
+  // loads a lane, makes the O and down GEMVs slower).
   frag::XFrag xf[FR ? KPT : 1];
   if constexpr (FR) {
     extern __shared__ __align__(16) unsigned char frag_stage[];
@@ -655,12 +655,12 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
   // A block alone on its SM (the down_proj's long rows: 448 threads) stalls the whole SM at
   // every group's barrier; with two blocks, one's barrier overlaps the other's loads.
   // - int8 halves its rows (fewer registers): 8b-int8 2.427 -> 2.378 ms on H200.
-  // - int4 halving its rows alone also halves the loads each thread has in flight, and was
-  //   slower (2.093 -> 2.136 ms, results/NOTES.md item 25). It trades rows for chunks per
+  // - int4 halving its rows alone also halves the loads each thread has in flight, and is
+  //   slower (2.093 -> 2.136 ms). It trades rows for chunks per
   //   thread instead: half the threads, each with the same 8 loads in flight. 8b down_proj
   //   R8 x K1 (448 threads, one block per SM) -> R4 x K2 (224, two): 8b-int4 1.929 -> 1.907
-  //   ms, 4b-int4 1.556 -> 1.503 (items 40-41). Only down to 4 rows: 70b's down_proj, already
-  //   at R4 x K2, was slower at R2 x K4 (13.45 -> 13.64 ms).
+  //   ms, 4b-int4 1.556 -> 1.503. Only down to 4 rows: 70b's down_proj, already at R4 x K2,
+  //   is slower at R2 x K4 (13.45 -> 13.64 ms).
   for (;;) {
     if (occupancy >= 2 || rows <= 2 || t.rows_per_group) break;
     if (m.scheme == Scheme::int8) {

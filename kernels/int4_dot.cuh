@@ -52,7 +52,7 @@ __device__ __forceinline__ float int4_dot_q(uint4 w, const uint4 (&xv)[4], uint3
     acc1 = __hfma2(v67, bits_h2(x.w), acc1);
   }
   // The two accumulators added in half2, as int8's dot does: one add and two conversions
-  // where converting each took four, and three fp32 adds (results/NOTES.md item 49).
+  // where converting each takes four, and three fp32 adds.
   const float2 a = __half22float2(__hadd2(acc0, acc1));
   return a.x + a.y;
 }

@@ -48,11 +48,11 @@ DB_HD bool eligible(int64_t rows, int64_t cols, int group_size) {
 
 // Where the layout is worth it: the largest matrices only. On the H200 the tensor-core dot
 // made 70b's gate/up (57344 x 8192) and down (8192 x 28672) 4.9% and 3.1% faster in the GEMV
-// bench and 70b-int4's step 3.2% faster (results/NOTES.md items 58 and 61), but 8b's qkv, o
+// bench and 70b-int4's step 3.2% faster, but 8b's qkv, o
 // and down (25-59 M weights) and every 1b matrix slower: a short matrix pays the B
 // registers' staging and the mma chains' latency on too few groups a block. 8b's gate/up
 // (117 M) is in between: as fast as the nibble kernel in the bench, and its step 0.7% slower
-// with it (item 61), so it keeps the nibble layout.
+// with it, so it keeps the nibble layout.
 constexpr int64_t kPreferredWeights = 200'000'000;
 
 DB_HD bool preferred(int64_t rows, int64_t cols, int group_size) {

@@ -11,7 +11,7 @@
 // last block of a matrix whose rows are not a multiple of 8 is stored [G][8] too, its missing
 // rows repeating its last one, so an array that will be packed holds padded_rows(rows) rows:
 // every group then takes the same loads (a separate path for that one short block, a branch
-// in every group's loads, cost 8b-int4 0.8% and 4b-int4 1.3%, results/NOTES.md item 97).
+// in every group's loads, cost 8b-int4 0.8% and 4b-int4 1.3%).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5's benchmark: a rank-16 LoRA adapter on all seven linears of 8b-int4 and 8b-fp16,
+# The LoRA benchmark: a rank-16 LoRA adapter on all seven linears of 8b-int4 and 8b-fp16,
 # applied externally or merged into the weights, graph on and off, next to the base model.
 # Writes one JSON per run and lora.md (decodebench report) into OUT.
 #   scripts/bench_lora.sh [BUILD_DIR] [OUT_DIR] [extra decodebench options...]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The H200 benchmark matrix of issue 4: 1b, 4b, 8b x fp16, int8, int4 x graph on/off with
+# The H200 benchmark matrix: 1b, 4b, 8b x fp16, int8, int4 x graph on/off with
 # the auto kernel, plus the slow kernels for 8b (naive, dequant-cublas, fp16.cublas).
 # Writes one JSON per run and matrix.md (decodebench report) into OUT.
 #   scripts/bench_matrix.sh [BUILD_DIR] [OUT_DIR] [extra decodebench options...]

@@ -190,7 +190,7 @@ TEST(Int4Frag, SourceIsAPermutationOfEachBlockAndSpan) {
   EXPECT_FALSE(int4_frag::eligible(2560, 9728, 128));  // 9728 is not whole spans
   EXPECT_FALSE(int4_frag::eligible(4100, 4096, 128));  // rows not whole blocks
   EXPECT_FALSE(int4_frag::eligible(4096, 4096, 64));
-  // The layout is used on 70b's gate/up and down only (results/NOTES.md item 61).
+  // The layout is used on 70b's gate/up and down only (kernels/int4_frag.h, preferred).
   EXPECT_TRUE(int4_frag::preferred(57344, 8192, 128));
   EXPECT_TRUE(int4_frag::preferred(8192, 28672, 128));
   EXPECT_FALSE(int4_frag::preferred(28672, 4096, 128));  // 8b gate/up

@@ -502,8 +502,8 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   CUDA_CHECK(cudaMemsetAsync(b.counters, 0, 4 * c_.num_key_value_heads, stream_));
   // The normalized GEMVs read x from an fp16 copy of the residual stream, which its writers
   // (embed, and the O and down GEMVs' residual epilogue) store beside it: half the bytes that
-  // every block of QKV and gate/up fetches at once right after its wait (8b-int4 -4 to -5%,
-  // results/NOTES.md item 82). Only where the blocks' linears are GEMVs (as the statistics
+  // every block of QKV and gate/up fetches at once right after its wait (8b-int4 4-5% faster).
+  // Only where the blocks' linears are GEMVs (as the statistics
   // below): the cuBLAS paths' epilogue does not write it, and their RMSNorm kernel reads the
   // float stream. Engine::plan counts it on the same condition.
   if (!dims.uses_cublas) b.resid_h = static_cast<__half*>(alloc(2 * H));

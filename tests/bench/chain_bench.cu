@@ -1,8 +1,9 @@
-// Issue 4's open question, measured on the int4 GEMVs alone (dev tool, not a test):
+// Whether a persistent decode step streams faster than kernels, measured on the int4 GEMVs
+// alone (lab tool, not a test; results/lab/ holds the runs):
 //   build-gpu/decodebench_chain_bench [--layers N] [--slots S] [--reps R] [--check static]
 //                                     [--only FLAGS]  (after the checks, only that launch)
-// results/NOTES.md items 74 and 79 say that 8b-int4 reaches 0.75 of the read bandwidth only
-// if a step has no kernel boundaries: consecutive matrices overlapping completely, a block
+// The step's breakdown says that 8b-int4 reaches 0.75 of the read bandwidth only if a step
+// has no kernel boundaries: consecutive matrices overlapping completely, a block
 // moving on to the next matrix's weights while the previous matrix is still being finished
 // elsewhere. This bench builds the smallest thing that answers whether that design streams
 // faster than today's kernels, on the bytes that decide it: 8b's four layer matrices (qkv,
@@ -23,7 +24,7 @@
 //               block has counted its part of the matrix before it done.
 //   split:      work items of one stage each (balance), the stages' partial sums added into
 //               fp32 and the epilogue applied as the next matrix stages its input.
-//   balanced:   a second kernel (bal_kernel, session 19): every block an equal share of each
+//   balanced:   a second kernel (bal_kernel): every block an equal share of each
 //               matrix's rows over all columns, a stager warp for the dependency and x.
 // The variants marked "no ..." leave a part out, for timing only (ChainArgs::flags says
 // which); without waits the consumers race their inputs. Build defines: CHAIN_ROWS=8 (8
@@ -131,9 +132,9 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 // row blocks of 64 rows left 32-68 blocks idle in qkv, o and down, and gave each down block
 // a 466 KB item). Stages add their rows' partial sums into fp32 `sums` (red.add), and the
 // next matrix applies the epilogue (gain, silu * up, fp16) as it stages its input.
-// kConvert (with kSplit; prepared in session 18, never run): a matrix's input is made fp16
+// kConvert (with kSplit): a matrix's input is made fp16
 // once, not by every block from the fp32 sums (split's staging cost 0.44 ms a chain at 8
-// rows a warp, NOTES item 101): once matrix k - 1 is complete, each block converts its share
+// rows a warp): once matrix k - 1 is complete, each block converts its share
 // of k - 1's sums into k's input and counts it in conv[k]; blocks stage k's input from fp16
 // when conv[k] counts every block.
 constexpr int kWait = 1, kStatic = 2, kNoDot = 4, kNoCopy = 8, kNoStage = 16, kSplit = 32, kConvert = 64;
@@ -187,8 +188,8 @@ __device__ __forceinline__ void dot_chunk_rows(float (&acc)[kRowsPerWarp], const
 
 // Frag: the B registers and segment sums frag::stage_b makes from a warp's x, read straight
 // from the block's staged x (the span is the stage's slab; x_col: int4_frag.h). stage_b's
-// loop, with another load: sharing it would change the rows kernel's fragment path, which
-// this session could not run again on a GPU.
+// loop, with another load: sharing it would reorder fp32 adds in the rows kernel's fragment
+// path.
 __device__ __forceinline__ void frag_x(frag::XFrag& xf, const uint4* xs, int slab, int lane) {
   const __half2 sixteenth = bits_h2(0x2c002c00u);
   const unsigned char* base = reinterpret_cast<const unsigned char*>(xs);
@@ -515,7 +516,7 @@ __global__ void to_stages_kernel(DeviceMatrix m, unsigned char* out, const uint8
 }
 
 // ------------------------------------------------------------ the balanced persistent chain
-// Session 19 (NOTES item 102). Runs 1-19 of session 18 left the dependencies unsolved: whole
+// The row-block and split items above leave the dependencies unsolved: whole
 // row blocks as work items leave blocks idle (o and down had 32-64 items for 132 blocks), and
 // single stages as items pay for partial sums in fp32 and for every block touching every
 // matrix with the consumers staging each input themselves (kConvert did not help: 1.55 ms).
@@ -537,7 +538,7 @@ __global__ void to_stages_kernel(DeviceMatrix m, unsigned char* out, const uint8
 //     (xperm). Rotating the reads instead, with the weights' words stored rotated to match,
 //     changed the order of the fp16 sums in each chunk's dot: outputs 2-3x the check's
 //     tolerance from the rows kernel (run 2).
-// Measured (NOTES item 103): 1.34-1.45 ms a chain against the kernels' 1.22, and 1.23-1.25
+// Measured: 1.34-1.45 ms a chain against the kernels' 1.22, and 1.23-1.25
 // with no dot at all: each grid-wide dependency costs ~2-2.4 us of streaming here too.
 constexpr int kBalRows = 64;  // a stage's row slots
 constexpr int kBalScaleOff = kBalRows * kSlabCols / 2, kBalZeroOff = kBalScaleOff + kGroups * kBalRows * 2;

@@ -18,8 +18,7 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
 }
 
 // Waits for the phase of `parity` to complete. suspend_ns > 0: the thread may sleep until then
-// (or that long) instead of polling; the chain bench measured no difference (results/NOTES.md
-// item 101, run 17) and keeps it.
+// (or that long) instead of polling; the chain bench measured no difference and keeps it.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity, unsigned suspend_ns = 0) {
   if (suspend_ns == 0) {
     asm volatile(
