@@ -1,3 +1,4 @@
+// The bandwidth and launch-cost probes (see probe.cuh).
 #include <algorithm>
 
 #include "common.cuh"

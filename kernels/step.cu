@@ -1,3 +1,4 @@
+// The small kernels of a decode step (see step.cuh).
 #include "common.cuh"
 #include "gemv.cuh"
 #include "pdl.cuh"

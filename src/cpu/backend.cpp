@@ -1,5 +1,5 @@
-// The CPU backend: the float32 reference decode loop with host-clock timing. Correct and
-// slow; it exists for checks and for CI, where there is no GPU.
+// The CPU backend: a Decoder over the float32 reference model, timed with the host clock.
+// Correct and slow; it exists for checks and for CI, where there is no GPU.
 #include <algorithm>
 #include <chrono>
 #include <fstream>

@@ -1,3 +1,4 @@
+// The float32 reference decode step (see include/decodebench/cpu_reference.h).
 #include "decodebench/cpu_reference.h"
 
 #include <algorithm>

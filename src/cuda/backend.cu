@@ -1,4 +1,5 @@
-// The CUDA backend: device discovery and checks, the timed decode loop, --check.
+// The CUDA backend: device discovery and checks, its environment, and the Decoder over an
+// Engine with its clock (CUDA events between steps).
 #include <cublas_v2.h>
 
 #include <algorithm>

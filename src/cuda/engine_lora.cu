@@ -1,4 +1,4 @@
-// The CUDA engine's LoRA part (see cuda_engine_lora.cuh).
+// The CUDA engine's LoRA part (see engine_lora.cuh).
 #include "engine_lora.cuh"
 
 #include <algorithm>

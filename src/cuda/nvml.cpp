@@ -1,3 +1,4 @@
+// NVML through dlopen (see nvml.h).
 #include "nvml.h"
 
 #include <dlfcn.h>

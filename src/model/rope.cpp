@@ -1,3 +1,4 @@
+// Rotary position embedding tables (see include/decodebench/rope.h).
 #include "decodebench/rope.h"
 
 #include <cmath>

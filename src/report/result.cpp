@@ -1,4 +1,4 @@
-// JSON writer and reader of schema "decodebench/result/v1", and the TPOT statistics.
+// JSON writer and reader of schema "decodebench/result/v1".
 //
 // The writer is one template over the JSON type: to_json() fills an nlohmann::json (keys
 // sorted, what callers index into), result_to_json_text() an ordered_json so that files read
