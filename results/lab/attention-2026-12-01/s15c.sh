@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 15 run 3: the attention split merge with every head at once (branch s15-merge) against
+# Run 3 (attention-2026-12-01): the attention split merge with every head at once (branch s15-merge) against
 # its parent (main 018acd9, .devrun/src-m): every gpu test, then A/B on one machine at
 # --context 4096 (where the merge runs: 33-34 splits) and at context 0 (one split: no merge).
 export DB_GIT_COMMIT=$(cat .devrun/commit)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 15 run 4: where the time of a step at --context 4096 goes (8b-int4, main b822b65),
+# Run 4 (attention-2026-12-01): where the time of a step at --context 4096 goes (8b-int4, main b822b65),
 # per role, against context 0.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 15 run 5: the attention merge with float4 quads and four splits side by side (branch s15-merge2) against
-# its parent (main b822b65, item 85, .devrun/src-m): every gpu test, then A/B on one machine at
+# Run 5 (attention-2026-12-01): the attention merge with float4 quads and four splits side by side (branch s15-merge2) against
+# its parent (main b822b65, attention §12, .devrun/src-m): every gpu test, then A/B on one machine at
 # --context 4096 (where the merge runs: 33-34 splits) and at context 0 (one split: no merge).
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R/ctx4096; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 17 run 2 (item 96): why 8b-int4 without zero points (fewer bytes) ran 9% slower than
+# Run 2 (int4-kernel-2026-12-01-2, int4-kernel §22): why 8b-int4 without zero points (fewer bytes) ran 9% slower than
 # with them in run 1. The same build (m0, no switches) on both models, with the kernel trace
 # (step 0 summarized per role by scripts/trace_step.py) and nvidia-smi sampling power, SM clock
 # and throttle reasons every 100 ms during each untraced run.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 17 run 3 (item 96): the symmetric int4 fix. Symmetric matrices load their zero points
+# Run 3 (int4-kernel-2026-12-01-2, int4-kernel §22): the symmetric int4 fix. Symmetric matrices load their zero points
 # from a cached constant of 8s through the same instructions as asymmetric ones, instead of
 # branching around the loads. Every gpu test on the new tree (symmetric int4 GEMV cases added);
 # parent (main, .devrun/src-m) against new on asymmetric and symmetric (nozp) int4 models.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 17 run 5: the landing run of items 96-97 (ce7e2d9: the packed int4 meta padded to
+# Run 5 (int4-kernel-2026-12-01-2): the landing run of int4-kernel §22-§23 (ce7e2d9: the packed int4 meta padded to
 # whole blocks of 8 rows, no per-group branch). Build it and its parent (be01c1c, .devrun/src-m),
 # every gpu test, A/B on one machine (asymmetric and symmetric int4, int8 unchanged), then the
 # matrix of issue 4 (scripts/bench_matrix.sh) on the new build.

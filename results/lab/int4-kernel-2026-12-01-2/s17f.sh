@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Session 17 run 7 (item 98): int4 group sizes. The GEMV gpu tests with groups of 64 and 256
-# added (asymmetric and symmetric, fast and warp kernels); 8b-int4 at --group-size 32, 64, 128,
+# Run 7 (int4-kernel-2026-12-01-2, int4-kernel §24): int4 group sizes. The GEMV gpu tests with
+# groups of 64 and 256 added (asymmetric and symmetric, fast and warp kernels; the warp kernel has
+# since left the product, so the filter now runs the fast kernel's cases); 8b-int4 at --group-size 32, 64, 128,
 # 256 (bytes grow as the groups shrink: TPOT should follow); and --context 4096 on the current
-# code for the README's figures (session 15's run 5 measured them before items 96-97).
+# code for the README's figures (attention-2026-12-01/run5 measured them before ce7e2d9).
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 CM="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"

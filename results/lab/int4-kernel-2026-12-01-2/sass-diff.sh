@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Prepared for a later session (NOTES "Next, from session 17", lead 2): what the per-group
-# branches of items 96-97 did to the int4 rows kernel's schedule. Two halves:
-#   here (no GPU needed, nvcc only):  results/h200/session17/prepared-sass-diff.sh build
+# What the per-group branches that ce7e2d9 removed (int4-kernel §22-§23) did to the int4 rows
+# kernel's schedule (int4-kernel §26). Two halves, both run on 2026-12-01:
+#   here (no GPU needed, nvcc only):  results/lab/int4-kernel-2026-12-01-2/sass-diff.sh build
 #     compiles kernels/gemv.cu of 2147eb9 (both branches) and ce7e2d9 (neither) to cubins in
 #     .devrun/sass-<rev>.cubin with the build's flags;
 #   there (the device machine, which has cuobjdump):  ... prepared-sass-diff.sh dump

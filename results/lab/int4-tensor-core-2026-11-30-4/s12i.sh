@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 12 run 10: the fragment layout on more int4 matrices, in the step, against main:
+# Run 10 (int4-tensor-core-2026-11-30-4): the fragment layout on more int4 matrices, in the step, against main:
 # "tall" (.devrun/src-t): rows > cols (qkv, gate/up) or >= 2e8 weights; "qkv" (.devrun/src-q):
 # cols < rows <= 2 cols (8b/4b/1b qkv) or >= 2e8 weights. int4_frag::preferred changed only.
 export DB_GIT_COMMIT=$(cat .devrun/commit)

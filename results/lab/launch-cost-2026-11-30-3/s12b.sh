@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 12 run 2: landing run of land-carveout2 (per-launch carveout, floor 14%): build it and
+# Run 2 (launch-cost-2026-11-30-3): landing run of land-carveout2 (per-launch carveout, floor 14%): build it and
 # main (be36f9a, .devrun/src-m), gpu tests, A/B twice, 70b-int4, context 4096.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }

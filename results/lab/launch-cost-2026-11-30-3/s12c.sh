@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 12 run 3 (machine still warm from run 2, build-gpu kept): the matrix.
+# Run 3 (launch-cost-2026-11-30-3; machine still warm from run 2, build-gpu kept): the matrix.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R/h200; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null && cmake --build build-gpu -j16 --target decodebench > $R/build.log 2>&1; echo "build rc=$?"; t built

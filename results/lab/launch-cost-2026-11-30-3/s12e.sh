@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 12 run 5: the carveout floor (decodebench/carveout.h kMinCarveoutPercent): main's 14
+# Run 5 (launch-cost-2026-11-30-3): the carveout floor (kernels/carveout.h kMinCarveoutPercent): main's 14
 # (32 KB on H200) against 7 (16 KB) and 0 (each launch only what its resident blocks need).
 # Three copies of main (3a9b531 + results) under .devrun/src-m, src-f7, src-f0.
 export DB_GIT_COMMIT=$(cat .devrun/commit)

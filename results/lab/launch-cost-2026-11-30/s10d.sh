@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# session 10, run 4: landing run of the int4 early launch in attention: gpu tests, A/B against
+# Run 4 (launch-cost-2026-11-30): landing run of the int4 early launch in attention: gpu tests, A/B against
 # eb6e43a (.devrun/src-m), the matrix, ctx4096, a trace of 8b-int4
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R/h200; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }

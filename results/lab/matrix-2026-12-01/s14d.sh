@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 14 run 4: the landing run of the regime rule at 0.75 (b332756): build, every gpu
+# Run 4 (matrix-2026-12-01): the landing run of the regime rule at 0.75 (b332756): build, every gpu
 # test, then the matrix (scripts/bench_matrix.sh) so that results/h200 carries the new labels.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R/h200; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }

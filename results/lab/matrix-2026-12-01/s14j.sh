@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Session 14 run 10: --context 4096 on the current code (8b-int4 was last measured on session
-# 10's), JSONs kept.
+# Run 10 (matrix-2026-12-01): --context 4096 on the current code (8b-int4 was last measured on
+# c30c3a0's, launch-cost-2026-11-30/run4), JSONs kept.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null && cmake --build build-gpu -j16 --target decodebench > $R/build.log 2>&1; echo "build rc=$?"; t built

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Session 13 run 13: the refactored flight bench (launchers, median_ms), --barriers and --rotate,
-# against runs 4-5's output.
+# Run 13 (persistent-step-2026-11-30): the refactored flight bench (launchers, median_ms),
+# --barriers and --rotate, against runs 4-5's output.
+# The chain and flight benches have since left the default build: add -DDECODEBENCH_DEV=ON to
+# the cmake -S line(s) below to run this today.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null && cmake --build build-gpu -j16 --target decodebench_flight_bench > $R/build.log 2>&1; echo "build rc=$?"

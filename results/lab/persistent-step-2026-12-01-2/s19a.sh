@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Session 19 run 2: the balanced persistent kernel (NOTES item 102) in the chain bench, at 16
+# Run 2 (persistent-step-2026-12-01-2): the balanced persistent kernel (persistent-step §6) in the chain bench, at 16
 # warps of 4 rows (w16), 16 warps of 8 rows in two groups (w16r8) and 8 warps of 8 rows (w8r8),
-# beside the kernels and session 18's variants on the same machine.
-# Run: VARIANTS="w16 w16r8 w8r8" bash results/h200/session19/s19a.sh
+# beside the kernels and the variants of persistent-step-2026-12-01 on the same machine.
+# Run: VARIANTS="w16 w16r8 w8r8" bash results/lab/persistent-step-2026-12-01-2/s19a.sh
+# The chain and flight benches have since left the default build: add -DDECODEBENCH_DEV=ON to
+# the cmake -S line(s) below to run this today.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 CM="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"

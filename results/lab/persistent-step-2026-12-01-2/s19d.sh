@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Session 19 run 7: the balanced kernel with each consumer group in its own slots (the fault of
+# Run 7 (persistent-step-2026-12-01-2): the balanced kernel with each consumer group in its own slots (the fault of
 # runs 4-6) and with the norm off the dependency's path ("late norm"), in the three builds; then
 # the launch that failed in run 5, three times. Run 7 stopped at the late norm's check (qkv and
 # gate/up up to 4.8x the tolerance: see chain_bench.cu); run 8 is the same script without it.
-# Run: bash results/h200/session19/s19d.sh
+# Run: bash results/lab/persistent-step-2026-12-01-2/s19d.sh
+# The chain and flight benches have since left the default build: add -DDECODEBENCH_DEV=ON to
+# the cmake -S line(s) below to run this today.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 CM="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"

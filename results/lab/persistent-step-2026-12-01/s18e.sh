@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 18 run 14: the chain bench with the tensor-core dot (fragment layout, 8 rows a warp)
+# Run 14 (persistent-step-2026-12-01): the chain bench with the tensor-core dot (fragment layout, 8 rows a warp)
 # at 8 and 16 consumer warps, beside the CUDA-core dot at 16 warps: is the consumers' dot,
 # the bound of runs 11-13, faster with a third of the instructions? (Run 15: VARIANTS="f8 f16",
 # the fragment builds checked against the rows kernel's fragment path, as run 14's check
@@ -8,8 +8,10 @@
 # (w16spin: the spinning waits of runs 1-16, beside it on the same machine).
 # Run 18: VARIANTS="w16 w16r8", the consumers' slot and phase kept without a division, one
 # x buffer (a slot more), and 8 rows a warp with the CUDA-core dot (w16r8).
-# Prepared for session 19 (never run): VARIANTS="w16 w16r8 w8r8" adds 8 warps of 8 rows
-# (64-row stages of 33 KB: 6 slots where w16r8 has 2), item 101's lead (2).
+# Then run 1 of persistent-step-2026-12-01-2 (on ff876d5): VARIANTS="w16 w16r8 w8r8" adds 8 warps
+# of 8 rows (64-row stages of 33 KB: 6 slots where w16r8 has 2), lead (2) of persistent-step §4.
+# The chain and flight benches have since left the default build: add -DDECODEBENCH_DEV=ON to
+# the cmake -S line(s) below to run this today.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 CM="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"

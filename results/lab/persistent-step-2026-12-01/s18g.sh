@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Session 18 run 19 (final): the whole build on this session's tree, every gpu test (the
+# Run 19 (persistent-step-2026-12-01, final): the whole build on this series' tree, every gpu test (the
 # int4 dot, GroupMeta, the fragment dot and reduce_rows moved into headers: int4_dot.cuh,
 # common.cuh; PTX checked identical locally), 8b-int4's step, and the chain bench as
 # committed (16 warps, 4 rows a warp) and with 8 rows a warp.
+# The chain and flight benches have since left the default build: add -DDECODEBENCH_DEV=ON to
+# the cmake -S line(s) below to run this today.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 CM="-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90"

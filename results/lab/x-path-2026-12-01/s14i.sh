@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 14 run 9: the landing run of the residual stream's fp16 copy (bf2009a): build it and
+# Run 9 (x-path-2026-12-01): the landing run of the residual stream's fp16 copy (bf2009a): build it and
 # its parent (49ed705's code, .devrun/src-m), every gpu test, A/B on one machine, the matrix.
 export DB_GIT_COMMIT=$(cat .devrun/commit)
 R=$OUT/r; mkdir -p $R/h200; T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }

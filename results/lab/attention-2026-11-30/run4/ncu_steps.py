@@ -7,12 +7,12 @@ rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('
 unit = rows[0]['Metric Unit'] if rows else '?'
 to_us = {'nsecond': 1e-3, 'ns': 1e-3, 'usecond': 1.0, 'us': 1.0, 'msecond': 1e3}.get(unit, 1e-3)
 ks = [(r['Kernel Name'], float(r['Metric Value'].replace(',', '')) * to_us) for r in rows]
-layers = sum(1 for n, _ in ks if n.startswith('attention'))
+layers = sum(1 for n, _ in ks if 'attention_kernel' in n)
 out, j = {}, 0
 for n, v in ks:
-    if n.startswith('embed'): role = 'embed'
-    elif n.startswith('finish'): role = 'finish'
-    elif n.startswith('attention'): role = 'attention'
+    if 'embed_kernel' in n: role = 'embed'
+    elif 'finish_step' in n: role = 'finish'
+    elif 'attention_kernel' in n: role = 'attention'
     else:
         role = 'lm_head' if j == 4 * layers else ['qkv', 'o', 'gate_up', 'down'][j % 4]
         j += 1
