@@ -1,5 +1,5 @@
-// Result schema v1: the JSON writer and reader, the README's field table, read_results and
-// the TPOT statistics.
+// Result schema v1: the JSON writer and reader, the field table of docs/result-schema.md,
+// read_results and the TPOT statistics.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -147,10 +147,10 @@ std::string type_of(const json& v) {
   return "other: " + v.dump();
 }
 
-// The README's field table: {path -> type} from the rows "| `path` | type | meaning |" of
-// its "## Result schema" section (other sections hold tables of their own).
+// The documented field table: {path -> type} from the rows "| `path` | type | meaning |" of
+// the "## Fields" section of docs/result-schema.md (other sections hold tables of their own).
 std::map<std::string, std::string> documented_fields() {
-  const std::string path = std::string(DB_SOURCE_DIR) + "/README.md";
+  const std::string path = std::string(DB_SOURCE_DIR) + "/docs/result-schema.md";
   std::ifstream f(path);
   EXPECT_TRUE(f.good()) << "cannot read " << path;
   std::map<std::string, std::string> fields;
@@ -158,9 +158,9 @@ std::map<std::string, std::string> documented_fields() {
   bool in_section = false, found_section = false;
   while (std::getline(f, line)) {
     if (line.rfind("## ", 0) == 0) {
-      in_section = line == "## Result schema";
+      in_section = line == "## Fields";
       if (in_section) {
-        EXPECT_FALSE(found_section) << path << ": two \"## Result schema\" sections";
+        EXPECT_FALSE(found_section) << path << ": two \"## Fields\" sections";
         found_section = true;
       }
       continue;
@@ -175,7 +175,7 @@ std::map<std::string, std::string> documented_fields() {
     type.erase(type.find_last_not_of(' ') + 1);
     EXPECT_TRUE(fields.emplace(field, type).second) << "documented twice: " << field;
   }
-  EXPECT_TRUE(found_section) << path << " has no \"## Result schema\" section";
+  EXPECT_TRUE(found_section) << path << " has no \"## Fields\" section";
   return fields;
 }
 
@@ -258,7 +258,7 @@ TEST(Result, NonFiniteNumbersAreWrittenAsNullAndReadBackAsNaN) {
 
 TEST(Result, EveryDocumentedFieldExistsAndEveryFieldIsDocumented) {
   const std::map<std::string, std::string> documented = documented_fields();
-  ASSERT_GT(documented.size(), 50u) << "the field table of README.md \"## Result schema\" was not found";
+  ASSERT_GT(documented.size(), 50u) << "the field table of docs/result-schema.md \"## Fields\" was not found";
   const json j = populated_result();
   for (const auto& [path, type] : documented) {
     ASSERT_TRUE(j.contains(pointer(path))) << "documented but not written: " << path;
@@ -460,7 +460,7 @@ TEST(ComputeStats, MatchesHandComputedValues) {
   expect_stats(db::compute_stats({}), 0, 0, 0, 0, 0, 0, 0, 0, 0);
 }
 
-// The regime rule (README "Regimes"), at its boundaries: a step with the floor at 1 ms.
+// The regime rule (docs/method.md "Regimes"), at its boundaries: a step with the floor at 1 ms.
 db::Roofline regime_of(double median_ms, int launches, double launch_us, uint64_t kernel_extra = 0) {
   db::Roofline r;
   r.floor_tpot_ms = 1.0;
