@@ -45,7 +45,9 @@ inline Outcome run_command(const std::string& program, const std::vector<std::st
   const char* dir = mkdtemp(tmpl);
   EXPECT_NE(dir, nullptr);
   const std::string out = std::string(dir) + "/out", err = std::string(dir) + "/err";
-  std::string cmd = "cd " + quote(cwd) + " && exec " + program;
+  // Progress lines off unless a test asks for them (--progress): a slow machine would
+  // otherwise add them to the stderr the tests read.
+  std::string cmd = "cd " + quote(cwd) + " && DECODEBENCH_PROGRESS=off exec " + program;
   for (const std::string& a : args) cmd += " " + quote(a);
   cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
   const int status = std::system(cmd.c_str());
@@ -72,6 +74,20 @@ inline std::string python() {
 // Runs `python scripts/SCRIPT args...`, capturing stdout and stderr.
 inline Outcome run_script(const std::string& script, const std::vector<std::string>& args) {
   return run_command(quote(python()) + " " + quote(std::string(DB_SOURCE_DIR) + "/scripts/" + script), args);
+}
+
+// Whether stderr holds nothing but the warnings a measurement earns from the machine it ran
+// on (timing.warnings: noisy, throttled, clocks fell), which a busy test machine may cause.
+inline bool only_measurement_warnings(const std::string& err) {
+  std::istringstream in(err);
+  std::string line;
+  while (std::getline(in, line)) {
+    bool ok = false;
+    for (const char* kind : {"noisy: ", "throttled: ", "clocks fell: "})
+      ok = ok || line.rfind(std::string("decodebench: warning: ") + kind, 0) == 0;
+    if (!ok) return false;
+  }
+  return true;
 }
 
 // Exit `code` and exactly one line on stderr, "decodebench: ..." containing `phrase`.

@@ -81,6 +81,8 @@ db::Result populated_result() {
   r.config.repeat = 2;
   r.config.sync_per_token = true;
   r.config.params = 8'030'261'248;
+  r.config.max_noise = 0.005;
+  r.config.max_time_s = 30;
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
   r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576,   8192,   532'480,
@@ -93,6 +95,11 @@ db::Result populated_result() {
   r.timing.prefill_s = 0.3125;
   r.timing.clock = "cuda-events";
   r.timing.weights_reused = true;
+  r.timing.repetition_medians_ms = {1.4375, 1.46875};
+  r.timing.noise = db::repetition_noise(r.timing.repetition_medians_ms);
+  r.timing.repetitions = 2;
+  r.timing.stop = "noise-target";
+  r.timing.warnings = {"throttled: sw_power_cap at the run's end"};
   r.roofline.floor_tpot_ms = 1.1366;
   r.roofline.achieved_GBps = 3249.5;
   r.roofline.efficiency = 0.7875;
@@ -270,7 +277,10 @@ TEST(Result, EveryDocumentedFieldExistsAndEveryFieldIsDocumented) {
 
 // Fields added to v1 after result files were first written: files of earlier writers lack
 // them, and a reader must still take those files.
-const std::vector<std::string> kAddedFields = {"timing.weights_reused"};
+const std::vector<std::string> kAddedFields = {"timing.weights_reused", "timing.repetition_medians_ms",
+                                               "timing.noise",          "timing.repetitions",
+                                               "timing.stop",           "timing.warnings",
+                                               "config.max_noise",      "config.max_time_s"};
 
 TEST(Result, MissingFieldIsAnErrorNamingItsPath) {
   const json full = populated_result();

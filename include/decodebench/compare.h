@@ -62,7 +62,7 @@ inline double mann_whitney_p(const std::vector<double>& a, const std::vector<dou
 // --threshold: "3%" and "3" both mean 3 percent (so "0.5" is half a percent, not 50%).
 // Returns the fraction (0.03). A non-negative decimal number, optionally followed by one '%';
 // anything else throws db::UsageError.
-double parse_threshold(const std::string& text);
+double parse_threshold(const std::string& text, const char* option = "--threshold");
 
 inline constexpr double kCompareAlpha = 0.01;
 

@@ -5,9 +5,13 @@
 // clock that times it) and its environment (backend.h).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "decodebench/result.h"
@@ -65,7 +69,7 @@ class Decoder {
 };
 
 // What to measure: the command line's --context, --tokens, --warmup, --repeat,
-// --sync-per-token and --check.
+// --sync-per-token, --check, --max-noise and --max-time.
 struct Protocol {
   int64_t context = 0;
   int64_t tokens = 128;
@@ -73,25 +77,100 @@ struct Protocol {
   int64_t repeat = 5;
   bool sync_per_token = false;
   bool check = false;
+  // Adaptive: > 0 adds repetitions after `repeat` until repetition_noise() of the medians is
+  // at most max_noise (a fraction) or the timed repetitions have taken max_time_s.
+  double max_noise = 0;
+  double max_time_s = 0;
 };
 
+// Why the timed repetitions stopped (timing.stop).
+inline constexpr const char* kStopRepeat = "repeat";       // --repeat of them, as asked
+inline constexpr const char* kStopNoise = "noise-target";  // --max-noise reached
+inline constexpr const char* kStopTime = "time-limit";     // --max-time ran out first
+
 struct Measurement {
-  std::vector<double> samples_ms;  // repeat x tokens step times, repetition by repetition
-  std::vector<int32_t> tokens;     // the first repetition's tokens
+  std::vector<double> samples_ms;             // repetitions x tokens step times, in order
+  std::vector<double> repetition_medians_ms;  // each repetition's median
+  std::vector<int32_t> tokens;                // the first repetition's tokens
+  std::string stop = kStopRepeat;
   double prefill_s = 0;
   std::string clock;
   std::optional<double> logits_max_rel_err;  // with --check
   std::string reference;                     // what the logits were compared with
 };
 
+// Phases of a run on stderr, for runs long enough to need them: nothing for the first
+// kQuietSeconds (mode automatic), then the current phase with its elapsed time and an
+// estimate of what is left, rewritten in place on a terminal and one line per phase
+// otherwise. A background thread prints, so a phase that blocks (loading 70b) shows too.
+enum class ProgressMode { automatic, on, off };
+
+class Progress {
+ public:
+  using Mode = ProgressMode;
+  static constexpr double kQuietSeconds = 2.0;
+
+  Progress(std::string label, Mode mode);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  // A new phase ("load", "prefill", "warm-up", "timed"); eta_s < 0: unknown.
+  void phase(const std::string& name, double eta_s = -1);
+  // Within a phase: what is done ("repetition 3 of 5"), and the estimate of what is left.
+  void detail(const std::string& what, double eta_s = -1);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void loop();
+  void print_locked(bool phase_changed);
+
+  std::string label_;
+  Mode mode_;
+  bool tty_;
+  Clock::time_point start_, phase_start_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false, shown_ = false, line_open_ = false;
+  std::string phase_, detail_, printed_phase_;
+  double eta_s_ = -1;
+  Clock::time_point eta_at_;
+  std::thread thread_;
+};
+
 // Runs the protocol on `d`. `weights` are the decoder's (for --check); `is_reference`: the
-// decoder is the CPU float32 reference itself, so --check has nothing to compare.
+// decoder is the CPU float32 reference itself, so --check has nothing to compare;
+// `progress`: null, or where the phases are shown.
 // Throws db::Error when a repetition generates other tokens than the first (the step is not
 // a function of its inputs) or a token read per step disagrees with the recorded one.
-Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& weights, bool is_reference);
+Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& weights, bool is_reference,
+                           Progress* progress = nullptr);
 
 // Summary statistics of samples (linear-interpolated percentiles).
 TpotStats compute_stats(const std::vector<double>& samples);
+
+// A run's noise: the relative standard deviation (stdev / mean) of its repetition medians;
+// 0 with fewer than two. Repetitions, not steps, are the unit: steps within one repetition
+// are not independent, and what moves a run (clocks, placement, neighbours) moves whole
+// repetitions.
+double repetition_noise(const std::vector<double>& repetition_medians_ms);
+
+// Above this noise a run is flagged noisy (timing.warnings): it is as large as compare's
+// default threshold, so the run cannot support a verdict at that threshold.
+inline constexpr double kNoisyRun = 0.03;
+
+// A tenth of the steps at least this many times the median flags a run noisy too: a heavy
+// tail that the median hides.
+inline constexpr double kNoisyTail = 1.5;
+
+// An SM or memory clock this much lower at the end of a run than at its start: the clocks fell.
+inline constexpr double kClockFall = 0.01;
+
+// The warnings a result earns (timing.warnings): noisy, throttled (an NVML throttle reason
+// other than idle or application clocks at the start or the end), clocks fell. Each is one
+// line of text beginning with its kind ("noisy: ...", "throttled: ...", "clocks fell: ...").
+// compare never calls a pair with a warning regressed or improved.
+std::vector<std::string> run_warnings(const Result& r);
 
 // The regime rule (docs/method.md "Regimes"). Bandwidth-bound needs the efficiency at which
 // two runs' TPOT ratio stays within 4/3 of their bytes' ratio.

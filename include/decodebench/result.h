@@ -73,7 +73,9 @@ struct RunConfig {
   int64_t warmup = 0;
   int64_t repeat = 0;
   bool sync_per_token = false;
-  int64_t params = 0;  // parameter count of the model
+  int64_t params = 0;     // parameter count of the model
+  double max_noise = 0;   // --max-noise as a fraction; 0: a fixed --repeat
+  double max_time_s = 0;  // --max-time with --max-noise
 };
 
 struct TpotStats {
@@ -89,6 +91,11 @@ struct Timing {
   bool weights_reused = false;  // the backend's weights were kept from the previous run of a sweep
   double prefill_s = 0;         // untimed steps to reach --context
   std::string clock;            // "cuda-events" | "host"
+  std::vector<double> repetition_medians_ms;  // each repetition's median step time
+  double noise = 0;                           // relative stdev of the repetition medians
+  int64_t repetitions = 0;                    // timed repetitions run
+  std::string stop;                           // "repeat" | "noise-target" | "time-limit"
+  std::vector<std::string> warnings;          // "noisy: ...", "throttled: ...", "clocks fell: ..."
 };
 
 struct Roofline {

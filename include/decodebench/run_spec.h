@@ -7,6 +7,7 @@
 
 #include "decodebench/accounting.h"
 #include "decodebench/config.h"
+#include "decodebench/measure.h"
 
 namespace db {
 
@@ -30,6 +31,9 @@ struct RunSpec {
   int64_t repeat = 5;
   bool sync_per_token = false;
   bool check = false;
+  double max_noise = 0;   // --max-noise, a fraction; 0: exactly --repeat repetitions
+  double max_time_s = 0;  // --max-time: the adaptive repetitions' time budget
+  ProgressMode progress = ProgressMode::automatic;
   BackendKind backend = BackendKind::cuda;
   int device = 0;
   std::string output;  // empty: summary on stdout only

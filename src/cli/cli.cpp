@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <type_traits>
@@ -150,6 +152,30 @@ void check_adapter(const std::string& adapter) {
   if (!have_rank) usage_fail("--adapter {}: missing rank=R", adapter);
 }
 
+// A non-negative number of seconds, as typed ("60", "2.5").
+double parse_seconds(const char* option, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
+    usage_fail("{} '{}': expected a non-negative number of seconds", option, text);
+  return v;
+}
+
+// --progress as typed, else $DECODEBENCH_PROGRESS, else auto.
+ProgressMode parse_progress(std::string text) {
+  const char* origin = "--progress";
+  if (text.empty()) {
+    const char* env = std::getenv("DECODEBENCH_PROGRESS");
+    if (!env || !*env) return ProgressMode::automatic;
+    text = env;
+    origin = "DECODEBENCH_PROGRESS";
+  }
+  if (text == "auto") return ProgressMode::automatic;
+  if (text == "on") return ProgressMode::on;
+  if (text == "off") return ProgressMode::off;
+  usage_fail("{} '{}': expected auto, on or off", origin, text);
+}
+
 void check_group_size_applies(const ModelConfig& c, const char* verb) {
   if (c.quant.scheme != Scheme::int4 && c.quant.lm_head != Scheme::int4)
     usage_fail("{}--group-size applies to int4 weights only (this run's weights are {}, lm_head {})", verb,
@@ -181,6 +207,7 @@ struct RunArgs {
   RunSpec spec;
   std::string quant, lm_head, graph = "on", adapter_mode = "merged", backend = "cuda", format;
   std::string group_size;
+  std::string max_noise, max_time = "60", progress;
   // Integers as typed; the defaults are RunSpec's, printed by --help.
   std::string seed = std::to_string(spec.seed), context = std::to_string(spec.context),
               tokens = std::to_string(spec.tokens), warmup = std::to_string(spec.warmup),
@@ -221,7 +248,17 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
       ->capture_default_str();
   add_integer(run, "--tokens", a.tokens, "Timed tokens per repetition")->capture_default_str();
   add_integer(run, "--warmup", a.warmup, "Untimed steps before timing")->capture_default_str();
-  add_integer(run, "--repeat", a.repeat, "Repetitions")->capture_default_str();
+  add_integer(run, "-r,--repeat", a.repeat, "Repetitions (at least this many with --max-noise)")
+      ->capture_default_str();
+  run->add_option(
+      "--max-noise", a.max_noise,
+      "Add repetitions until their medians' relative stdev is at most PCT (1% = 1), or --max-time");
+  run->add_option("--max-time", a.max_time, "Seconds of timed repetitions --max-noise may take")
+      ->capture_default_str();
+  run->add_option(
+         "--progress", a.progress,
+         "Phases on stderr: auto (once a run takes 2 s), on or off (default: $DECODEBENCH_PROGRESS or auto)")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   run->add_flag("--sync-per-token", s.sync_per_token,
                 "Host waits for every token (as a detokenizing server does)");
   run->add_flag("--check", s.check, "Compare the logits against the reference");
@@ -263,6 +300,14 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
   if (s.warmup < 0) usage_fail("--warmup must be non-negative, got {}", s.warmup);
   if (s.repeat < 1) usage_fail("--repeat must be at least 1, got {}", s.repeat);
   if (s.device < 0) usage_fail("--device must be non-negative, got {}", s.device);
+  if (run.count("--max-noise")) {
+    s.max_noise = parse_threshold(a.max_noise, "--max-noise");
+    if (s.max_noise <= 0) usage_fail("--max-noise must be positive, got {}", a.max_noise);
+    s.max_time_s = parse_seconds("--max-time", a.max_time);
+  } else if (run.count("--max-time")) {
+    usage_fail("--max-time needs --max-noise");
+  }
+  s.progress = parse_progress(a.progress);
   if (run.count("--group-size")) {
     s.group_size = parse_integer<int>("--group-size", a.group_size);
     if (*s.group_size <= 0) usage_fail("--group-size must be positive, got {}", *s.group_size);

@@ -89,7 +89,11 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   const Adapter* adapter = adapter_holder.get();
   const WeightSource& weights = *weights_holder;
 
+  Progress progress(fmt::format("{} on {}", spec.model, spec.backend == BackendKind::cpu ? "cpu" : "cuda"),
+                    spec.progress);
+  progress.phase("device and bandwidth probe");
   const Environment env = backend->environment();
+  progress.phase("load");
   DecoderSpec ds;
   ds.positions = positions;
   ds.graph = spec.graph;
@@ -102,7 +106,9 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   protocol.repeat = spec.repeat;
   protocol.sync_per_token = spec.sync_per_token;
   protocol.check = spec.check;
-  const Measurement m = measure_decode(*decoder, protocol, weights, backend->is_reference());
+  protocol.max_noise = spec.max_noise;
+  protocol.max_time_s = spec.max_time_s;
+  const Measurement m = measure_decode(*decoder, protocol, weights, backend->is_reference(), &progress);
   const DecoderFacts facts = decoder->facts();
 
   Result r;
@@ -140,6 +146,8 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   rc.repeat = spec.repeat;
   rc.sync_per_token = spec.sync_per_token;
   rc.params = parameter_count(cfg);
+  rc.max_noise = spec.max_noise;
+  rc.max_time_s = spec.max_noise > 0 ? spec.max_time_s : 0;
 
   r.bytes = account_bytes(cfg, adapter ? adapter->shape() : AdapterShape{},
                           spec.backend == BackendKind::cpu ? KernelTraffic{} : kernel.traffic, spec.context,
@@ -151,6 +159,10 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.timing.weights_reused = facts.weights_reused;
   r.timing.prefill_s = m.prefill_s;
   r.timing.clock = m.clock;
+  r.timing.repetition_medians_ms = m.repetition_medians_ms;
+  r.timing.noise = repetition_noise(m.repetition_medians_ms);
+  r.timing.repetitions = static_cast<int64_t>(m.repetition_medians_ms.size());
+  r.timing.stop = m.stop;
 
   const double total = static_cast<double>(r.bytes.per_token.total);
   if (r.device.peak_read_GBps > 0) r.roofline.floor_tpot_ms = total / (r.device.peak_read_GBps * 1e9) * 1e3;
@@ -167,12 +179,14 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.check.logits_checked = m.logits_max_rel_err.has_value();
   r.check.logits_max_rel_err = m.logits_max_rel_err.value_or(0.0);
   r.check.reference = m.reference;
+  r.timing.warnings = run_warnings(r);
   return r;
 }
 
 int cmd_run(const RunSpec& spec) {
   const Result r = run_one(spec);
   std::cout << summary_text(r) << std::flush;
+  for (const std::string& w : r.timing.warnings) fmt::print(stderr, "decodebench: warning: {}\n", w);
   if (!spec.output.empty()) write_results_file(spec.output, {r}, spec.format);
   return 0;
 }

@@ -123,6 +123,9 @@ std::string run_command(const RunSpec& s) {
     a.insert(a.end(), {"--adapter", s.adapter, "--adapter-mode", mode_name(s.adapter_mode)});
   a.insert(a.end(), {"--context", std::to_string(s.context), "--tokens", std::to_string(s.tokens), "--warmup",
                      std::to_string(s.warmup), "--repeat", std::to_string(s.repeat)});
+  if (s.max_noise > 0)
+    a.insert(a.end(), {"--max-noise", fmt::format("{}%", 100 * s.max_noise), "--max-time",
+                       fmt::format("{}", s.max_time_s)});
   if (s.sync_per_token) a.push_back("--sync-per-token");
   if (s.check) a.push_back("--check");
   a.insert(a.end(), {"--backend", to_string(s.backend), "--device", std::to_string(s.device)});

@@ -41,4 +41,14 @@ TpotStats compute_stats(const std::vector<double>& samples) {
   return s;
 }
 
+double repetition_noise(const std::vector<double>& m) {
+  if (m.size() < 2) return 0;
+  double sum = 0;
+  for (double x : m) sum += x;
+  const double mean = sum / static_cast<double>(m.size());
+  double ss = 0;
+  for (double x : m) ss += (x - mean) * (x - mean);
+  return mean > 0 ? std::sqrt(ss / static_cast<double>(m.size() - 1)) / mean : 0;
+}
+
 }  // namespace db

@@ -208,9 +208,9 @@ MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>
   return r;
 }
 
-double parse_threshold(const std::string& text) {
+double parse_threshold(const std::string& text, const char* option) {
   const auto bad = [&]() {
-    usage_fail("--threshold '{}': expected a non-negative percentage such as 3% or 3 (both mean 3 percent)",
+    usage_fail("{} '{}': expected a non-negative percentage such as 3% or 3 (both mean 3 percent)", option,
                text);
   };
   std::string s = text;

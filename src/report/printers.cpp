@@ -365,9 +365,16 @@ std::string summary_text(const Result& r) {
     dev += fmt::format(" ({}, {} threads)", d.backend, d.cpu_threads);
   line(out, "device", dev);
 
-  line(out, "TPOT",
-       fmt::format("{:.3f} ms median (p10 {:.3f}, p90 {:.3f}, n {})  {:.1f} tok/s", t.median, t.p10, t.p90,
-                   t.n, r.timing.tokens_per_s));
+  // The median with the run's noise: the spread of its repetition medians.
+  std::string tpot = fmt::format("{:.3f} ms median", t.median);
+  if (r.timing.repetitions >= 2) tpot += fmt::format(" ± {:.2f}%", 100 * r.timing.noise);
+  tpot += fmt::format(" (p10 {:.3f}, p90 {:.3f}, n {}", t.p10, t.p90, t.n);
+  if (r.timing.repetitions > 0) tpot += fmt::format(" in {} repetitions", r.timing.repetitions);
+  if (r.timing.stop == "noise-target" || r.timing.stop == "time-limit")
+    tpot +=
+        fmt::format(", stopped at the {}", r.timing.stop == "noise-target" ? "noise target" : "time limit");
+  tpot += fmt::format(")  {:.1f} tok/s", r.timing.tokens_per_s);
+  line(out, "TPOT", tpot);
 
   const ByteUnit u = unit_for(static_cast<double>(b.total));
   std::string bytes = fmt::format(

@@ -105,6 +105,8 @@ void fields(V& v, RunConfig& c) {
   v("repeat", c.repeat);
   v("sync_per_token", c.sync_per_token);
   v("params", c.params);
+  v("max_noise", c.max_noise, Added{});
+  v("max_time_s", c.max_time_s, Added{});
 }
 
 template <class V>
@@ -162,6 +164,11 @@ void fields(V& v, Timing& t) {
   v("prefill_s", t.prefill_s);
   v("clock", t.clock);
   v("weights_reused", t.weights_reused, Added{});
+  v("repetition_medians_ms", t.repetition_medians_ms, Added{});
+  v("noise", t.noise, Added{});
+  v("repetitions", t.repetitions, Added{});
+  v("stop", t.stop, Added{});
+  v("warnings", t.warnings, Added{});
 }
 
 template <class V>
