@@ -5,12 +5,16 @@
 #   --model 8b-int4,8b-int8,8b-fp16 --graph on --tokens 128 --repeat 5
 # (any option given replaces the whole default matrix). The new results go to
 # $DB_CI_OUT (default: BUILD_DIR/ci_regression/new.json); the comparison table is printed
-# on stdout. Exit: 0 no significant regression, 1 a matched run regressed past 3%
-# (decodebench compare --threshold 3%), 2 bad input or a sweep that wrote no results.
-# DB_CI_NEW=FILE skips the sweep and compares FILE (re-judging stored results; with
-# FILE = BASELINE every run is "same" and the exit is 0).
-# A sweep instance that failed is an error entry in the new file: compare warns and skips
-# it, and its key shows as "Unmatched in BASE".
+# on stdout. Exit (decodebench compare --threshold 3%):
+#   0  every baseline key measured and tested, none regressed
+#   1  a matched run regressed past 3%, significantly
+#   2  bad input: no baseline or binary, a sweep that wrote nothing, an unreadable file
+#   3  incomplete, the gate fails closed: a baseline key not measured (a failed instance is
+#      an error entry), nothing matched, settings that differ besides the code, or no pair
+#      that could be tested (too few repetitions, unstable runs)
+# DB_CI_ALLOW_MISSING=1 passes --allow-missing (baseline keys missing from the new results
+# do not fail the gate). DB_CI_NEW=FILE skips the sweep and compares FILE (re-judging
+# stored results; with FILE = BASELINE every run is "same" and the exit is 0).
 set -uo pipefail
 if [ $# -lt 1 ]; then
   echo "usage: $0 BASELINE.json [BUILD_DIR] [sweep options...]" >&2
@@ -43,6 +47,8 @@ else
     echo "$0: warning: some sweep instances failed (exit $sweep_rc): see the error entries in $new" >&2
   fi
 fi
-echo "== decodebench compare $baseline $new --threshold 3%" >&2
-"$bin" compare "$baseline" "$new" --threshold 3%
+extra=()
+if [ "${DB_CI_ALLOW_MISSING:-0}" = 1 ]; then extra+=(--allow-missing); fi
+echo "== decodebench compare $baseline $new --threshold 3% ${extra[*]}" >&2
+"$bin" compare "$baseline" "$new" --threshold 3% "${extra[@]}"
 exit $?

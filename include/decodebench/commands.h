@@ -73,13 +73,19 @@ int cmd_quantize(const QuantizeSpec& spec);
 // `format` (md, csv, json, jsonl), to stdout or atomically to `output`.
 int cmd_report(const std::vector<std::string>& files, const std::string& format, const std::string& output);
 
-// Compares two result files (one object, an array or JSONL each): runs matched by config
-// key, TPOT delta and a two-sided Mann-Whitney U test per pair, printed as `format` (md,
-// json) on stdout, warnings on stderr. threshold is a fraction (0.03 for 3%). Returns 1 when
-// a matched run regressed past the threshold significantly, else 0; an unreadable or
-// invalid file throws db::UsageError (exit 2). See compare.h.
-int cmd_compare(const std::string& base, const std::string& next, double threshold,
-                const std::string& format);
+// Compares result files (compare.h): BASE and NEW matched by config key, or with pair_by the
+// runs of all files paired across one key field. Prints the table as `format` (md, json) on
+// stdout, warnings on stderr. Returns Comparison::exit_code(): 1 when a matched run
+// regressed past the threshold significantly, 3 when the comparison is incomplete (fails
+// closed), else 0; an unreadable or invalid file throws db::UsageError (exit 2).
+struct CompareSpec {
+  std::vector<std::string> files;
+  double threshold = 0.03;  // a fraction
+  std::string format = "md";
+  bool allow_missing = false;
+  std::string pair_by, base_value;
+};
+int cmd_compare(const CompareSpec& spec);
 
 // Version string with the git commit ("0.1.0 (abc1234)").
 std::string version_string();

@@ -1,7 +1,8 @@
 // The compare verb: two sets of results, matched by config key, with the TPOT delta of each
-// matched pair and whether the per-token samples say it is real (two-sided Mann-Whitney U
-// test). Pure functions: reading the files, printing and the exit code live in compare.cpp's
-// cmd_compare.
+// matched pair and whether independent measurements say it is real: a two-sided
+// Mann-Whitney U test on the repetition medians of every run of the key on each side (runs of
+// one key in separate processes pool their repetitions). Pure functions: reading the files,
+// printing and the exit code live in compare.cpp's cmd_compare.
 #pragma once
 
 #include <cstdint>
@@ -42,22 +43,41 @@ std::vector<std::pair<std::string, std::string>> key_fields(const RunKey& k);
 // "model=8b-int4 scheme=int4 group_size=128 ...": every field, one line.
 std::string to_string(const RunKey& k);
 
-// Two-sided Mann-Whitney U test of samples a against samples b, normal approximation with
-// the tie correction and a continuity correction of 0.5 (as scipy.stats.mannwhitneyu with
-// method="asymptotic"):
+// The key fields by name (those of key_fields), for --pair-by: the value of one, and the key
+// with that one blanked, so that runs differing only in it match.
+const std::vector<std::string>& key_field_names();
+std::string key_value(const RunKey& k, const std::string& field);
+RunKey without_field(RunKey k, const std::string& field);
+
+// A run's independent measurements: its repetition medians (timing.repetition_medians_ms),
+// or, for a result written before that field, the medians of its samples_ms taken
+// config.tokens at a time.
+std::vector<double> repetition_medians(const Result& r);
+
+// Two-sided Mann-Whitney U test of samples a against samples b. Without ties and with at most
+// kExactMannWhitney samples in all, p is exact (the distribution of U over every ordering, as
+// scipy.stats.mannwhitneyu with method="exact"); otherwise the normal approximation with the
+// tie correction and a continuity correction of 0.5 (method="asymptotic"):
 //   U = R_a - n_a(n_a+1)/2       (R_a: sum of a's mid-ranks in the pooled samples)
 //   sigma^2 = n_a n_b / 12 * ((n+1) - sum(t^3 - t) / (n(n-1)))   (t: sizes of tied groups)
 //   z = max(0, |U - n_a n_b / 2| - 0.5) / sigma,   p = erfc(z / sqrt(2))
 // p is NaN when either sample is empty, 1 when every value is tied.
+inline constexpr size_t kExactMannWhitney = 60;
 struct MannWhitney {
   double u = 0;  // U of a: the number of (a_i, b_j) pairs with a_i > b_j, ties counting 1/2
   double z = 0;  // signed: > 0 when a tends to be larger than b
   double p = 0;  // two-sided
+  bool exact = false;
 };
 MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>& b);
 inline double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b) {
   return mann_whitney(a, b).p;
 }
+
+// The smallest two-sided p that any outcome can give with n_a and n_b samples: 2 / C(n, n_a),
+// when every a is above every b. At alpha 0.01 that needs 5 and 5 samples (p 0.0079), or 4
+// and 6 (0.0095); 4 and 5 (0.016) can never be significant.
+double min_attainable_p(size_t na, size_t nb);
 
 // --threshold: "3%" and "3" both mean 3 percent (so "0.5" is half a percent, not 50%).
 // Returns the fraction (0.03). A non-negative decimal number, optionally followed by one '%';
@@ -67,46 +87,74 @@ double parse_threshold(const std::string& text, const char* option = "--threshol
 inline constexpr double kCompareAlpha = 0.01;
 
 enum class Verdict {
-  same,       // |delta| <= threshold
-  noise,      // |delta| > threshold, but the samples do not show it (p >= alpha)
+  same,       // |delta| <= threshold, tested
+  noise,      // |delta| > threshold, but the measurements do not show it (p >= alpha)
   improved,   // delta < -threshold, significant, NEW faster
   regressed,  // delta > threshold, significant, NEW slower
-  untested,   // |delta| > threshold and a side has no per-token samples to test
+  untested,   // a side has no measurements to test
+  too_few,    // too few measurements for any outcome to be significant (min_attainable_p >= alpha)
+  unstable,   // a run of either side has timing.warnings (noisy, throttled, clocks fell)
 };
 const char* to_string(Verdict v);
+// Whether the pair was tested: same, noise, improved or regressed.
+bool tested(Verdict v);
 
 struct ComparedPair {
   RunKey key;
-  double base_tpot_ms = 0;  // timing.tpot_ms.median
+  std::string label;  // with --pair-by: "graph off -> on"; "" otherwise
+  int base_runs = 0, new_runs = 0;
+  double base_tpot_ms = 0;  // the median of the side's runs' timing.tpot_ms.median
   double new_tpot_ms = 0;
-  double delta = 0;          // (new - base) / base; NaN when base is not positive
-  MannWhitney test;          // base samples against new samples
-  bool significant = false;  // p < alpha, in the direction of delta
+  double delta = 0;                               // (new - base) / base; NaN when base is not positive
+  std::vector<double> base_samples, new_samples;  // the repetition medians tested
+  double base_noise = 0, new_noise = 0;           // repetition_noise of each side's samples
+  MannWhitney test;                               // base's repetition medians against new's
+  double min_p = 0;                               // min_attainable_p of the sample sizes
+  bool significant = false;                       // p < alpha, in the direction of delta
   Verdict verdict = Verdict::same;
   std::string base_device, new_device;  // device.name
   double base_peak_read_GBps = 0, new_peak_read_GBps = 0;
-  std::string device_note;  // "" when the devices match
+  std::string device_note;                // "" when the devices match
+  std::string settings_note;              // settings that differ besides the code under test; "" when none
+  std::vector<std::string> run_warnings;  // the timing.warnings of both sides' runs
 };
 
 struct Comparison {
   double threshold = 0;  // fraction
   double alpha = kCompareAlpha;
-  std::vector<ComparedPair> pairs;     // in BASE's order
-  std::vector<RunKey> unmatched_base;  // in BASE's order
-  std::vector<RunKey> unmatched_new;   // in NEW's order
-  // One line each, without a prefix: duplicate keys, device differences, untested pairs.
+  std::vector<ComparedPair> pairs;      // in BASE's order
+  std::vector<RunKey> unmatched_base;   // in BASE's order
+  std::vector<RunKey> unmatched_new;    // in NEW's order
+  int base_errors = 0, new_errors = 0;  // error entries (failed sweep instances) in the files
+  bool allow_missing = false;           // --allow-missing: unmatched BASE keys do not fail the gate
+  // One line each, without a prefix: device differences, untested, unstable or too-few pairs.
   std::vector<std::string> warnings;
 
   int count(Verdict v) const;
+  // Why the comparison cannot pass a gate, one line each; empty when it is complete: a BASE
+  // key unmatched (unless allow_missing), an error entry, nothing matched, settings that
+  // differ, or no pair tested at all.
+  std::vector<std::string> incomplete() const;
+  // 1 when a pair regressed, else 3 when incomplete(), else 0.
+  int exit_code() const;
 };
 
-// Matches base and next by run_key (a key repeated within one side: the last run wins, with
-// a warning) and judges every matched pair. threshold is a fraction (0.03).
+inline constexpr int kExitIncomplete = 3;
+
+// Matches base and next by run_key, pooling every run of a key on each side, and judges every
+// matched pair. threshold is a fraction (0.03).
 Comparison compare_results(const std::vector<Result>& base, const std::vector<Result>& next, double threshold,
                            double alpha = kCompareAlpha);
 
-// md: a GitHub table of the pairs, a summary line, then the unmatched keys of each side.
-// json: {threshold, alpha, pairs, unmatched_base, unmatched_new, regressed, improved}.
+// --pair-by FIELD: the runs of `runs` that differ only in FIELD, paired: BASE is the runs
+// with `base_value` (empty: the value of FIELD in the first run), NEW each other value in
+// turn. Throws db::UsageError for a field that is not a key field, or a base value no run has.
+Comparison compare_by_field(const std::vector<Result>& runs, const std::string& field, std::string base_value,
+                            double threshold, double alpha = kCompareAlpha);
+
+// md: a GitHub table of the pairs, a summary line, the unmatched keys of each side, and the
+// gate's outcome. json: {threshold, alpha, pairs, unmatched_base, unmatched_new, regressed,
+// improved, incomplete, exit_code}.
 // Both end with a newline.
 std::string format_comparison_md(const Comparison& c);
 std::string format_comparison_json(const Comparison& c);

@@ -505,16 +505,26 @@ int cli_main(int argc, char** argv) {
       ->capture_default_str();
   report->add_option("-o,--output", report_output, "Write the table here instead of stdout");
 
-  std::string compare_base, compare_new, compare_threshold = "3%", compare_format = "md";
+  CompareSpec cmp;
+  std::string compare_threshold = "3%";
   CLI::App* compare = app.add_subcommand(
-      "compare", "Compare two result files run by run; exit 1 when a run regressed significantly");
-  compare->add_option("BASE", compare_base, "Results before (json, array or jsonl)")->required();
-  compare->add_option("NEW", compare_new, "Results after (json, array or jsonl)")->required();
+      "compare",
+      "Compare result files run by run: exit 1 when a run regressed significantly, 3 when the comparison is "
+      "incomplete");
+  compare->add_option("FILES", cmp.files, "BASE and NEW (json, array or jsonl); with --pair-by, one or more")
+      ->required();
   compare->add_option("--threshold", compare_threshold, "TPOT change that counts, in percent (3% = 3)")
       ->capture_default_str();
-  compare->add_option("--format", compare_format, "md or json")
+  compare->add_option("--format", cmp.format, "md or json")
       ->check(CLI::IsMember({"md", "json"}))
       ->capture_default_str();
+  compare->add_flag("--allow-missing", cmp.allow_missing,
+                    "BASE keys missing from NEW do not make the comparison incomplete");
+  compare->add_option(
+      "--pair-by", cmp.pair_by,
+      "Pair the runs of all files that differ only in this key field (graph, kernel, model, ...)");
+  compare->add_option("--base-value", cmp.base_value,
+                      "With --pair-by: the field's value of the BASE side (default: the first run's)");
 
   std::vector<const char*> cargv;
   for (const std::string& a : args) cargv.push_back(a.c_str());
@@ -543,8 +553,11 @@ int cli_main(int argc, char** argv) {
     if (!report_output.empty()) check_output_path(report_output);
     return cmd_report(report_files, report_format, report_output);
   }
-  if (compare->parsed())
-    return cmd_compare(compare_base, compare_new, parse_threshold(compare_threshold), compare_format);
+  if (compare->parsed()) {
+    cmp.threshold = parse_threshold(compare_threshold);
+    if (!cmp.base_value.empty() && cmp.pair_by.empty()) usage_fail("--base-value needs --pair-by");
+    return cmd_compare(cmp);
+  }
   if (info->parsed()) {
     const int device = parse_integer<int>("--device", info_device);
     if (device < 0) usage_fail("--device must be non-negative, got {}", device);

@@ -1,5 +1,5 @@
 // The compare verb: BASE and NEW result files, runs matched by config key, TPOT delta and a
-// two-sided Mann-Whitney U test on the per-token samples of every matched pair.
+// two-sided Mann-Whitney U test on the repetition medians of every matched pair.
 #include "decodebench/compare.h"
 #include "decodebench/printers.h"
 
@@ -88,28 +88,133 @@ std::string device_note(const Result& base, const Result& next) {
   return s;
 }
 
-// The last run of each key, keys in order of first appearance; duplicates warned about.
-std::vector<std::pair<RunKey, const Result*>> last_by_key(const std::vector<Result>& runs, const char* side,
-                                                          std::vector<std::string>& warnings) {
-  std::vector<std::pair<RunKey, const Result*>> out;
+// The runs of each key, keys in order of first appearance.
+std::vector<std::pair<RunKey, std::vector<const Result*>>> by_key(const std::vector<const Result*>& runs) {
+  std::vector<std::pair<RunKey, std::vector<const Result*>>> out;
   std::map<RunKey, size_t> index;
-  std::map<RunKey, int> count;
-  for (const Result& r : runs) {
-    const RunKey k = run_key(r);
+  for (const Result* r : runs) {
+    const RunKey k = run_key(*r);
     const auto [it, inserted] = index.emplace(k, out.size());
-    if (inserted)
-      out.emplace_back(k, &r);
-    else
-      out[it->second].second = &r;
-    ++count[k];
-  }
-  for (const auto& [k, r] : out) {
-    (void)r;
-    if (count[k] > 1)
-      warnings.push_back(
-          fmt::format("{} has {} runs with key {}: keeping the last", side, count[k], to_string(k)));
+    if (inserted) out.emplace_back(k, std::vector<const Result*>{});
+    out[it->second].second.push_back(r);
   }
   return out;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The settings two runs of one key must share for their difference to be the code's: the
+// config outside the key, the backend and the build type. "" when they agree.
+std::string settings_difference(const Result& a, const Result& b) {
+  std::vector<std::string> d;
+  const auto differ = [&](const char* name, const auto& x, const auto& y) {
+    if (x != y) d.push_back(fmt::format("{} {} vs {}", name, x, y));
+  };
+  const RunConfig &x = a.config, &y = b.config;
+  differ("arch", x.arch, y.arch);
+  differ("seed", x.seed, y.seed);
+  differ("zero_point", x.zero_point, y.zero_point);
+  differ("adapter_rank", x.adapter_rank, y.adapter_rank);
+  differ("adapter_scale", x.adapter_scale, y.adapter_scale);
+  if (x.adapter_targets != y.adapter_targets) d.push_back("adapter_targets differ");
+  differ("warmup", x.warmup, y.warmup);
+  differ("repeat", x.repeat, y.repeat);
+  differ("max_noise", x.max_noise, y.max_noise);
+  differ("max_time_s", x.max_time_s, y.max_time_s);
+  differ("params", x.params, y.params);
+  differ("backend", a.device.backend, b.device.backend);
+  differ("build_type", a.tool.build_type, b.tool.build_type);
+  std::string s;
+  for (const std::string& e : d) s += (s.empty() ? "" : ", ") + e;
+  return s;
+}
+
+// Judges one matched key: `base` and `next` are every run of it on each side.
+ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
+                   const std::vector<const Result*>& next, double threshold, double alpha) {
+  ComparedPair p;
+  p.key = k;
+  p.base_runs = static_cast<int>(base.size());
+  p.new_runs = static_cast<int>(next.size());
+  std::vector<double> base_medians, new_medians;
+  for (const Result* r : base) {
+    base_medians.push_back(r->timing.tpot_ms.median);
+    const std::vector<double> m = repetition_medians(*r);
+    p.base_samples.insert(p.base_samples.end(), m.begin(), m.end());
+    for (const std::string& w : r->timing.warnings) p.run_warnings.push_back("BASE " + w);
+  }
+  for (const Result* r : next) {
+    new_medians.push_back(r->timing.tpot_ms.median);
+    const std::vector<double> m = repetition_medians(*r);
+    p.new_samples.insert(p.new_samples.end(), m.begin(), m.end());
+    for (const std::string& w : r->timing.warnings) p.run_warnings.push_back("NEW " + w);
+  }
+  p.base_tpot_ms = median_of(base_medians);
+  p.new_tpot_ms = median_of(new_medians);
+  p.delta = p.base_tpot_ms > 0 ? (p.new_tpot_ms - p.base_tpot_ms) / p.base_tpot_ms : std::nan("");
+  p.base_noise = repetition_noise(p.base_samples);
+  p.new_noise = repetition_noise(p.new_samples);
+  p.test = mann_whitney(p.base_samples, p.new_samples);
+  p.min_p = min_attainable_p(p.base_samples.size(), p.new_samples.size());
+  p.significant = p.test.p < alpha;  // false for NaN
+  const Result& o = *base.front();
+  const Result& r = *next.front();
+  p.base_device = o.device.name;
+  p.new_device = r.device.name;
+  p.base_peak_read_GBps = o.device.peak_read_GBps;
+  p.new_peak_read_GBps = r.device.peak_read_GBps;
+  p.device_note = device_note(o, r);
+  for (const Result* a : base)
+    for (const Result* b : next)
+      if (p.settings_note.empty()) p.settings_note = settings_difference(*a, *b);
+
+  // z > 0: BASE's measurements tend to be larger, NEW is faster.
+  const bool new_slower = p.significant && p.test.z < 0;
+  const bool new_faster = p.significant && p.test.z > 0;
+  if (!p.run_warnings.empty())
+    p.verdict = Verdict::unstable;
+  else if (std::isnan(p.test.p))
+    p.verdict = Verdict::untested;
+  else if (p.min_p >= alpha)
+    p.verdict = Verdict::too_few;
+  else if (!std::isfinite(p.delta) || std::fabs(p.delta) <= threshold)
+    p.verdict = Verdict::same;
+  else if (p.delta > threshold && new_slower)
+    p.verdict = Verdict::regressed;
+  else if (p.delta < -threshold && new_faster)
+    p.verdict = Verdict::improved;
+  else
+    p.verdict = Verdict::noise;
+  return p;
+}
+
+void warn_about(const ComparedPair& p, std::vector<std::string>& warnings) {
+  const std::string k = p.label.empty() ? to_string(p.key) : p.label + ": " + to_string(p.key);
+  if (!p.device_note.empty()) warnings.push_back(fmt::format("{}: {}", k, p.device_note));
+  if (!p.settings_note.empty())
+    warnings.push_back(
+        fmt::format("{}: settings differ besides the code under test ({})", k, p.settings_note));
+  switch (p.verdict) {
+    case Verdict::untested:
+      warnings.push_back(fmt::format("{}: a side has no repetitions to test: not tested", k));
+      break;
+    case Verdict::too_few:
+      warnings.push_back(fmt::format(
+          "{}: {} and {} repetition medians cannot reach p < {:g} (at best p = {:.3f}): too few to test; "
+          "raise --repeat or measure more runs (--runs)",
+          k, p.base_samples.size(), p.new_samples.size(), kCompareAlpha, p.min_p));
+      break;
+    case Verdict::unstable:
+      warnings.push_back(fmt::format("{}: unstable, not judged: {}", k, p.run_warnings.front()));
+      break;
+    default:
+      break;
+  }
 }
 
 }  // namespace
@@ -161,6 +266,81 @@ std::string to_string(const RunKey& k) {
   return s;
 }
 
+const std::vector<std::string>& key_field_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& [name, value] : key_fields(RunKey{})) n.push_back(name);
+    return n;
+  }();
+  return names;
+}
+
+std::string key_value(const RunKey& k, const std::string& field) {
+  for (const auto& [name, value] : key_fields(k))
+    if (name == field) return value;
+  return "";
+}
+
+RunKey without_field(RunKey k, const std::string& field) {
+  if (field == "model") k.model.clear();
+  if (field == "scheme") k.scheme.clear();
+  if (field == "group_size") k.group_size = 0;
+  if (field == "lm_head_scheme") k.lm_head_scheme.clear();
+  if (field == "kernel") k.kernel.clear();
+  if (field == "graph") k.graph = false;
+  if (field == "adapter") k.adapter.clear();
+  if (field == "adapter_mode") k.adapter_mode.clear();
+  if (field == "context") k.context = 0;
+  if (field == "tokens") k.tokens = 0;
+  if (field == "sync_per_token") k.sync_per_token = false;
+  if (field == "weights") k.weights.clear();
+  return k;
+}
+
+std::vector<double> repetition_medians(const Result& r) {
+  if (!r.timing.repetition_medians_ms.empty()) return r.timing.repetition_medians_ms;
+  const std::vector<double>& s = r.timing.samples_ms;
+  const size_t per = r.config.tokens > 0 ? static_cast<size_t>(r.config.tokens) : s.size();
+  std::vector<double> m;
+  for (size_t i = 0; per > 0 && i < s.size(); i += per)
+    m.push_back(median_of(std::vector<double>(s.begin() + i, s.begin() + std::min(s.size(), i + per))));
+  return m;
+}
+
+double min_attainable_p(size_t na, size_t nb) {
+  if (na == 0 || nb == 0) return 1;
+  double c = 1;  // C(na + nb, na), in floating point (it only has to beat 2 / alpha)
+  for (size_t i = 1; i <= std::min(na, nb); ++i)
+    c = c * static_cast<double>(na + nb - std::min(na, nb) + i) / i;
+  return std::min(1.0, 2 / c);
+}
+
+namespace {
+
+// P(U <= u) for sizes m and n without ties: the number of orderings of m a's and n b's with
+// U(a) = k, for every k, by the recursion on the largest value (an a adds n to U, a b adds 0).
+double exact_cdf(size_t m, size_t n, double u) {
+  const size_t max_u = m * n;
+  // f[i][k] for the current n: orderings of i a's and j b's with U = k.
+  std::vector<std::vector<double>> f(m + 1, std::vector<double>(max_u + 1, 0.0));
+  for (size_t i = 0; i <= m; ++i) f[i][0] = 1;  // j = 0: U = 0
+  for (size_t j = 1; j <= n; ++j) {
+    std::vector<std::vector<double>> g(m + 1, std::vector<double>(max_u + 1, 0.0));
+    g[0][0] = 1;
+    for (size_t i = 1; i <= m; ++i)
+      for (size_t k = 0; k <= i * j; ++k) g[i][k] = f[i][k] + (k >= j ? g[i - 1][k - j] : 0.0);
+    f = std::move(g);
+  }
+  double total = 0, below = 0;
+  for (size_t k = 0; k <= max_u; ++k) {
+    total += f[m][k];
+    if (static_cast<double>(k) <= u + 1e-9) below += f[m][k];
+  }
+  return below / total;
+}
+
+}  // namespace
+
 MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>& b) {
   // Pool the samples (NaN values cannot be ranked: left out), sort, give each tied group
   // its mid-rank.
@@ -195,6 +375,15 @@ MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>
   const double dna = static_cast<double>(na), dnb = static_cast<double>(nb);
   r.u = rank_sum_a - dna * (dna + 1) / 2;
   const double mu = dna * dnb / 2;
+  if (ties == 0 && na + nb <= kExactMannWhitney) {
+    // U is symmetric about mu: p = 2 P(U <= min(u, mn - u)).
+    r.exact = true;
+    const double lo = std::min(r.u, dna * dnb - r.u);
+    r.p = std::min(1.0, 2 * exact_cdf(na, nb, lo));
+    const double sd = std::sqrt(dna * dnb * (n + 1) / 12);
+    r.z = (r.u - mu) / sd;
+    return r;
+  }
   const double var = dna * dnb / 12 * ((n + 1) - ties / (n * (n - 1)));
   if (!(var > 0)) {  // every value tied (or n = 2 with one tie): no evidence either way
     r.z = 0;
@@ -237,8 +426,16 @@ const char* to_string(Verdict v) {
       return "regressed";
     case Verdict::untested:
       return "untested";
+    case Verdict::too_few:
+      return "too few";
+    case Verdict::unstable:
+      return "unstable";
   }
   return "?";
+}
+
+bool tested(Verdict v) {
+  return v == Verdict::same || v == Verdict::noise || v == Verdict::improved || v == Verdict::regressed;
 }
 
 int Comparison::count(Verdict v) const {
@@ -246,66 +443,149 @@ int Comparison::count(Verdict v) const {
       std::count_if(pairs.begin(), pairs.end(), [&](const ComparedPair& p) { return p.verdict == v; }));
 }
 
-Comparison compare_results(const std::vector<Result>& base, const std::vector<Result>& next, double threshold,
-                           double alpha) {
+std::vector<std::string> Comparison::incomplete() const {
+  std::vector<std::string> why;
+  if (!unmatched_base.empty() && !allow_missing)
+    why.push_back(fmt::format("{} BASE key{} unmatched in NEW (--allow-missing accepts that)",
+                              unmatched_base.size(), unmatched_base.size() == 1 ? "" : "s"));
+  if (base_errors + new_errors > 0)
+    why.push_back(fmt::format("error entries: {} in BASE, {} in NEW (failed instances measured nothing)",
+                              base_errors, new_errors));
+  if (pairs.empty()) why.push_back("nothing matched");
+  const int differ = static_cast<int>(std::count_if(
+      pairs.begin(), pairs.end(), [](const ComparedPair& p) { return !p.settings_note.empty(); }));
+  if (differ > 0)
+    why.push_back(fmt::format("{} pair{} with settings that differ besides the code under test", differ,
+                              differ == 1 ? "" : "s"));
+  if (!pairs.empty() &&
+      std::none_of(pairs.begin(), pairs.end(), [](const ComparedPair& p) { return tested(p.verdict); }))
+    why.push_back("no pair could be tested (too few repetitions, unstable runs or no samples)");
+  return why;
+}
+
+int Comparison::exit_code() const {
+  if (count(Verdict::regressed) > 0) return 1;
+  return incomplete().empty() ? 0 : kExitIncomplete;
+}
+
+namespace {
+
+Comparison match(const std::vector<const Result*>& base, const std::vector<const Result*>& next,
+                 double threshold, double alpha, const std::string& blank_field = "",
+                 const std::string& label = "") {
   Comparison c;
   c.threshold = threshold;
   c.alpha = alpha;
-  const auto b = last_by_key(base, "BASE", c.warnings);
-  const auto n = last_by_key(next, "NEW", c.warnings);
-  std::map<RunKey, const Result*> new_by_key;
-  for (const auto& [k, r] : n) new_by_key.emplace(k, r);
-
+  const auto keyed = [&](const std::vector<const Result*>& runs) {
+    auto groups = by_key(runs);
+    if (!blank_field.empty()) {  // --pair-by: the key without the paired field
+      std::vector<std::pair<RunKey, std::vector<const Result*>>> merged;
+      std::map<RunKey, size_t> index;
+      for (auto& [k, rs] : groups) {
+        const RunKey bk = without_field(k, blank_field);
+        const auto [it, inserted] = index.emplace(bk, merged.size());
+        if (inserted) merged.emplace_back(bk, std::vector<const Result*>{});
+        auto& dst = merged[it->second].second;
+        dst.insert(dst.end(), rs.begin(), rs.end());
+      }
+      return merged;
+    }
+    return groups;
+  };
+  const auto b = keyed(base);
+  const auto n = keyed(next);
+  std::map<RunKey, const std::vector<const Result*>*> new_by_key;
+  for (const auto& [k, rs] : n) new_by_key.emplace(k, &rs);
   std::set<RunKey> matched;
-  for (const auto& [k, old_run] : b) {
+  for (const auto& [k, rs] : b) {
     const auto it = new_by_key.find(k);
     if (it == new_by_key.end()) {
       c.unmatched_base.push_back(k);
       continue;
     }
     matched.insert(k);
-    const Result& o = *old_run;
-    const Result& r = *it->second;
-    ComparedPair p;
-    p.key = k;
-    p.base_tpot_ms = o.timing.tpot_ms.median;
-    p.new_tpot_ms = r.timing.tpot_ms.median;
-    p.delta = p.base_tpot_ms > 0 ? (p.new_tpot_ms - p.base_tpot_ms) / p.base_tpot_ms : std::nan("");
-    p.test = mann_whitney(o.timing.samples_ms, r.timing.samples_ms);
-    p.significant = p.test.p < alpha;  // false for NaN
-    p.base_device = o.device.name;
-    p.new_device = r.device.name;
-    p.base_peak_read_GBps = o.device.peak_read_GBps;
-    p.new_peak_read_GBps = r.device.peak_read_GBps;
-    p.device_note = device_note(o, r);
-
-    // z > 0: BASE's samples tend to be larger, NEW is faster.
-    const bool new_slower = p.significant && p.test.z < 0;
-    const bool new_faster = p.significant && p.test.z > 0;
-    if (!std::isfinite(p.delta) || std::fabs(p.delta) <= threshold)
-      p.verdict = Verdict::same;
-    else if (std::isnan(p.test.p))
-      p.verdict = Verdict::untested;
-    else if (p.delta > threshold && new_slower)
-      p.verdict = Verdict::regressed;
-    else if (p.delta < -threshold && new_faster)
-      p.verdict = Verdict::improved;
-    else
-      p.verdict = Verdict::noise;
-
-    if (!p.device_note.empty()) c.warnings.push_back(fmt::format("{}: {}", to_string(k), p.device_note));
-    if (p.verdict == Verdict::untested)
-      c.warnings.push_back(fmt::format(
-          "{}: TPOT changed by {} but a side has no per-token samples (timing.samples_ms): not tested",
-          to_string(k), fmt_pct(p.delta)));
+    ComparedPair p = judge(k, rs, *it->second, threshold, alpha);
+    p.label = label;
+    warn_about(p, c.warnings);
     c.pairs.push_back(std::move(p));
   }
-  for (const auto& [k, r] : n) {
-    (void)r;
+  for (const auto& [k, rs] : n) {
+    (void)rs;
     if (!matched.count(k)) c.unmatched_new.push_back(k);
   }
   return c;
 }
+
+std::vector<const Result*> pointers(const std::vector<Result>& runs) {
+  std::vector<const Result*> out;
+  for (const Result& r : runs) out.push_back(&r);
+  return out;
+}
+
+}  // namespace
+
+Comparison compare_results(const std::vector<Result>& base, const std::vector<Result>& next, double threshold,
+                           double alpha) {
+  return match(pointers(base), pointers(next), threshold, alpha);
+}
+
+Comparison compare_by_field(const std::vector<Result>& runs, const std::string& field, std::string base_value,
+                            double threshold, double alpha) {
+  const std::vector<std::string>& names = key_field_names();
+  if (std::find(names.begin(), names.end(), field) == names.end()) {
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    usage_fail("--pair-by {}: not a key field (one of {})", field, list);
+  }
+  if (runs.empty()) usage_fail("--pair-by {}: no results to pair", field);
+  std::vector<std::string> values;  // in order of first appearance
+  for (const Result& r : runs) {
+    const std::string v = key_value(run_key(r), field);
+    if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+  }
+  if (base_value.empty()) base_value = values.front();
+  if (std::find(values.begin(), values.end(), base_value) == values.end())
+    usage_fail("--base-value {}: no run has {} {}", base_value, field, base_value);
+  std::vector<const Result*> base;
+  for (const Result& r : runs)
+    if (key_value(run_key(r), field) == base_value) base.push_back(&r);
+  Comparison all;
+  all.threshold = threshold;
+  all.alpha = alpha;
+  for (const std::string& v : values) {
+    if (v == base_value) continue;
+    std::vector<const Result*> next;
+    for (const Result& r : runs)
+      if (key_value(run_key(r), field) == v) next.push_back(&r);
+    Comparison c =
+        match(base, next, threshold, alpha, field, fmt::format("{} {} -> {}", field, base_value, v));
+    for (ComparedPair& p : c.pairs) all.pairs.push_back(std::move(p));
+    // A BASE run without a partner for this value is reported once per value.
+    for (const RunKey& k : c.unmatched_base) all.unmatched_base.push_back(k);
+    for (const RunKey& k : c.unmatched_new) all.unmatched_new.push_back(k);
+    for (std::string& w : c.warnings) all.warnings.push_back(std::move(w));
+  }
+  if (values.size() < 2)
+    all.warnings.push_back(fmt::format("--pair-by {}: every run has {} {}", field, field, base_value));
+  return all;
+}
+
+namespace {
+
+// The note of a pair: its device, settings and run warnings, in that order.
+std::string pair_note(const ComparedPair& p) {
+  std::string s = p.device_note;
+  if (!p.settings_note.empty())
+    s += std::string(s.empty() ? "" : "; ") + "settings differ: " + p.settings_note;
+  for (const std::string& w : p.run_warnings) s += (s.empty() ? "" : "; ") + w;
+  return s;
+}
+
+std::string fmt_noise(double a, double b) {
+  return fmt::format("{:.2f}% / {:.2f}%", 100 * a, 100 * b);
+}
+
+}  // namespace
 
 std::string format_comparison_md(const Comparison& c) {
   // The table shows model, scheme, kernel, graph, context and tokens. The other key fields
@@ -314,7 +594,7 @@ std::string format_comparison_md(const Comparison& c) {
   const std::set<std::string> shown = {"model", "scheme", "kernel", "graph", "context", "tokens"};
   std::map<std::vector<std::string>, std::vector<std::vector<std::pair<std::string, std::string>>>> alike;
   for (const ComparedPair& p : c.pairs) {
-    std::vector<std::string> visible;
+    std::vector<std::string> visible = {p.label};
     auto fields = key_fields(p.key);
     for (const auto& [name, value] : fields)
       if (shown.count(name)) visible.push_back(value);
@@ -331,16 +611,21 @@ std::string format_comparison_md(const Comparison& c) {
   std::vector<std::string> varying;  // in key order
   for (const auto& [name, value] : key_fields(RunKey{}))
     if (varies.count(name)) varying.push_back(name);
+  const bool paired =
+      std::any_of(c.pairs.begin(), c.pairs.end(), [](const ComparedPair& p) { return !p.label.empty(); });
 
-  std::string out = "| model | scheme | kernel | graph | context | tokens |" +
-                    std::string(varying.empty() ? "" : " other key |") +
-                    " base TPOT ms | new TPOT ms | delta | p | verdict | device note |\n";
-  out += "|---|---|---|---|---:|---:|" + std::string(varying.empty() ? "" : "---|") +
-         "---:|---:|---:|---:|---|---|\n";
+  std::string out =
+      std::string(paired ? "| pair " : "") + "| model | scheme | kernel | graph | context | tokens |" +
+      std::string(varying.empty() ? "" : " other key |") +
+      " base TPOT ms | new TPOT ms | delta | noise base / new | n base / new | p | verdict | note |\n";
+  out += std::string(paired ? "|---" : "") + "|---|---|---|---|---:|---:|" +
+         std::string(varying.empty() ? "" : "---|") + "---:|---:|---:|---:|---:|---:|---|---|\n";
   for (const ComparedPair& p : c.pairs) {
     const RunKey& k = p.key;
-    out += fmt::format("| {} | {} | {} | {} | {} | {} |", md_cell(k.model), md_cell(k.scheme),
-                       md_cell(k.kernel), on_off(k.graph), k.context, k.tokens);
+    if (paired) out += "| " + md_cell(p.label) + " ";
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |", md_cell(k.model.empty() ? "-" : k.model),
+                       md_cell(k.scheme.empty() ? "-" : k.scheme), md_cell(k.kernel.empty() ? "-" : k.kernel),
+                       on_off(k.graph), k.context, k.tokens);
     if (!varying.empty()) {
       std::string other;
       for (const auto& [name, value] : key_fields(k))
@@ -348,16 +633,20 @@ std::string format_comparison_md(const Comparison& c) {
           other += fmt::format("{}{}={}", other.empty() ? "" : " ", name, value.empty() ? "-" : value);
       out += " " + md_cell(other) + " |";
     }
-    out += fmt::format(" {} | {} | {} | {} | {} | {} |\n", fmt_ms(p.base_tpot_ms), fmt_ms(p.new_tpot_ms),
-                       fmt_pct(p.delta), fmt_p(p.test.p), to_string(p.verdict), md_cell(p.device_note));
+    out += fmt::format(" {} | {} | {} | {} | {} / {} | {} | {} | {} |\n", fmt_ms(p.base_tpot_ms),
+                       fmt_ms(p.new_tpot_ms), fmt_pct(p.delta), fmt_noise(p.base_noise, p.new_noise),
+                       p.base_samples.size(), p.new_samples.size(), fmt_p(p.test.p), to_string(p.verdict),
+                       md_cell(pair_note(p)));
   }
+  std::string others;
+  for (Verdict v : {Verdict::too_few, Verdict::unstable, Verdict::untested})
+    if (c.count(v)) others += fmt::format(", {} {}", c.count(v), to_string(v));
   out += fmt::format(
-      "\n{} matched: {} regressed, {} improved, {} same, {} noise{} (threshold {}, two-sided Mann-Whitney U, "
-      "alpha {:g})\n",
+      "\n{} matched: {} regressed, {} improved, {} same, {} noise{} (threshold {}, two-sided Mann-Whitney U "
+      "on "
+      "repetition medians, alpha {:g})\n",
       c.pairs.size(), c.count(Verdict::regressed), c.count(Verdict::improved), c.count(Verdict::same),
-      c.count(Verdict::noise),
-      c.count(Verdict::untested) ? fmt::format(", {} untested", c.count(Verdict::untested)) : "",
-      fmt_threshold(c.threshold), c.alpha);
+      c.count(Verdict::noise), others, fmt_threshold(c.threshold), c.alpha);
   const auto unmatched = [&](const char* side, const std::vector<RunKey>& keys) {
     if (keys.empty()) {
       out += fmt::format("\nUnmatched in {}: none\n", side);
@@ -368,6 +657,13 @@ std::string format_comparison_md(const Comparison& c) {
   };
   unmatched("BASE", c.unmatched_base);
   unmatched("NEW", c.unmatched_new);
+  const std::vector<std::string> why = c.incomplete();
+  if (c.count(Verdict::regressed) > 0)
+    out += fmt::format("\nGate: regressed (exit 1)\n");
+  else if (!why.empty())
+    out += fmt::format("\nGate: incomplete (exit {}): {}\n", kExitIncomplete, fmt::join(why, "; "));
+  else
+    out += "\nGate: pass (exit 0)\n";
   return out;
 }
 
@@ -378,35 +674,50 @@ std::string format_comparison_json(const Comparison& c) {
   j["pairs"] = ordered_json::array();
   for (const ComparedPair& p : c.pairs) {
     j["pairs"].push_back(ordered_json{{"key", key_json(p.key)},
+                                      {"label", p.label},
+                                      {"base_runs", p.base_runs},
+                                      {"new_runs", p.new_runs},
                                       {"base_tpot_ms", number(p.base_tpot_ms)},
                                       {"new_tpot_ms", number(p.new_tpot_ms)},
                                       {"delta", number(p.delta)},
+                                      {"base_repetition_medians_ms", p.base_samples},
+                                      {"new_repetition_medians_ms", p.new_samples},
+                                      {"base_noise", number(p.base_noise)},
+                                      {"new_noise", number(p.new_noise)},
                                       {"u", number(p.test.u)},
                                       {"z", number(p.test.z)},
                                       {"p_value", number(p.test.p)},
+                                      {"exact", p.test.exact},
+                                      {"min_p", number(p.min_p)},
                                       {"significant", p.significant},
                                       {"verdict", to_string(p.verdict)},
                                       {"base_device", p.base_device},
                                       {"new_device", p.new_device},
                                       {"base_peak_read_GBps", number(p.base_peak_read_GBps)},
                                       {"new_peak_read_GBps", number(p.new_peak_read_GBps)},
-                                      {"device_note", p.device_note}});
+                                      {"device_note", p.device_note},
+                                      {"settings_note", p.settings_note},
+                                      {"run_warnings", p.run_warnings}});
   }
   j["unmatched_base"] = ordered_json::array();
   for (const RunKey& k : c.unmatched_base) j["unmatched_base"].push_back(key_json(k));
   j["unmatched_new"] = ordered_json::array();
   for (const RunKey& k : c.unmatched_new) j["unmatched_new"].push_back(key_json(k));
+  j["base_errors"] = c.base_errors;
+  j["new_errors"] = c.new_errors;
   j["regressed"] = c.count(Verdict::regressed);
   j["improved"] = c.count(Verdict::improved);
+  j["incomplete"] = c.incomplete();
+  j["exit_code"] = c.exit_code();
   return j.dump(2) + "\n";
 }
 
-int cmd_compare(const std::string& base, const std::string& next, double threshold,
-                const std::string& format) {
+int cmd_compare(const CompareSpec& spec) {
   // Unreadable or invalid input is bad input here (exit 2), not a failed comparison (1,
-  // which means "regressed").
-  // Error entries (failed sweep instances) are skipped with a warning each.
-  const auto read = [](const std::string& path) {
+  // which means "regressed"). Error entries (failed sweep instances) are skipped with a
+  // warning each, and counted: the gate fails closed on them.
+  int errors = 0;
+  const auto read = [&errors](const std::string& path) {
     ResultsAndErrors r;
     try {
       r = read_results_and_errors(path);
@@ -418,15 +729,37 @@ int cmd_compare(const std::string& base, const std::string& next, double thresho
     for (const ErrorEntry& e : r.errors)
       fmt::print(stderr, "decodebench: warning: {}: skipping an error entry ({}): {}\n", e.origin,
                  error_entry_summary(e), e.error);
+    errors = static_cast<int>(r.errors.size());
     return std::move(r.results);
   };
-  const std::vector<Result> b = read(base);
-  const std::vector<Result> n = read(next);
-  const Comparison c = compare_results(b, n, threshold);
+  Comparison c;
+  if (!spec.pair_by.empty()) {
+    std::vector<Result> all;
+    int all_errors = 0;
+    for (const std::string& f : spec.files) {
+      std::vector<Result> rs = read(f);
+      all_errors += errors;
+      all.insert(all.end(), std::make_move_iterator(rs.begin()), std::make_move_iterator(rs.end()));
+    }
+    c = compare_by_field(all, spec.pair_by, spec.base_value, spec.threshold);
+    c.base_errors = all_errors;
+  } else {
+    if (spec.files.size() != 2)
+      usage_fail(
+          "compare takes BASE and NEW (two files), or --pair-by FIELD with one or more files; got {} file{}",
+          spec.files.size(), spec.files.size() == 1 ? "" : "s");
+    const std::vector<Result> b = read(spec.files[0]);
+    const int base_errors = errors;
+    const std::vector<Result> n = read(spec.files[1]);
+    c = compare_results(b, n, spec.threshold);
+    c.base_errors = base_errors;
+    c.new_errors = errors;
+  }
+  c.allow_missing = spec.allow_missing;
   for (const std::string& w : c.warnings) fmt::print(stderr, "decodebench: warning: {}\n", w);
   std::fflush(stderr);
-  std::cout << (format == "json" ? format_comparison_json(c) : format_comparison_md(c)) << std::flush;
-  return c.count(Verdict::regressed) > 0 ? 1 : 0;
+  std::cout << (spec.format == "json" ? format_comparison_json(c) : format_comparison_md(c)) << std::flush;
+  return c.exit_code();
 }
 
 }  // namespace db
