@@ -243,4 +243,26 @@ TEST_F(MeasureCli, ProgressOnShowsThePhasesOneLineEachWhenStderrIsNotATerminal) 
   EXPECT_EQ(o.err.find('\r'), std::string::npos) << "no carriage returns off a terminal";
 }
 
+// --runs N: N separate processes, each a run of its own, all in the result file.
+TEST_F(MeasureCli, RunsMeasuresInSeparateProcesses) {
+  const std::string out = path("runs.jsonl");
+  const auto o = db_test::run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "2", "--warmup", "0",
+                               "--repeat", "2", "--runs", "2", "-o", out});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::vector<db::Result> r = db::read_results(out);
+  ASSERT_EQ(r.size(), 2u);
+  for (const db::Result& x : r) {
+    EXPECT_EQ(x.config.model, "tiny-int4");
+    EXPECT_EQ(x.timing.repetitions, 2);
+    EXPECT_NE(x.command.find("decodebench run --model tiny-int4 "), std::string::npos) << x.command;
+  }
+  EXPECT_NE(o.out.find("2 runs in separate processes: "), std::string::npos) << o.out;
+  db_test::expect_one_line_error(db_test::run({"--model", "tiny", "--backend", "cpu", "--runs", "0"}), 2,
+                                 "--runs must be at least 1");
+  // A run that fails in its process fails the parent with the child's line.
+  db_test::expect_one_line_error(
+      db_test::run({"--model", "tiny", "--backend", "cpu", "--context", "5000", "--runs", "2"}), 1,
+      "max_position_embeddings");
+}
+
 }  // namespace

@@ -42,8 +42,18 @@ std::string weights_key(const RunSpec& spec, const ModelConfig& cfg);
 // null, or the sharing state of a sequence of runs.
 Result run_one(const RunSpec& spec, WeightReuse* reuse = nullptr);
 
-// run_one, the summary on stdout, and the result file with -o.
+// run_one, the summary on stdout, and the result file with -o. With spec.runs > 1, that
+// many runs, each in a separate process (run_in_process): a table of them on stdout, all of
+// them in the result file.
 int cmd_run(const RunSpec& spec);
+
+// The `decodebench run` arguments (argv, from "decodebench") that run `spec` (not -o, not
+// --runs).
+std::vector<std::string> run_arguments(const RunSpec& spec);
+
+// Runs `spec` as a `decodebench run` child process of this binary and returns its result;
+// passes its warnings on to stderr, and throws db::Error with its error line when it fails.
+Result run_in_process(const RunSpec& spec);
 
 // what: "" (everything), "presets", "archs", "kernels"
 int cmd_list(const std::string& what);

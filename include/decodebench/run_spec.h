@@ -34,6 +34,7 @@ struct RunSpec {
   double max_noise = 0;   // --max-noise, a fraction; 0: exactly --repeat repetitions
   double max_time_s = 0;  // --max-time: the adaptive repetitions' time budget
   ProgressMode progress = ProgressMode::automatic;
+  int runs = 1;  // --runs: separate processes, each a run of its own
   BackendKind backend = BackendKind::cuda;
   int device = 0;
   std::string output;  // empty: summary on stdout only

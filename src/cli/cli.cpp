@@ -207,7 +207,7 @@ struct RunArgs {
   RunSpec spec;
   std::string quant, lm_head, graph = "on", adapter_mode = "merged", backend = "cuda", format;
   std::string group_size;
-  std::string max_noise, max_time = "60", progress;
+  std::string max_noise, max_time = "60", progress, runs = "1";
   // Integers as typed; the defaults are RunSpec's, printed by --help.
   std::string seed = std::to_string(spec.seed), context = std::to_string(spec.context),
               tokens = std::to_string(spec.tokens), warmup = std::to_string(spec.warmup),
@@ -254,6 +254,8 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
       "--max-noise", a.max_noise,
       "Add repetitions until their medians' relative stdev is at most PCT (1% = 1), or --max-time");
   run->add_option("--max-time", a.max_time, "Seconds of timed repetitions --max-noise may take")
+      ->capture_default_str();
+  add_integer(run, "--runs", a.runs, "Separate processes, each a run of its own (run-to-run variation)")
       ->capture_default_str();
   run->add_option(
          "--progress", a.progress,
@@ -308,6 +310,8 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
     usage_fail("--max-time needs --max-noise");
   }
   s.progress = parse_progress(a.progress);
+  s.runs = parse_integer<int>("--runs", a.runs);
+  if (s.runs < 1) usage_fail("--runs must be at least 1, got {}", s.runs);
   if (run.count("--group-size")) {
     s.group_size = parse_integer<int>("--group-size", a.group_size);
     if (*s.group_size <= 0) usage_fail("--group-size must be positive, got {}", *s.group_size);
