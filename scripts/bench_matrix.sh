@@ -9,10 +9,12 @@ out=${2:-results/h200}
 shift $(( $# > 2 ? 2 : $# )) || true
 mkdir -p "$out"
 bin="$build/decodebench"
+written=()
 run() {  # name, options...
   local name=$1; shift
   echo "== $name: decodebench $*" >&2
   "$bin" "$@" --tokens 128 --warmup 16 --repeat 5 -o "$out/$name.json" "${extra[@]}" >/dev/null
+  written+=("$out/$name.json")
 }
 extra=("$@")
 for m in 1b 4b 8b; do
@@ -28,5 +30,5 @@ run 8b-int8-naive --model 8b-int8 --graph on --kernel int8.naive
 run 8b-int8-dequant-cublas --model 8b-int8 --graph on --kernel int8.dequant-cublas
 run 8b-fp16-cublas --model 8b-fp16 --graph on --kernel fp16.cublas
 run 8b-int4-sync-per-token --model 8b-int4 --graph on --sync-per-token
-"$bin" report "$out"/*.json --format md > "$out/matrix.md"
+"$bin" report "${written[@]}" --format md > "$out/matrix.md"  # these runs only, not other files in OUT
 echo "wrote $out/matrix.md" >&2
