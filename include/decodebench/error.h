@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace db {
 
@@ -21,6 +22,10 @@ class UsageError : public Error {
  public:
   using Error::Error;
 };
+
+// " (did you mean NAME?)" for the name in `names` closest to `word` when it is close enough
+// to be a typo of it; "" otherwise. For messages about unknown options, presets and kernels.
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& names);
 
 template <class... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
