@@ -17,6 +17,7 @@
 
 #include "decodebench/commands.h"
 #include "decodebench/error.h"
+#include "decodebench/input.h"
 
 namespace db {
 namespace {
@@ -403,8 +404,8 @@ std::string format_comparison_json(const Comparison& c) {
 
 int cmd_compare(const std::string& base, const std::string& next, double threshold,
                 const std::string& format) {
-  // Unreadable or invalid input is bad input here (exit 2), not a failed comparison (1,
-  // which means "regressed").
+  // Unreadable or invalid input is bad input here (exit 2), never a failed comparison (1,
+  // which means "regressed"): whatever reading throws becomes a db::UsageError.
   // Error entries (failed sweep instances) are skipped with a warning each.
   const auto read = [](const std::string& path) {
     ResultsAndErrors r;
@@ -412,19 +413,20 @@ int cmd_compare(const std::string& base, const std::string& next, double thresho
       r = read_results_and_errors(path);
     } catch (const UsageError&) {
       throw;
-    } catch (const Error& e) {
+    } catch (const std::bad_alloc&) {
+      throw UsageError(fmt::format("results {}: out of host memory reading it", path));
+    } catch (const std::exception& e) {
       throw UsageError(e.what());
     }
+    for (const std::string& w : r.warnings) warn_line(w);
     for (const ErrorEntry& e : r.errors)
-      fmt::print(stderr, "decodebench: warning: {}: skipping an error entry ({}): {}\n", e.origin,
-                 error_entry_summary(e), e.error);
+      warn("{}: skipping an error entry ({}): {}", e.origin, error_entry_summary(e), printable(e.error, 500));
     return std::move(r.results);
   };
   const std::vector<Result> b = read(base);
   const std::vector<Result> n = read(next);
   const Comparison c = compare_results(b, n, threshold);
-  for (const std::string& w : c.warnings) fmt::print(stderr, "decodebench: warning: {}\n", w);
-  std::fflush(stderr);
+  for (const std::string& w : c.warnings) warn_line(w);
   std::cout << (format == "json" ? format_comparison_json(c) : format_comparison_md(c)) << std::flush;
   return c.count(Verdict::regressed) > 0 ? 1 : 0;
 }
