@@ -56,13 +56,16 @@ void warn_if_not_release() {
 }
 
 // An output file must be creatable before any work starts: its directory exists and is
-// writable, and the path is not itself a directory.
+// writable, and the path is not a directory or anything else but a regular file.
 void check_output_path(const std::string& path) {
   const fs::path p = path;
   fs::path dir = p.parent_path();
   if (dir.empty()) dir = ".";
   std::error_code ec;
   if (fs::is_directory(p, ec)) fail("-o {}: is a directory", path);
+  // The output is renamed into place (or, jsonl, appended to): a FIFO or device there would
+  // be replaced, or block the open.
+  if (fs::exists(p, ec) && !fs::is_regular_file(p, ec)) fail("-o {}: exists and is not a regular file", path);
   if (!fs::exists(dir, ec)) fail("-o {}: directory {} does not exist", path, dir.string());
   if (!fs::is_directory(dir, ec)) fail("-o {}: {} is not a directory", path, dir.string());
   if (::access(dir.c_str(), W_OK) != 0) fail("-o {}: directory {} is not writable", path, dir.string());
