@@ -405,6 +405,10 @@ TEST_F(Hostile, ASweepAppendingToATornFileRemovesTheTornLineFirst) {
   write(path("nonl.jsonl"), line + line.substr(0, line.size() - 1));
   { db::JsonlAppender a(path("nonl.jsonl")); }
   EXPECT_EQ(slurp(path("nonl.jsonl")), line + line);
+  // A file that is nothing but text without a newline is not taken for a torn line.
+  write(path("notes.jsonl"), "some notes");
+  EXPECT_CONTAINS(error_of([&] { db::JsonlAppender a(path("notes.jsonl")); }), "holds no complete line");
+  EXPECT_EQ(slurp(path("notes.jsonl")), "some notes");
 }
 
 // Under a file-size limit a write stops part way (EFBIG); what it wrote is cut back.

@@ -51,8 +51,9 @@ void write_file_atomically(const std::string& path, const std::string& text);
 class JsonlAppender {
  public:
   // Opens (creating) `path` for appending. A last line left torn by an interrupted writer
-  // (no newline, not valid JSON) is truncated away with a warning, so that the next line
-  // does not glue onto it; a last line that is whole JSON without its newline gets one.
+  // (no newline, not valid JSON) after whole lines is truncated away with a warning, so
+  // that the next line does not glue onto it; a file that is only such text is refused; a
+  // last line that is whole JSON without its newline gets one.
   explicit JsonlAppender(std::string path);
   ~JsonlAppender();
   JsonlAppender(const JsonlAppender&) = delete;

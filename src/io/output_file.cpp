@@ -256,6 +256,13 @@ void JsonlAppender::repair_torn_tail() {
     if (!write_all(fd_, "\n", 1, &done)) fail("cannot write {}: {}", path_, errno_text(errno));
     return;
   }
+  // Without a whole line before it, the text may not be a torn line of ours at all: it is
+  // the user's to look at, not this writer's to remove.
+  if (line_start == 0)
+    fail(
+        "cannot write {}: it holds no complete line and its text is not JSON (not a jsonl file?); move it "
+        "away or write to another file",
+        path_);
   if (::ftruncate(fd_, line_start) != 0) fail("cannot write {}: {}", path_, errno_text(errno));
   warn("{}: removed a torn last line ({} bytes without a newline, not valid JSON: an interrupted write)",
        path_, size - line_start);
