@@ -10,18 +10,30 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <system_error>
 
 #include "decodebench/config.h"
 
 namespace db_fuzz {
 
-// A directory of this process's own, made once (libFuzzer runs one input at a time).
+// A directory of this process's own, made once (libFuzzer runs one input at a time), in
+// memory where there is a tmpfs: ext4 writes back a file truncated and rewritten when it
+// is closed, which made every input cost a disk flush.
 inline const std::string& scratch_dir() {
   static const std::string dir = [] {
-    char tmpl[] = "/tmp/decodebench_fuzz_XXXXXX";
-    if (!mkdtemp(tmpl)) std::abort();
-    return std::string(tmpl);
+    std::string tmpl =
+        (::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + std::string("/decodebench_fuzz_XXXXXX");
+    if (!mkdtemp(tmpl.data())) std::abort();
+    // Removed at exit from a copy without a destructor (the string may be gone by then).
+    static char removed_at_exit[64];
+    tmpl.copy(removed_at_exit, sizeof removed_at_exit - 1);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(removed_at_exit, ec);
+    });
+    return tmpl;
   }();
   return dir;
 }
