@@ -21,6 +21,16 @@ need_file /usr/include/CLI/CLI.hpp libcli11-dev
 need_file /usr/include/nlohmann/json.hpp nlohmann-json3-dev
 need_file /usr/include/fmt/format.h libfmt-dev
 need_file /usr/include/gtest/gtest.h libgtest-dev
+need_file /usr/include/re2/re2.h libre2-dev  # target_modules patterns (src/io/adapter.cpp)
+need_cmd pkg-config pkg-config                 # finds RE2
+# The fuzz targets (scripts/fuzz.sh, part of scripts/test.sh): clang and its libFuzzer
+# runtime, which Debian 12 ships in libclang-rt-dev (Ubuntu 22.04: libclang-common-14-dev).
+need_cmd clang++ clang
+fuzzer_runtime_found() {
+  command -v clang++ >/dev/null 2>&1 &&
+    [ -e "$(clang++ -print-runtime-dir 2>/dev/null)/libclang_rt.fuzzer-$(uname -m).a" ]
+}
+fuzzer_runtime_found || missing+=("libclang-rt-dev|libclang-common-14-dev")
 need_python_module matplotlib python3-matplotlib  # scripts/plot.py
 
 nvcc_found() { command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; }
@@ -33,7 +43,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "install_deps: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   "${apt[@]}" update -qq >/dev/null
-  "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # "a|b": the first of the names that this distribution has.
+  packages=()
+  for m in "${missing[@]}"; do
+    IFS='|' read -r -a names <<<"$m"
+    pick=${names[0]}
+    for n in "${names[@]}"; do
+      if apt-cache show "$n" >/dev/null 2>&1; then pick=$n; break; fi
+    done
+    packages+=("$pick")
+  done
+  "${apt[@]}" install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 fi
 
 if ! nvcc_found; then

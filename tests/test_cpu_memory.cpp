@@ -35,12 +35,6 @@ TEST(CpuMemoryPlan, CountsWeightsKvCacheAndScratchOfTinyByHand) {
   EXPECT_EQ(p.total(), p.weights + p.kv_cache + p.scratch);
 }
 
-TEST(CpuMemoryPlan, HostMemoryAvailableIsReadable) {
-  const db::HostMemory m = db::host_memory_available();
-  EXPECT_GT(m.bytes, 0u);
-  EXPECT_FALSE(m.source.empty());
-}
-
 TEST_F(CpuMemory, AContextWhoseKvCacheCannotFitIsRefusedBeforeAllocating) {
   // 1.5 x 10^7 positions of 8b: 32 layers x 1024 x 2 floats each, 3.9 TB of KV cache.
   const std::string model = config(R"({"extends": "8b-int4", "max_position_embeddings": 16000000})");

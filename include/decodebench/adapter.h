@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,26 @@ struct Adapter {
   uint64_t host_bytes() const;  // float A and B of every layer
 };
 
+// Bounds on what an adapter may say (docs/input-safety.md). A rank is also refused above the
+// smaller dimension of any linear it adapts: B A cannot have a higher rank than that, so such
+// an adapter only costs memory.
+inline constexpr int64_t kMaxAdapterRank = 65536;
+inline constexpr double kMaxAdapterAlpha = 1e6;         // |alpha|: scale stays a finite float
+inline constexpr size_t kMaxTargetPatternBytes = 4096;  // a target_modules regular expression
+
+// "synthetic:rank=R[,alpha=A][,targets=q,k,v,o,gate,up,down][,rslora=true|false]", parsed:
+// comma-separated key=value items, where an item without '=' continues the list of the key
+// before it (targets=q,k,v). The command line's check and load_adapter share it.
+struct SyntheticAdapterSpec {
+  int64_t rank = 0;
+  std::optional<double> alpha;  // default: the rank
+  bool rslora = false;
+  std::vector<Linear> targets;  // in kLinears order; all seven when the spec names none
+};
+bool is_synthetic_adapter(const std::string& spec);
+// Throws db::UsageError naming the item at fault ("rank must be an integer in [1, 65536]").
+SyntheticAdapterSpec parse_synthetic_adapter(const std::string& spec);
+
 // `spec` is either
 //   synthetic:rank=R[,alpha=A][,targets=q,k,v,o,gate,up,down][,rslora=true|false]
 //     targets default to all seven linears, alpha to R (scale 1 without rslora; PEFT's own
@@ -75,6 +96,8 @@ struct Adapter {
 //     lora_tensor_name(layer, l, false) [r, in] and lora_tensor_name(layer, l, true)
 //     [out, r] in F32, F16 or BF16, and nothing else.
 // Any problem is one db::Error naming the file, field or tensor, expected next to actual.
+// Before A and B are allocated, their host bytes are compared with host_memory(): too much
+// is refused with both figures.
 Adapter load_adapter(const std::string& spec, const ModelConfig& c, uint64_t seed, AdapterMode mode);
 
 // "base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight" (lora_B when `b`): the

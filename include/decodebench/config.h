@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "decodebench/checked.h"
+
 namespace db {
 
 enum class Arch { llama, qwen3 };
@@ -55,8 +57,12 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   QuantConfig quant;
 
-  int64_t q_dim() const { return num_attention_heads * head_dim; }
-  int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+  int64_t q_dim() const {
+    return checked_mul(num_attention_heads, head_dim, "num_attention_heads * head_dim");
+  }
+  int64_t kv_dim() const {
+    return checked_mul(num_key_value_heads, head_dim, "num_key_value_heads * head_dim");
+  }
 };
 
 // Resolves a preset name ("8b-int4"), a config file path, an HF config.json path or an HF
@@ -69,8 +75,30 @@ ModelConfig load_model_config(const std::string& name_or_path);
 ModelConfig parse_model_config(const std::string& json_text, const std::string& origin);
 
 // Checks every field for consistency (positive sizes, heads divisible by kv heads,
-// group size dividing the input dimensions of every int4 matrix, ...).
+// group size dividing the input dimensions of every int4 matrix, ...) and bounds every size
+// (kConfigLimits): a hostile config cannot make a product of sizes overflow or ask for
+// terabytes.
 void validate(const ModelConfig& c, const std::string& origin);
+
+// The largest value validate() accepts for each size, each above every real model's (Llama
+// 3.1 405B: hidden 16384, 126 layers, 128 heads, intermediate 53248; Gemma: vocab 262144,
+// head_dim 256; Llama 4 Scout: 10M positions).
+inline constexpr int64_t kMaxPositions = int64_t{1} << 24;
+struct ConfigLimit {
+  const char* field;
+  int64_t limit;
+};
+inline constexpr ConfigLimit kConfigLimits[] = {
+    {"hidden_size", 65536},
+    {"num_hidden_layers", 1024},
+    {"num_attention_heads", 1024},
+    {"num_key_value_heads", 1024},
+    {"head_dim", 1024},
+    {"intermediate_size", 262144},
+    {"vocab_size", 1048576},
+    {"max_position_embeddings", kMaxPositions},
+};
+inline constexpr int64_t kMaxGroupSize = int64_t{1} << 20;
 
 // The HF `architectures` names accepted for `a` ("LlamaForCausalLM", ...).
 std::vector<std::string> hf_architectures(Arch a);

@@ -15,14 +15,6 @@
 
 namespace db {
 
-// Host memory a run may still allocate, and what limits it ("MemAvailable" or "the cgroup
-// memory limit"); bytes is UINT64_MAX where neither can be read.
-struct HostMemory {
-  uint64_t bytes = 0;
-  std::string source;
-};
-HostMemory host_memory_available();
-
 class CpuModel {
  public:
   // What a model of `c` at `max_positions` positions allocates: its materialized weights
@@ -34,7 +26,7 @@ class CpuModel {
   static Plan plan(const ModelConfig& c, int64_t max_positions);
 
   // Materializes the weights (quantized as the config says) and a KV cache of
-  // `max_positions` positions, after checking plan() against host_memory_available(): a
+  // `max_positions` positions, after checking plan() against host_memory() (host_memory.h): a
   // model that does not fit fails with one line naming both. The source's adapter, when it has one in
   // external mode, is applied beside the weights in every step (it must outlive the model).
   CpuModel(const WeightSource& source, int64_t max_positions, int threads = 0);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "decodebench/checked.h"
 #include "decodebench/config.h"
 
 namespace db {
@@ -20,7 +21,7 @@ const char* hf_module_name(Linear l);  // "self_attn.q_proj", ..., "mlp.down_pro
 struct MatShape {
   int64_t rows = 0;  // output features
   int64_t cols = 0;  // input features
-  int64_t elements() const { return rows * cols; }
+  int64_t elements() const { return checked_mul(rows, cols, "matrix elements"); }
 };
 
 MatShape linear_shape(const ModelConfig& c, Linear l);

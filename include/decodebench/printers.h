@@ -39,8 +39,10 @@ const std::vector<ResultField>& result_fields();
 // format ends with a newline.
 std::string format_results(const std::vector<Result>& results, OutputFormat format);
 
-// Writes format_results() to path + ".tmp" and renames it onto path, so a reader never sees
-// a partial file. Throws db::Error "cannot write <path>: <reason>" (the temp file removed).
+// Writes format_results() to a temporary file of its own in path's directory and renames it
+// onto path (output_file.h AtomicFile), so a reader never sees a partial file, even with
+// another writer of the same path. Throws db::Error "cannot write <path>: <reason>", leaving
+// no file behind.
 void write_results_file(const std::string& path, const std::vector<Result>& results, OutputFormat format);
 
 // One instance of a sweep: its result, or (result empty) its error entry.
@@ -56,7 +58,7 @@ struct SweepEntry {
 // last column "error" (empty for results) holding the message.
 std::string format_entries(const std::vector<SweepEntry>& entries, OutputFormat format);
 
-// Writes text to path + ".tmp" and renames it onto path (as write_results_file).
+// Writes text to path atomically (as write_results_file).
 void write_text_file_atomically(const std::string& path, const std::string& text);
 
 // A GitHub-table cell: '|' escaped, line breaks as spaces, "" shown as "-".

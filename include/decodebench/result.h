@@ -160,14 +160,22 @@ std::string error_entry_summary(const ErrorEntry& e);
 
 // Reads a file holding one result, a JSON array of results, or JSONL. Strict: an error
 // entry of a sweep is a db::Error naming it (use read_results_and_errors to skip them).
+// Warnings (a torn last line skipped) go to stderr.
 std::vector<Result> read_results(const std::string& path);
 
 struct ResultsAndErrors {
-  std::vector<Result> results;     // in file order
-  std::vector<ErrorEntry> errors;  // in file order
+  std::vector<Result> results;        // in file order
+  std::vector<ErrorEntry> errors;     // in file order
+  std::vector<std::string> warnings;  // for the caller to print (warn_line): a torn last line skipped
 };
 // As read_results, but error entries are returned apart instead of failing (compare and
 // report skip them with a warning). Anything else that is not a valid result still throws.
+// The file must be a regular file of at most kMaxResultsFileBytes (input.h); every JSON
+// document in it is parsed by parse_json_document. In JSONL, a last line without a newline
+// that is not valid JSON (a write cut short) is skipped with a warning; a bad line anywhere
+// else refuses the file, naming FILE:LINE.
 ResultsAndErrors read_results_and_errors(const std::string& path);
+// The same on a file's text; `path` names it in messages.
+ResultsAndErrors parse_results_text(const std::string& text, const std::string& path);
 
 }  // namespace db

@@ -1,8 +1,11 @@
 // safetensors I/O. The reader maps the file and validates the whole header up front, so
 // hostile input (truncation, offsets out of range or overlapping, unknown dtypes, byte
 // counts that overflow, a header that is not a JSON object) is a db::Error at open time,
-// never undefined behaviour later. The writer writes to "<path>.tmp" and renames on
-// finish(), so an interrupted write never leaves a half-written file under the real name.
+// never undefined behaviour later; so are the reference implementation's rules (the header
+// starts with '{', the tensors tile the data section without overlap, hole or tail). The
+// writer writes a temporary file of its own (output_file.h AtomicFile) and renames it on
+// finish(), so an interrupted or concurrent write never leaves a half-written file under the
+// real name.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +17,8 @@
 #include <vector>
 
 namespace db {
+
+class AtomicFile;
 
 enum class DType { f64, f32, f16, bf16, i64, i32, i16, i8, u8, boolean };
 
@@ -78,8 +83,8 @@ class Checkpoint {
 
 class SafetensorsWriter {
  public:
-  // Creates "<path>.tmp" at once, so an output directory that does not exist is an error
-  // before the caller spends minutes producing tensors.
+  // Creates the temporary file at once, so an output directory that does not exist is an
+  // error before the caller spends minutes producing tensors.
   explicit SafetensorsWriter(std::string path);
   ~SafetensorsWriter();  // removes the temp file when finish() was not reached
   SafetensorsWriter(const SafetensorsWriter&) = delete;
@@ -104,12 +109,10 @@ class SafetensorsWriter {
     std::function<void(uint8_t*)> fill;
   };
   void add_entry(Entry entry);
-  void discard() noexcept;  // closes and unlinks the temp file, if this writer still owns one
+  void discard() noexcept;  // drops the temporary file, if this writer still has one
 
   std::string path_;
-  std::string tmp_path_;  // path_ + ".tmp", opened in the constructor so a bad path fails early
-  int fd_ = -1;
-  bool owns_tmp_ = false;
+  std::unique_ptr<AtomicFile> file_;  // opened in the constructor so a bad path fails early
   std::map<std::string, std::string> metadata_;
   std::vector<Entry> entries_;
   bool finished_ = false;

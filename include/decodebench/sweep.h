@@ -13,6 +13,11 @@
 
 namespace db {
 
+// The most instances one sweep runs (and the most values one list may expand to): a sweep
+// that large would run for days; a typo in a range ("0-1000000+1") must fail at once, not
+// after minutes of expansion.
+inline constexpr int64_t kMaxSweepInstances = 10000;
+
 struct SweepSpec {
   RunSpec base;  // every option that is not a list; output and format are the sweep's
   std::vector<std::string> models{"8b-int4"};
@@ -32,8 +37,14 @@ std::vector<std::string> split_list(const std::string& option, const std::string
 //   A-B+S    arithmetic: A, A+S, A+2S, ... <= B (S >= 1)
 //   A-B*F    geometric: A, A*F, A*F^2, ... <= B (F >= 2); when A is 0: 0, then 1, F, F^2, ... <= B
 // concatenated in the order written; a value already produced is dropped (first one kept).
-// A > B, a bad number or step is a db::UsageError naming `option`. Values are >= 0.
+// A > B, a bad number or step is a db::UsageError naming `option`. Values are >= 0. A list
+// whose items produce more than kMaxSweepInstances values is refused before they are made;
+// the expansion is linear in the values made.
 std::vector<int64_t> expand_int_list(const std::string& option, const std::string& text);
+
+// Refuses (db::UsageError) a sweep whose lists multiply to more than kMaxSweepInstances
+// instances, naming each list's size.
+void check_sweep_size(const SweepSpec& spec);
 
 // The instances in the fixed order: model outermost, then quant, kernel, graph,
 // adapter-mode, context, tokens (innermost). Each is `base` with those fields set and its

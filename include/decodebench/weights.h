@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,19 @@ class WeightSource {
   bool decodebench_format_ = false;
   const Adapter* adapter_ = nullptr;
 };
+
+// The quantization a decodebench file records in its __metadata__ ("format": "decodebench"),
+// each key parsed strictly: a value that is not what its key needs ("group_size": "abc") is a
+// db::Error naming the file and the key. Absent keys stay empty; a file of another format
+// gives decodebench = false and nothing else.
+struct FileQuant {
+  bool decodebench = false;
+  std::optional<Scheme> scheme;    // "quant"
+  std::optional<int> group_size;   // "group_size"
+  std::optional<bool> zero_point;  // "zero_point": "true" or "false"
+  std::optional<Scheme> lm_head;   // "lm_head"
+};
+FileQuant decodebench_file_quant(const Checkpoint& file);
 
 // Synthetic values of a tensor element, rounded as stored: matrices and the embedding are
 // fp16-rounded before quantization, norms too.

@@ -19,6 +19,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "decodebench/adapter.h"
 #include "decodebench/commands.h"
 #include "decodebench/compare.h"
 #include "decodebench/config.h"
@@ -57,13 +58,16 @@ void warn_if_not_release() {
 }
 
 // An output file must be creatable before any work starts: its directory exists and is
-// writable, and the path is not itself a directory.
+// writable, and the path is not a directory or anything else but a regular file.
 void check_output_path(const std::string& path) {
   const fs::path p = path;
   fs::path dir = p.parent_path();
   if (dir.empty()) dir = ".";
   std::error_code ec;
   if (fs::is_directory(p, ec)) fail("-o {}: is a directory", path);
+  // The output is renamed into place (or, jsonl, appended to): a FIFO or device there would
+  // be replaced, or block the open.
+  if (fs::exists(p, ec) && !fs::is_regular_file(p, ec)) fail("-o {}: exists and is not a regular file", path);
   if (!fs::exists(dir, ec)) fail("-o {}: directory {} does not exist", path, dir.string());
   if (!fs::is_directory(dir, ec)) fail("-o {}: {} is not a directory", path, dir.string());
   if (::access(dir.c_str(), W_OK) != 0) fail("-o {}: directory {} is not writable", path, dir.string());
@@ -99,6 +103,22 @@ T parse_integer(const char* option, const std::string& text) {
   return v;
 }
 
+// A count from the command line within [lo, hi]: the bounds keep every sum and product of
+// counts (positions, timed steps) far from overflow (run_spec.h).
+void check_count(const char* option, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo) {
+    if (lo == 0) usage_fail("{} must be non-negative, got {}", option, v);
+    usage_fail("{} must be at least {}, got {}", option, lo, v);
+  }
+  if (v > hi) usage_fail("{} {}: above the limit of {}", option, v, hi);
+}
+
+void check_timed_steps(int64_t tokens, int64_t repeat) {
+  if (tokens > kMaxTimedSteps / repeat)
+    usage_fail("--tokens {} x --repeat {}: more than {} timed steps in one run", tokens, repeat,
+               kMaxTimedSteps);
+}
+
 CLI::Option* add_integer(CLI::App* app, const std::string& name, std::string& text, const std::string& help) {
   return app->add_option(name, text, help)->type_name(name == "--seed" ? "UINT" : "INT");
 }
@@ -108,48 +128,16 @@ void check_exists(const std::string& path, const char* what) {
   if (!fs::exists(path, ec)) fail("{} {}: no such file or directory", what, path);
 }
 
-// "synthetic:rank=R[,targets=q,k,v,...]": the adapter loader reads it in full; checked here
-// only so that a typo fails before the model is built. A value without "key=" continues
-// the list of the key before it (targets=q,k,v).
+// A synthetic adapter is parsed here with the loader's own parser, so that a typo fails
+// before the model is built; a PEFT directory must exist.
 void check_adapter(const std::string& adapter) {
-  const std::string prefix = "synthetic:";
-  if (adapter.rfind(prefix, 0) != 0) {
-    if (adapter.rfind("synthetic", 0) == 0)
-      usage_fail("--adapter {}: expected synthetic:rank=R[,targets=q,k,v,o,gate,up,down]", adapter);
-    check_exists(adapter, "adapter");
+  if (is_synthetic_adapter(adapter)) {
+    parse_synthetic_adapter(adapter);
     return;
   }
-  std::string key;
-  bool have_rank = false;
-  std::string rest = adapter.substr(prefix.size());
-  size_t start = 0;
-  while (start <= rest.size()) {
-    size_t end = rest.find(',', start);
-    if (end == std::string::npos) end = rest.size();
-    const std::string item = rest.substr(start, end - start);
-    start = end + 1;
-    std::string value = item;
-    if (const size_t eq = item.find('='); eq != std::string::npos) {
-      key = item.substr(0, eq);
-      value = item.substr(eq + 1);
-    } else if (key.empty()) {
-      usage_fail("--adapter {}: '{}' is not key=value (expected synthetic:rank=R[,targets=...])", adapter,
-                 item);
-    }
-    if (key == "rank") {
-      char* endp = nullptr;
-      const long long r = std::strtoll(value.c_str(), &endp, 10);
-      if (value.empty() || *endp != '\0' || r <= 0)
-        usage_fail("--adapter {}: rank must be a positive integer, got '{}'", adapter, value);
-      have_rank = true;
-    } else if (key == "targets") {
-      const bool known =
-          std::any_of(kLinears.begin(), kLinears.end(), [&](Linear l) { return value == short_name(l); });
-      if (!known)
-        usage_fail("--adapter {}: target '{}' is not one of q, k, v, o, gate, up, down", adapter, value);
-    }
-  }
-  if (!have_rank) usage_fail("--adapter {}: missing rank=R", adapter);
+  if (adapter.rfind("synthetic", 0) == 0)
+    usage_fail("--adapter {}: expected synthetic:rank=R[,targets=q,k,v,o,gate,up,down]", adapter);
+  check_exists(adapter, "adapter");
 }
 
 // A non-negative number of seconds, as typed ("60", "2.5").
@@ -297,10 +285,11 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
   s.warmup = parse_integer<int64_t>("--warmup", a.warmup);
   s.repeat = parse_integer<int64_t>("--repeat", a.repeat);
   s.device = parse_integer<int>("--device", a.device);
-  if (s.context < 0) usage_fail("--context must be non-negative, got {}", s.context);
-  if (s.tokens < 1) usage_fail("--tokens must be at least 1, got {}", s.tokens);
-  if (s.warmup < 0) usage_fail("--warmup must be non-negative, got {}", s.warmup);
-  if (s.repeat < 1) usage_fail("--repeat must be at least 1, got {}", s.repeat);
+  check_count("--context", s.context, 0, kMaxContext);
+  check_count("--tokens", s.tokens, 1, kMaxTokens);
+  check_count("--warmup", s.warmup, 0, kMaxWarmup);
+  check_count("--repeat", s.repeat, 1, kMaxRepeat);
+  check_timed_steps(s.tokens, s.repeat);
   if (s.device < 0) usage_fail("--device must be non-negative, got {}", s.device);
   if (run.count("--max-noise")) {
     s.max_noise = parse_threshold(a.max_noise, "--max-noise");
@@ -391,8 +380,8 @@ SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<st
   }
   sp.contexts = expand_int_list("--context", a.context);
   sp.tokens = expand_int_list("--tokens", a.tokens);
-  for (int64_t t : sp.tokens)
-    if (t < 1) usage_fail("--tokens must be at least 1, got {}", t);
+  for (int64_t c : sp.contexts) check_count("--context", c, 0, kMaxContext);
+  for (int64_t t : sp.tokens) check_count("--tokens", t, 1, kMaxTokens);
 
   // The rest as run does, with the list options set to single placeholder values.
   a.spec.model = models[0];
@@ -403,7 +392,9 @@ SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<st
   a.context = "0";
   a.tokens = "1";
   sp.base = finish_run_spec(a, sw, argv, true);
+  check_timed_steps(*std::max_element(sp.tokens.begin(), sp.tokens.end()), sp.base.repeat);
   sp.models = sw.count("--model") ? models : std::vector<std::string>{sp.base.model};
+  check_sweep_size(sp);  // before any config is loaded: a list of a million models is refused at once
   for (const std::string& m : sp.models) load_model_config(m);  // an unknown preset or bad file: exit 1 now
   return sp;
 }

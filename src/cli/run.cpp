@@ -206,7 +206,7 @@ int cmd_run(const RunSpec& spec) {
   }
   const Result r = run_one(spec);
   std::cout << summary_text(r) << std::flush;
-  for (const std::string& w : r.timing.warnings) fmt::print(stderr, "decodebench: warning: {}\n", w);
+  for (const std::string& w : r.timing.warnings) warn_line(w);
   if (!spec.output.empty()) write_results_file(spec.output, {r}, spec.format);
   return 0;
 }

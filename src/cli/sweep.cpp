@@ -13,10 +13,12 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <unordered_set>
 
 #include "cli.h"
 #include "decodebench/commands.h"
 #include "decodebench/error.h"
+#include "decodebench/output_file.h"
 #include "decodebench/printers.h"
 #include "decodebench/result.h"
 
@@ -59,13 +61,21 @@ std::vector<std::string> split_list(const std::string& option, const std::string
 
 std::vector<int64_t> expand_int_list(const std::string& option, const std::string& text) {
   std::vector<int64_t> out;
-  const auto add = [&](int64_t v) {
-    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  std::unordered_set<int64_t> seen;
+  uint64_t made = 0;  // values produced, duplicates included: bounded before they are made
+  const auto reserve = [&](uint64_t n) {
+    if (made + n > static_cast<uint64_t>(kMaxSweepInstances))  // made <= 10000, n < 2^64 - 10000
+      usage_fail("{} '{}': {} values, more than the {} a sweep may run", option, text, made + n,
+                 kMaxSweepInstances);
+    made += n;
   };
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const auto add = [&](int64_t v) {
+    if (seen.insert(v).second) out.push_back(v);
+  };
   for (const std::string& item : split_list(option, text)) {
     const size_t dash = item.find('-');
     if (dash == std::string::npos) {
+      reserve(1);
       add(parse_value(option, item, item));
       continue;
     }
@@ -78,25 +88,47 @@ std::vector<int64_t> expand_int_list(const std::string& option, const std::strin
     if (a > b) usage_fail("{} '{}': the range starts above its end ({} > {})", option, item, a, b);
     if (item[op] == '+') {
       if (step < 1) usage_fail("{} '{}': the step S of A-B+S must be at least 1", option, item);
-      for (int64_t v = a; v <= b; v = v > kMax - step ? b + 1 : v + step) {
-        add(v);
-        if (v > kMax - step) break;
-      }
+      const uint64_t n = static_cast<uint64_t>(b - a) / static_cast<uint64_t>(step) + 1;  // 0 <= a <= b
+      reserve(n);
+      for (uint64_t i = 0; i < n; ++i) add(a + static_cast<int64_t>(i) * step);
     } else {
       if (step < 2) usage_fail("{} '{}': the factor F of A-B*F must be at least 2", option, item);
+      std::vector<int64_t> values;  // at most 64: each step at least doubles
       int64_t v = a;
       if (v == 0) {
-        add(0);
+        values.push_back(0);
         v = 1;
       }
       while (v <= b) {
-        add(v);
-        if (v > kMax / step) break;
+        values.push_back(v);
+        if (v > b / step) break;
         v *= step;
       }
+      reserve(values.size());
+      for (int64_t x : values) add(x);
     }
   }
   return out;
+}
+
+void check_sweep_size(const SweepSpec& sp) {
+  const int64_t sizes[] = {
+      static_cast<int64_t>(sp.models.size()),        static_cast<int64_t>(sp.quants.size()),
+      static_cast<int64_t>(sp.kernels.size()),       static_cast<int64_t>(sp.graphs.size()),
+      static_cast<int64_t>(sp.adapter_modes.size()), static_cast<int64_t>(sp.contexts.size()),
+      static_cast<int64_t>(sp.tokens.size())};
+  int64_t n = 1;
+  bool over = false;
+  for (int64_t k : sizes) {
+    if (k > kMaxSweepInstances || n > kMaxSweepInstances / std::max<int64_t>(k, 1)) over = true;
+    if (!over) n *= k;
+  }
+  if (over)
+    usage_fail(
+        "sweep: {} models x {} quants x {} kernels x {} graphs x {} adapter modes x {} contexts x {} tokens "
+        "is "
+        "more than the {} instances a sweep may run",
+        sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6], kMaxSweepInstances);
 }
 
 std::string instance_summary(const RunSpec& s) {
@@ -112,24 +144,7 @@ namespace {
 
 // The `decodebench run` command line that runs this one instance.
 std::string run_command(const RunSpec& s) {
-  std::vector<std::string> a = {"decodebench", "run", "--model", s.model};
-  if (!s.weights.empty()) a.insert(a.end(), {"--weights", s.weights});
-  a.insert(a.end(), {"--seed", std::to_string(s.seed)});
-  if (s.quant) a.insert(a.end(), {"--quant", to_string(*s.quant)});
-  if (s.group_size) a.insert(a.end(), {"--group-size", std::to_string(*s.group_size)});
-  if (s.lm_head) a.insert(a.end(), {"--lm-head", to_string(*s.lm_head)});
-  a.insert(a.end(), {"--kernel", s.kernel, "--graph", on_off(s.graph)});
-  if (!s.adapter.empty())
-    a.insert(a.end(), {"--adapter", s.adapter, "--adapter-mode", mode_name(s.adapter_mode)});
-  a.insert(a.end(), {"--context", std::to_string(s.context), "--tokens", std::to_string(s.tokens), "--warmup",
-                     std::to_string(s.warmup), "--repeat", std::to_string(s.repeat)});
-  if (s.max_noise > 0)
-    a.insert(a.end(), {"--max-noise", fmt::format("{}%", 100 * s.max_noise), "--max-time",
-                       fmt::format("{}", s.max_time_s)});
-  if (s.sync_per_token) a.push_back("--sync-per-token");
-  if (s.check) a.push_back("--check");
-  a.insert(a.end(), {"--backend", to_string(s.backend), "--device", std::to_string(s.device)});
-  return shell_join(a);
+  return shell_join(run_arguments(s));
 }
 
 // The config fields of an instance that failed, as far as they are known.
@@ -196,21 +211,12 @@ int cmd_sweep(const SweepSpec& sp) {
   const std::string& output = sp.base.output;
   const bool jsonl = !output.empty() && sp.base.format == OutputFormat::jsonl;
 
-  // jsonl: appended to the final path line by line, flushed as each instance finishes.
-  std::FILE* lines = nullptr;
-  if (jsonl) {
-    lines = std::fopen(output.c_str(), "ab");
-    if (!lines) fail("cannot write {}: {}", output, std::strerror(errno));
-  }
+  // jsonl: appended to the final path as each instance finishes, each line whole or not at
+  // all (output_file.h), so a crash or an interrupt keeps every finished line.
+  std::optional<JsonlAppender> lines;
+  if (jsonl) lines.emplace(output);
   const auto append = [&](const std::string& line) {
-    if (!lines) return;
-    const std::string text = line + "\n";
-    if (std::fwrite(text.data(), 1, text.size(), lines) != text.size() || std::fflush(lines) != 0) {
-      const int err = errno;
-      std::fclose(lines);
-      lines = nullptr;
-      fail("cannot write {}: {}", output, std::strerror(err));
-    }
+    if (lines) lines->append(line);
   };
 
   std::vector<SweepEntry> entries;
@@ -239,13 +245,13 @@ int cmd_sweep(const SweepSpec& sp) {
     std::fflush(stderr);
     entries.push_back(std::move(e));
   }
-  if (lines && std::fclose(lines) != 0) fail("cannot write {}: {}", output, std::strerror(errno));
+  if (lines) lines->close();
 
   std::cout << format_entries(entries, OutputFormat::md) << std::flush;
   if (!output.empty() && !jsonl) write_text_file_atomically(output, format_entries(entries, sp.base.format));
   if (failed)
-    fmt::print(stderr, "decodebench: warning: sweep: {} of {} instances failed (error entries{})\n", failed,
-               n, output.empty() ? "" : " in " + output);
+    warn("sweep: {} of {} instances failed (error entries{})", failed, n,
+         output.empty() ? "" : " in " + output);
   if (reuse.reused || reuse.backend.reused)
     fmt::print(stderr,
                "decodebench: sweep: {} of {} instances reused a WeightSource, {} reused device weights\n",

@@ -6,6 +6,7 @@
 
 #include "decodebench/accounting.h"
 #include "decodebench/error.h"
+#include "decodebench/host_memory.h"
 #include "decodebench/parallel.h"
 #include "decodebench/rope.h"
 
@@ -37,12 +38,12 @@ CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int thread
     : c_(source.config()), source_(source), max_positions_(max_positions) {
   if (max_positions <= 0) fail("cpu reference: need at least one position");
   const Plan need = plan(c_, max_positions);
-  if (const HostMemory have = host_memory_available(); need.total() > have.bytes)
+  if (const HostMemory have = host_memory(); need.total() > have.available)
     fail(
         "not enough host memory for the CPU reference of {}: need {:.2f} GB (weights {:.2f}, KV cache {:.2f} "
         "for {} positions, scratch {:.2f}), {:.2f} GB available ({})",
         c_.name, need.total() / 1e9, need.weights / 1e9, need.kv_cache / 1e9, max_positions,
-        need.scratch / 1e9, have.bytes / 1e9, have.source);
+        need.scratch / 1e9, have.available / 1e9, have.limit);
   threads_ = threads > 0 ? threads : default_threads();
   const Scheme s = c_.quant.scheme;
   if (const Adapter* a = source.adapter(); a && a->mode == AdapterMode::external) external_ = a;

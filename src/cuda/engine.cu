@@ -1,8 +1,8 @@
 // The CUDA decode engine and its device weights (see src/cuda/engine.cuh).
 #include <algorithm>
-#include <cstdlib>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 

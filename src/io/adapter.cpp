@@ -2,18 +2,21 @@
 // arithmetic (see include/decodebench/adapter.h).
 #include "decodebench/adapter.h"
 
+#include <re2/re2.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <regex>
 #include <set>
-#include <sstream>
 
+#include "decodebench/checked.h"
 #include "decodebench/error.h"
 #include "decodebench/half.h"
+#include "decodebench/host_memory.h"
+#include "decodebench/input.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/synth.h"
 #include "decodebench/weights.h"
@@ -59,71 +62,47 @@ void finish(Adapter& a) {
       a.rslora ? a.alpha / std::sqrt(static_cast<double>(a.rank)) : a.alpha / static_cast<double>(a.rank);
 }
 
+// A JSON value in one line, shortened, for "got ..." in messages.
+std::string brief(const json& v) {
+  return printable(v.dump(-1, ' ', false, json::error_handler_t::replace), 80);
+}
+
+// Checked before A and B are allocated: the rank against the adapted matrices (a product
+// of sizes from input must not overflow, nor ask for more memory than there is).
+void check_size(const Adapter& a, const ModelConfig& c, const std::string& label) {
+  int64_t per_layer = 0;  // floats of A and B in one layer
+  for (Linear l : a.targets) {
+    const MatShape s = linear_shape(c, l);
+    const int64_t smaller = std::min(s.rows, s.cols);
+    if (a.rank > smaller)
+      fail(
+          "{}: rank {} is above min(out_features, in_features) = {} of {} [{}, {}]: B A cannot have a higher "
+          "rank, so decodebench refuses an adapter larger than the matrix it adapts",
+          label, a.rank, smaller, proj_name(l), s.rows, s.cols);
+    per_layer = checked_add(per_layer, checked_mul(a.rank, s.rows + s.cols, "adapter size"), "adapter size");
+  }
+  const int64_t bytes = checked_mul(checked_mul(per_layer, c.num_hidden_layers, "adapter size"),
+                                    static_cast<int64_t>(sizeof(float)), "adapter size");
+  const HostMemory m = host_memory();
+  if (static_cast<uint64_t>(bytes) > m.available)
+    fail("{}: A and B of rank {} ({} linears x {} layers, float) need {} of host memory, {} available ({})",
+         label, a.rank, a.targets.size(), c.num_hidden_layers, format_bytes(static_cast<uint64_t>(bytes)),
+         format_bytes(m.available), m.limit);
+}
+
 // ---------------------------------------------------------------------------- synthetic
 
-// The same grammar as the command line's check (cli.cpp): comma-separated key=value items,
-// where an item without '=' continues the list of the key before it (targets=q,k,v).
 Adapter synthetic_adapter(const std::string& spec, const ModelConfig& c, uint64_t seed, AdapterMode mode) {
+  const SyntheticAdapterSpec parsed = parse_synthetic_adapter(spec);
   Adapter a;
   a.source = spec;
   a.mode = mode;
-  bool have_alpha = false;
-  std::set<std::string> seen;
-  std::vector<bool> target(kLinears.size(), false);
-  const std::string rest = spec.substr(std::string(kSyntheticPrefix).size());
-  std::string key;
-  size_t start = 0;
-  while (start <= rest.size()) {
-    size_t end = rest.find(',', start);
-    if (end == std::string::npos) end = rest.size();
-    const std::string item = rest.substr(start, end - start);
-    start = end + 1;
-    std::string value = item;
-    const size_t eq = item.find('=');
-    if (eq != std::string::npos) {
-      key = item.substr(0, eq);
-      value = item.substr(eq + 1);
-      if (!seen.insert(key).second) fail("--adapter {}: {} is given twice", spec, key);
-    } else if (key != "targets") {
-      fail(
-          "--adapter {}: '{}' is not key=value (expected synthetic:rank=R[,alpha=A][,targets=q,k,...]"
-          "[,rslora=true|false])",
-          spec, item);
-    }
-    if (key == "rank") {
-      char* endp = nullptr;
-      const long long r = std::strtoll(value.c_str(), &endp, 10);
-      if (value.empty() || *endp != '\0' || r <= 0)
-        fail("--adapter {}: rank must be a positive integer, got '{}'", spec, value);
-      a.rank = r;
-    } else if (key == "alpha") {
-      char* endp = nullptr;
-      const double v = std::strtod(value.c_str(), &endp);
-      if (value.empty() || *endp != '\0' || !std::isfinite(v))
-        fail("--adapter {}: alpha must be a finite number, got '{}'", spec, value);
-      a.alpha = v;
-      have_alpha = true;
-    } else if (key == "rslora") {
-      if (value != "true" && value != "false")
-        fail("--adapter {}: rslora must be true or false, got '{}'", spec, value);
-      a.rslora = value == "true";
-    } else if (key == "targets") {
-      size_t i = 0;
-      while (i < kLinears.size() && value != short_name(kLinears[i])) ++i;
-      if (i == kLinears.size())
-        fail("--adapter {}: target '{}' is not one of q, k, v, o, gate, up, down", spec, value);
-      if (target[i]) fail("--adapter {}: target {} is given twice", spec, value);
-      target[i] = true;
-    } else {
-      fail("--adapter {}: unknown key '{}' (expected rank, alpha, targets, rslora)", spec, key);
-    }
-  }
-  if (a.rank == 0) fail("--adapter {}: missing rank=R", spec);
-  if (!have_alpha) a.alpha = static_cast<double>(a.rank);
-  const bool any = seen.count("targets") > 0;
-  for (size_t i = 0; i < kLinears.size(); ++i)
-    if (!any || target[i]) a.targets.push_back(kLinears[i]);
+  a.rank = parsed.rank;
+  a.alpha = parsed.alpha.value_or(static_cast<double>(parsed.rank));
+  a.rslora = parsed.rslora;
+  a.targets = parsed.targets;
   finish(a);
+  check_size(a, c, "--adapter " + printable(spec));
 
   a.layers.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
@@ -145,14 +124,6 @@ Adapter synthetic_adapter(const std::string& spec, const ModelConfig& c, uint64_
 
 // ---------------------------------------------------------------------------- PEFT directory
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("adapter config {}: cannot open for reading", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 const char* json_type(const json& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "a boolean";
@@ -166,14 +137,7 @@ const char* json_type(const json& v) {
 class PeftConfig {
  public:
   explicit PeftConfig(const fs::path& path) : label_("adapter config " + path.string()) {
-    try {
-      j_ = json::parse(read_text(path));
-    } catch (const json::parse_error& e) {
-      std::string what = e.what();
-      if (const size_t p = what.find("] "); what.rfind("[json.exception", 0) == 0 && p != std::string::npos)
-        what = what.substr(p + 2);
-      fail("{}: invalid JSON: {}", label_, what);
-    }
+    j_ = parse_json_document(read_input_file(path.string(), "adapter config", kMaxConfigFileBytes), label_);
     if (!j_.is_object()) fail("{}: expected a JSON object, got {}", label_, json_type(j_));
   }
 
@@ -185,18 +149,23 @@ class PeftConfig {
     return it == j_.end() || it->is_null() ? nullptr : &*it;
   }
 
-  int64_t positive_int(const char* key) const {
+  int64_t positive_int(const char* key, int64_t limit) const {
     const json* v = get(key);
     if (!v) fail("{}: missing \"{}\"", label_, key);
-    if (!v->is_number_integer() || v->get<int64_t>() <= 0)
-      fail("{}: \"{}\" must be a positive integer, got {}", label_, key, v->dump());
-    return v->get<int64_t>();
+    // nlohmann holds a non-negative integer as unsigned, a negative one as signed.
+    const bool ok = v->is_number_unsigned() && v->get<uint64_t>() >= 1 &&
+                    v->get<uint64_t>() <= static_cast<uint64_t>(limit);
+    if (!ok)
+      fail("{}: \"{}\" must be a positive integer, got {} (at most {})", label_, key, brief(*v), limit);
+    return static_cast<int64_t>(v->get<uint64_t>());
   }
 
-  double number(const char* key, double fallback) const {
+  double number(const char* key, double fallback, double limit) const {
     const json* v = get(key);
     if (!v) return fallback;
     if (!v->is_number()) fail("{}: \"{}\" must be a number, got {}", label_, key, json_type(*v));
+    if (!(std::fabs(v->get<double>()) <= limit))
+      fail("{}: \"{}\" must be a number within +-{:g}, got {}", label_, key, limit, brief(*v));
     return v->get<double>();
   }
 
@@ -215,7 +184,7 @@ class PeftConfig {
     const bool unset =
         (v->is_boolean() && !v->get<bool>()) || ((v->is_array() || v->is_object()) && v->empty());
     if (!unset)
-      fail("{}: \"{}\" is {}, which decodebench does not support ({})", label_, key, v->dump(), why);
+      fail("{}: \"{}\" is {}, which decodebench does not support ({})", label_, key, brief(*v), why);
   }
 
  private:
@@ -231,43 +200,49 @@ std::vector<Linear> peft_targets(const PeftConfig& cfg, const ModelConfig& c) {
   if (t->is_array()) {
     // PEFT adapts a module whose name equals an entry or ends with "." + entry.
     for (const json& e : *t) {
-      if (!e.is_string()) fail("{}: target_modules entries must be strings, got {}", cfg.label(), e.dump());
+      if (!e.is_string()) fail("{}: target_modules entries must be strings, got {}", cfg.label(), brief(e));
       const std::string name = e.get<std::string>();
       size_t i = 0;
       while (i < kLinears.size() && name != proj_name(kLinears[i]) && name != hf_module_name(kLinears[i]))
         ++i;
       if (i == kLinears.size())
         fail("{}: target_modules entry \"{}\" is not a linear of a {} block (decodebench adapts {})",
-             cfg.label(), name, to_string(c.arch), proj_names());
+             cfg.label(), printable(name), to_string(c.arch), proj_names());
       on[i] = true;
     }
   } else if (t->is_string() && t->get<std::string>() == "all-linear") {
     on.assign(kLinears.size(), true);  // PEFT: every linear but the output layer
   } else if (t->is_string()) {
-    // PEFT matches the regular expression against the full module name. It must select a
-    // linear in every layer or in none: one target set for the whole model.
+    // PEFT matches the regular expression against the full module name (re.fullmatch). It
+    // must select a linear in every layer or in none: one target set for the whole model.
+    // RE2 matches in time linear in the name and compiles without recursion on the stack:
+    // std::regex overflowed the stack on a long pattern and backtracked for minutes on
+    // "(.*)*(.*)*x". RE2 has no backreferences or lookaround; such a pattern is refused.
     const std::string pattern = t->get<std::string>();
-    std::regex re;
-    try {
-      re = std::regex(pattern, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      fail("{}: target_modules \"{}\" is not a regular expression decodebench can read: {}", cfg.label(),
-           pattern, e.what());
-    }
+    const std::string shown = printable(pattern, 80);
+    if (pattern.size() > kMaxTargetPatternBytes)
+      fail("{}: target_modules is a regular expression of {} bytes, above the limit of {}", cfg.label(),
+           pattern.size(), kMaxTargetPatternBytes);
+    RE2::Options options;
+    options.set_log_errors(false);  // errors are this function's one line, not RE2's log
+    const RE2 re(pattern, options);
+    if (!re.ok())
+      fail("{}: target_modules \"{}\" is not a regular expression decodebench can read (RE2 syntax): {}",
+           cfg.label(), shown, printable(re.error(), 120));
     for (const char* other : {"model.embed_tokens", "lm_head"})
-      if (std::regex_match(other, re))
+      if (RE2::FullMatch(other, re))
         fail("{}: target_modules \"{}\" matches {}, which decodebench does not adapt (it adapts {})",
-             cfg.label(), pattern, other, proj_names());
+             cfg.label(), shown, other, proj_names());
     for (size_t i = 0; i < kLinears.size(); ++i) {
       int64_t matched = 0;
       for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer)
         matched +=
-            std::regex_match(fmt::format("model.layers.{}.{}", layer, hf_module_name(kLinears[i])), re);
+            RE2::FullMatch(fmt::format("model.layers.{}.{}", layer, hf_module_name(kLinears[i])), re) ? 1 : 0;
       if (matched != 0 && matched != c.num_hidden_layers)
         fail(
             "{}: target_modules \"{}\" matches {} in {} of {} layers; decodebench adapts the same linears in "
             "every layer",
-            cfg.label(), pattern, proj_name(kLinears[i]), matched, c.num_hidden_layers);
+            cfg.label(), shown, proj_name(kLinears[i]), matched, c.num_hidden_layers);
       on[i] = matched != 0;
     }
   } else {
@@ -277,13 +252,13 @@ std::vector<Linear> peft_targets(const PeftConfig& cfg, const ModelConfig& c) {
   std::vector<Linear> targets;
   for (size_t i = 0; i < kLinears.size(); ++i)
     if (on[i]) targets.push_back(kLinears[i]);
-  if (targets.empty()) fail("{}: target_modules {} selects no linear of the model", cfg.label(), t->dump());
+  if (targets.empty()) fail("{}: target_modules {} selects no linear of the model", cfg.label(), brief(*t));
   return targets;
 }
 
 // Reads one lora_A / lora_B tensor as fp16-rounded floats, checking dtype and shape.
 std::vector<float> lora_tensor(const SafetensorsFile& f, const std::string& name, int64_t rows, int64_t cols,
-                               const char* what) {
+                               const char* what) {  // rows x cols bounded by check_size
   const TensorInfo* t = f.find(name);
   if (!t)
     fail("adapter file {}: no tensor named {} ({} [{}, {}] expected)", f.path(), name, what, rows, cols);
@@ -322,10 +297,10 @@ Adapter peft_adapter(const std::string& spec, const ModelConfig& c, AdapterMode 
   const PeftConfig cfg(config_path);
   if (const json* type = cfg.get("peft_type");
       type && (!type->is_string() || type->get<std::string>() != "LORA"))
-    fail("{}: peft_type is {}, expected \"LORA\"", cfg.label(), type->dump());
+    fail("{}: peft_type is {}, expected \"LORA\"", cfg.label(), brief(*type));
   if (const json* bias = cfg.get("bias"); bias && (!bias->is_string() || bias->get<std::string>() != "none"))
     fail("{}: \"bias\" is {}, but decodebench supports only \"none\" (the adapter would carry bias tensors)",
-         cfg.label(), bias->dump());
+         cfg.label(), brief(*bias));
   cfg.refuse("use_dora", "DoRA rescales each column of W by a learned magnitude");
   cfg.refuse("lora_bias", "it adds a bias to lora_B");
   cfg.refuse("use_qalora", "QA-LoRA pools the input before lora_A");
@@ -341,12 +316,13 @@ Adapter peft_adapter(const std::string& spec, const ModelConfig& c, AdapterMode 
   Adapter a;
   a.source = spec;
   a.mode = mode;
-  a.rank = cfg.positive_int("r");
-  a.alpha = cfg.number("lora_alpha", 8.0);  // PEFT's default
+  a.rank = cfg.positive_int("r", kMaxAdapterRank);
+  a.alpha = cfg.number("lora_alpha", 8.0, kMaxAdapterAlpha);  // PEFT's default
   a.rslora = cfg.boolean("use_rslora");
   (void)cfg.boolean("fan_in_fan_out");  // type-checked; ignored as PEFT ignores it for nn.Linear
   a.targets = peft_targets(cfg, c);
   finish(a);
+  check_size(a, c, cfg.label());
 
   const SafetensorsFile f(weights_path.string());
   std::set<std::string> expected;
@@ -365,7 +341,7 @@ Adapter peft_adapter(const std::string& spec, const ModelConfig& c, AdapterMode 
   for (const std::string& name : f.names())
     if (!expected.count(name))
       fail("adapter file {}: tensor {} is not the lora_A/lora_B of a target in {} (targets {}, {} layers)",
-           f.path(), name, kConfigName, join(a.target_names()), c.num_hidden_layers);
+           f.path(), printable(name), kConfigName, join(a.target_names()), c.num_hidden_layers);
   return a;
 }
 
@@ -401,8 +377,81 @@ std::string lora_tensor_name(int64_t layer, Linear l, bool b) {
                      b ? 'B' : 'A');
 }
 
+bool is_synthetic_adapter(const std::string& spec) {
+  return spec.rfind(kSyntheticPrefix, 0) == 0;
+}
+
+SyntheticAdapterSpec parse_synthetic_adapter(const std::string& spec) {
+  const std::string shown = printable(spec);
+  if (!is_synthetic_adapter(spec))
+    usage_fail("--adapter {}: expected synthetic:rank=R[,alpha=A][,targets=q,k,...][,rslora=true|false]",
+               shown);
+  SyntheticAdapterSpec out;
+  std::set<std::string> seen;
+  std::vector<bool> target(kLinears.size(), false);
+  const std::string rest = spec.substr(std::string(kSyntheticPrefix).size());
+  std::string key;
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t end = rest.find(',', start);
+    if (end == std::string::npos) end = rest.size();
+    const std::string item = rest.substr(start, end - start);
+    start = end + 1;
+    std::string value = item;
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) {
+      key = item.substr(0, eq);
+      value = item.substr(eq + 1);
+      if (!seen.insert(key).second) usage_fail("--adapter {}: {} is given twice", shown, printable(key));
+    } else if (key != "targets") {
+      usage_fail(
+          "--adapter {}: '{}' is not key=value (expected synthetic:rank=R[,alpha=A][,targets=q,k,...]"
+          "[,rslora=true|false])",
+          shown, printable(item));
+    }
+    const char* const first = value.data();
+    const char* const last = value.data() + value.size();
+    if (key == "rank") {
+      // from_chars, not strtoll: a value past the int64 range is an error, not LLONG_MAX.
+      int64_t r = 0;
+      const auto [ptr, ec] = std::from_chars(first, last, r);
+      if (value.empty() || ec != std::errc() || ptr != last || r <= 0 || r > kMaxAdapterRank)
+        usage_fail("--adapter {}: rank must be a positive integer, got '{}' (at most {})", shown,
+                   printable(value), kMaxAdapterRank);
+      out.rank = r;
+    } else if (key == "alpha") {
+      char* endp = nullptr;
+      const double v = std::strtod(value.c_str(), &endp);
+      if (value.empty() || endp != value.c_str() + value.size() || !(std::fabs(v) <= kMaxAdapterAlpha))
+        usage_fail("--adapter {}: alpha must be a finite number, got '{}' (within +-{:g})", shown,
+                   printable(value), kMaxAdapterAlpha);
+      out.alpha = v;
+    } else if (key == "rslora") {
+      if (value != "true" && value != "false")
+        usage_fail("--adapter {}: rslora must be true or false, got '{}'", shown, printable(value));
+      out.rslora = value == "true";
+    } else if (key == "targets") {
+      size_t i = 0;
+      while (i < kLinears.size() && value != short_name(kLinears[i])) ++i;
+      if (i == kLinears.size())
+        usage_fail("--adapter {}: target '{}' is not one of q, k, v, o, gate, up, down", shown,
+                   printable(value));
+      if (target[i]) usage_fail("--adapter {}: target {} is given twice", shown, value);
+      target[i] = true;
+    } else {
+      usage_fail("--adapter {}: unknown key '{}' (expected rank, alpha, targets, rslora)", shown,
+                 printable(key));
+    }
+  }
+  if (out.rank == 0) usage_fail("--adapter {}: missing rank=R", shown);
+  const bool any = seen.count("targets") > 0;
+  for (size_t i = 0; i < kLinears.size(); ++i)
+    if (!any || target[i]) out.targets.push_back(kLinears[i]);
+  return out;
+}
+
 Adapter load_adapter(const std::string& spec, const ModelConfig& c, uint64_t seed, AdapterMode mode) {
-  if (spec.rfind(kSyntheticPrefix, 0) == 0) return synthetic_adapter(spec, c, seed, mode);
+  if (is_synthetic_adapter(spec)) return synthetic_adapter(spec, c, seed, mode);
   return peft_adapter(spec, c, mode);
 }
 

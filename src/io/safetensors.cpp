@@ -19,6 +19,8 @@
 #include <utility>
 
 #include "decodebench/error.h"
+#include "decodebench/input.h"
+#include "decodebench/output_file.h"
 
 namespace db {
 namespace {
@@ -57,21 +59,8 @@ std::string errno_text(int e) {
   return std::generic_category().message(e);
 }
 
-// Names and parser messages from a hostile header go into one-line error messages: escape
-// control bytes and cut very long text, so a 100 MB string cannot become the message.
-std::string printable(const std::string& s, size_t limit = 160) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < limit; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f)
-      out += fmt::format("\\x{:02x}", c);
-    else
-      out += static_cast<char>(c);
-  }
-  if (s.size() > limit) out += fmt::format("... ({} bytes)", s.size());
-  return out;
-}
-
+// Names from a hostile header go into one-line messages: escaped and cut (a name may be
+// 100 MB long).
 std::string quote_name(const std::string& name) {
   return "'" + printable(name) + "'";
 }
@@ -96,23 +85,6 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
-
-// Reads a whole (small) file with POSIX calls so the error can carry errno's text.
-std::string read_small_file(const std::string& path, const std::string& what) {
-  const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-  if (f.fd < 0) fail("{} {}: cannot open: {}", what, path, errno_text(errno));
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(f.fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("{} {}: cannot read: {}", what, path, errno_text(errno));
-    if (n == 0) return text;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxHeaderBytes)
-      fail("{} {}: larger than {} bytes, not an index file", what, path, kMaxHeaderBytes);
-  }
-}
 
 }  // namespace
 
@@ -165,13 +137,15 @@ struct SafetensorsFile::Impl {
 };
 
 void SafetensorsFile::Impl::open() {
-  // O_NONBLOCK: opening a FIFO must not hang waiting for a writer; it has no effect on
-  // regular files, and anything else is refused below.
-  const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
-  if (f.fd < 0) bad("cannot open: {}", errno_text(errno));
+  // Only a regular file is opened: a FIFO would block the open (a writer) or the reads, a
+  // device may have effects when opened. O_NONBLOCK and the fstat cover a swap in between.
   struct stat st {};
-  if (::fstat(f.fd, &st) != 0) bad("cannot stat: {}", errno_text(errno));
+  if (::stat(path.c_str(), &st) != 0) bad("cannot open: {}", errno_text(errno));
   if (S_ISDIR(st.st_mode)) bad("is a directory, expected a .safetensors file");
+  if (!S_ISREG(st.st_mode)) bad("is not a regular file");
+  const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)};
+  if (f.fd < 0) bad("cannot open: {}", errno_text(errno));
+  if (::fstat(f.fd, &st) != 0) bad("cannot stat: {}", errno_text(errno));
   if (!S_ISREG(st.st_mode)) bad("is not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < 8)
@@ -195,24 +169,15 @@ void SafetensorsFile::Impl::open() {
 
 void SafetensorsFile::Impl::parse_header(const char* text, uint64_t header_len, const uint8_t* data,
                                          uint64_t data_size) {
-  // nlohmann keeps the last of duplicate keys silently; a header that names a tensor twice
-  // is ambiguous, so the top-level keys are recorded as they are parsed.
-  std::vector<std::string> top_keys;
-  const json::parser_callback_t on_event = [&top_keys](int depth, json::parse_event_t ev, json& v) {
-    if (ev == json::parse_event_t::key && depth == 1 && v.is_string())
-      top_keys.push_back(v.get<std::string>());
-    return true;
-  };
-  json header;
-  try {
-    header = json::parse(text, text + header_len, on_event);
-  } catch (const json::exception& e) {
-    bad("header is not valid JSON: {}", printable(e.what(), 240));
-  }
+  // As the reference implementation: the header is one JSON object from its first byte, then
+  // at most whitespace padding. A NUL byte (where a lenient parser would stop, ignoring
+  // whatever follows), deep nesting and numbers out of range are refused by
+  // parse_json_document; so is a name given twice (which tensor is meant would be a guess).
+  if (header_len == 0 || text[0] != '{')
+    bad("header does not start with '{{' (not a safetensors file, or a corrupt header length)");
+  const json header = parse_json_document(std::string_view(text, header_len),
+                                          fmt::format("weights file {}: header", path), /*unique_keys=*/true);
   if (!header.is_object()) bad("header is a JSON {}, expected an object", header.type_name());
-  std::sort(top_keys.begin(), top_keys.end());
-  const auto dup = std::adjacent_find(top_keys.begin(), top_keys.end());
-  if (dup != top_keys.end()) bad("header names {} more than once", quote_name(*dup));
 
   struct Span {
     uint64_t begin, end;
@@ -228,18 +193,31 @@ void SafetensorsFile::Impl::parse_header(const char* text, uint64_t header_len, 
     TensorInfo t = parse_tensor(it.key(), it.value(), data_size, &begin);
     t.data = data + begin;
     auto& stored = tensors.emplace(it.key(), std::move(t)).first->second;
-    // Zero-size tensors own no bytes, so they cannot overlap anything.
-    if (stored.nbytes > 0) spans.push_back({begin, begin + stored.nbytes, &stored.name});
+    spans.push_back({begin, begin + stored.nbytes, &stored.name});
   }
+  // The tensors must tile the data section exactly, in order of their offsets: no two share
+  // a byte, no byte is left between them or after the last (the reference implementation's
+  // rule; a hole or a tail means a wrong offset or a header length that is off).
   std::sort(spans.begin(), spans.end(),
             [](const Span& a, const Span& b) { return std::tie(a.begin, a.end) < std::tie(b.begin, b.end); });
-  for (size_t i = 1; i < spans.size(); ++i) {
-    const Span& a = spans[i - 1];
-    const Span& b = spans[i];
-    if (a.end > b.begin)
-      bad("tensors {} data_offsets [{}, {}] and {} data_offsets [{}, {}] overlap", quote_name(*a.name),
-          a.begin, a.end, quote_name(*b.name), b.begin, b.end);
+  uint64_t at = 0;
+  const Span* prev = nullptr;
+  for (const Span& sp : spans) {
+    if (sp.begin < at)
+      bad("tensors {} data_offsets [{}, {}] and {} data_offsets [{}, {}] overlap", quote_name(*prev->name),
+          prev->begin, prev->end, quote_name(*sp.name), sp.begin, sp.end);
+    if (sp.begin > at)
+      bad("tensor {} data_offsets [{}, {}] leave bytes [{}, {}) of the data section unused (the tensors must "
+          "cover it without holes)",
+          quote_name(*sp.name), sp.begin, sp.end, at, sp.begin);
+    at = sp.end;
+    prev = &sp;
   }
+  if (at != data_size)
+    bad("the tensors end at byte {} of the data section, which holds {} bytes (trailing bytes: a wrong "
+        "header "
+        "length or a truncated tensor list)",
+        at, data_size);
 }
 
 TensorInfo SafetensorsFile::Impl::parse_tensor(const std::string& name, const json& v, uint64_t data_size,
@@ -374,12 +352,8 @@ struct Checkpoint::Impl {
 
 void Checkpoint::Impl::load_index() {
   const std::string label = "weights index " + index_path;
-  json index;
-  try {
-    index = json::parse(read_small_file(index_path, "weights index"));
-  } catch (const json::exception& e) {
-    fail("{}: not valid JSON: {}", label, printable(e.what(), 240));
-  }
+  const json index =
+      parse_json_document(read_input_file(index_path, "weights index", kMaxIndexFileBytes), label);
   if (!index.is_object()) fail("{}: is a JSON {}, expected an object", label, index.type_name());
   const auto wm = index.find("weight_map");
   if (wm == index.end() || !wm->is_object())
@@ -388,7 +362,10 @@ void Checkpoint::Impl::load_index() {
   // Open each shard once, in name order; the index's order of tensors is arbitrary.
   std::map<std::string, std::vector<std::string>> by_shard;
   for (auto it = wm->begin(); it != wm->end(); ++it) {
-    if (!it.value().is_string() || it.value().get_ref<const std::string&>().empty())
+    // A shard is a file beside the index, as HF writes them: not a path elsewhere.
+    const auto& v = it.value();
+    if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
+        v.get_ref<const std::string&>().find('/') != std::string::npos || v == "." || v == "..")
       fail("{}: weight_map entry for {} is not a shard file name", label, quote_name(it.key()));
     by_shard[it.value().get<std::string>()].push_back(it.key());
   }
@@ -481,30 +458,25 @@ const std::map<std::string, std::string>& Checkpoint::metadata() const {
 // ---------------------------------------------------------------------------------------
 // SafetensorsWriter
 
-SafetensorsWriter::SafetensorsWriter(std::string path) : path_(std::move(path)), tmp_path_(path_ + ".tmp") {
-  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail("cannot write {}: {}", path_, errno_text(errno));
-  owns_tmp_ = true;
-}
+SafetensorsWriter::SafetensorsWriter(std::string path)
+    : path_(std::move(path)), file_(std::make_unique<AtomicFile>(path_)) {}
 
 SafetensorsWriter::~SafetensorsWriter() {
   discard();
 }
 
 void SafetensorsWriter::discard() noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  if (owns_tmp_) ::unlink(tmp_path_.c_str());
-  owns_tmp_ = false;
+  if (file_) file_->discard();
+  file_.reset();
 }
 
 void SafetensorsWriter::set_metadata(const std::string& key, const std::string& value) {
-  if (finished_ || fd_ < 0) fail("cannot write {}: set_metadata after finish() or a failed write", path_);
+  if (finished_ || !file_) fail("cannot write {}: set_metadata after finish() or a failed write", path_);
   metadata_[key] = value;
 }
 
 void SafetensorsWriter::add_entry(Entry e) {
-  if (finished_ || fd_ < 0)
+  if (finished_ || !file_)
     fail("cannot write {}: tensor {} added after finish() or a failed write", path_, e.name);
   if (e.name == "__metadata__")
     fail("cannot write {}: \"__metadata__\" is reserved, not a tensor name", path_);
@@ -538,17 +510,8 @@ void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<in
 
 void SafetensorsWriter::finish() {
   if (finished_) fail("cannot write {}: finish() called twice", path_);
-  if (fd_ < 0) fail("cannot write {}: an earlier error abandoned this file", path_);
-  const auto write_all = [this](const void* p, uint64_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    while (n > 0) {  // write(2) may write less than asked (and at most ~2 GiB per call)
-      const ssize_t w = ::write(fd_, b, static_cast<size_t>(std::min<uint64_t>(n, 1u << 30)));
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) fail("cannot write {}: {}", path_, errno_text(errno));
-      b += w;
-      n -= static_cast<uint64_t>(w);
-    }
-  };
+  if (!file_) fail("cannot write {}: an earlier error abandoned this file", path_);
+  const auto write_all = [this](const void* p, uint64_t n) { file_->write(p, static_cast<size_t>(n)); };
   try {
     // ordered_json keeps the entries in the order added, "__metadata__" first.
     nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -589,15 +552,8 @@ void SafetensorsWriter::finish() {
         write_all(e.data, e.nbytes);
       }
     }
-    // Data on disk before the rename makes the new name visible: a crash leaves either
-    // the old file or the complete new one.
-    if (::fsync(fd_) != 0) fail("cannot write {}: {}", path_, errno_text(errno));
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) fail("cannot write {}: {}", path_, errno_text(errno));
-    if (::rename(tmp_path_.c_str(), path_.c_str()) != 0)
-      fail("cannot write {}: {}", path_, errno_text(errno));
-    owns_tmp_ = false;
+    file_->commit();  // synced, then renamed: a crash leaves the old file or the whole new one
+    file_.reset();
     finished_ = true;
   } catch (...) {
     discard();

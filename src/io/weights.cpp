@@ -2,11 +2,14 @@
 #include "decodebench/weights.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
+#include <set>
 
 #include "decodebench/adapter.h"
 #include "decodebench/error.h"
 #include "decodebench/half.h"
+#include "decodebench/input.h"
 #include "decodebench/parallel.h"
 #include "decodebench/quant.h"
 
@@ -177,6 +180,11 @@ bool is_float(DType d) {
   return d == DType::f32 || d == DType::f16 || d == DType::bf16;
 }
 
+[[noreturn]] void bad_metadata(const Checkpoint& file, const char* key, const std::string& value,
+                               const std::string& want) {
+  fail("weights file {}: __metadata__ {} is '{}', expected {}", file.path(), key, printable(value), want);
+}
+
 }  // namespace
 
 WeightSource::WeightSource(const ModelConfig& config, const std::string& path, uint64_t seed,
@@ -196,47 +204,87 @@ WeightSource::WeightSource(const ModelConfig& config, const std::string& path, u
   }
   if (path.empty()) return;
   checkpoint_ = std::make_unique<Checkpoint>(path);
-  const auto& meta = checkpoint_->metadata();
-  const auto fmt_it = meta.find("format");
-  decodebench_format_ = fmt_it != meta.end() && fmt_it->second == "decodebench";
+  const FileQuant q = decodebench_file_quant(*checkpoint_);
+  decodebench_format_ = q.decodebench;
   if (decodebench_format_) {
     // A decodebench file holds one scheme; re-quantizing quantized weights would compound error.
-    const auto q = meta.find("quant");
-    if (q == meta.end()) fail("weights file {}: __metadata__ has format=decodebench but no quant", path);
-    const Scheme file_scheme = parse_scheme(q->second);
-    if (file_scheme != config_.quant.scheme)
+    if (!q.scheme) fail("weights file {}: __metadata__ has format=decodebench but no quant", path);
+    if (*q.scheme != config_.quant.scheme)
       fail(
           "weights file {} holds {} weights but the run asks for {} (pass --quant {} or an fp16/bf16 "
           "checkpoint)",
-          path, q->second, to_string(config_.quant.scheme), q->second);
-    if (file_scheme == Scheme::int4) {
-      const auto g = meta.find("group_size");
-      const auto z = meta.find("zero_point");
-      if (g == meta.end() || std::to_string(config_.quant.group_size) != g->second)
+          path, to_string(*q.scheme), to_string(config_.quant.scheme), to_string(*q.scheme));
+    if (*q.scheme == Scheme::int4) {
+      if (!q.group_size || *q.group_size != config_.quant.group_size)
         fail("weights file {} has int4 group size {} but the run asks for {}", path,
-             g == meta.end() ? "(none)" : g->second, config_.quant.group_size);
-      if (z == meta.end() || (z->second == "true") != config_.quant.zero_point)
+             q.group_size ? std::to_string(*q.group_size) : "(none)", config_.quant.group_size);
+      if (!q.zero_point || *q.zero_point != config_.quant.zero_point)
         fail("weights file {}: zero_point {} does not match the config's {}", path,
-             z == meta.end() ? "(none)" : z->second, config_.quant.zero_point);
+             q.zero_point ? (*q.zero_point ? "true" : "false") : "(none)", config_.quant.zero_point);
     }
-    const auto h = meta.find("lm_head");
-    if (h != meta.end() && parse_scheme(h->second) != config_.quant.lm_head)
-      fail("weights file {} holds a {} lm_head but the run asks for {} (pass --lm-head {})", path, h->second,
-           to_string(config_.quant.lm_head), h->second);
+    if (q.lm_head && *q.lm_head != config_.quant.lm_head)
+      fail("weights file {} holds a {} lm_head but the run asks for {} (pass --lm-head {})", path,
+           to_string(*q.lm_head), to_string(config_.quant.lm_head), to_string(*q.lm_head));
   }
-  // Fail at load time: resolve every tensor once now.
-  embedding();
-  lm_head();
+  // Fail at load time: resolve every tensor once now, and note the ones the model reads.
+  std::set<std::string> used;
+  const auto use = [&used](const Origin& o) {
+    for (const TensorInfo* t : {o.dense, o.qweight, o.scales, o.zeros})
+      if (t) used.insert(t->name);
+  };
+  use(embedding());
+  use(lm_head());
   for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    for (Linear lin : kLinears) linear(l, lin);
-    vector(layer_norm_name(l, false), config_.hidden_size);
-    vector(layer_norm_name(l, true), config_.hidden_size);
+    for (Linear lin : kLinears) use(linear(l, lin));
+    use(vector(layer_norm_name(l, false), config_.hidden_size));
+    use(vector(layer_norm_name(l, true), config_.hidden_size));
     if (config_.arch == Arch::qwen3) {
-      vector(qk_norm_name(l, false), config_.head_dim);
-      vector(qk_norm_name(l, true), config_.head_dim);
+      use(vector(qk_norm_name(l, false), config_.head_dim));
+      use(vector(qk_norm_name(l, true), config_.head_dim));
     }
   }
-  vector(kFinalNormName, config_.hidden_size);
+  use(vector(kFinalNormName, config_.hidden_size));
+  // Tensors the model does not read (an older checkpoint's rotary_emb.inv_freq, say) are
+  // accepted, as transformers accepts them, but said: they may be a sign of the wrong config.
+  std::vector<std::string> unused;
+  for (const std::string& name : checkpoint_->names())
+    if (!used.count(name)) unused.push_back(name);
+  if (!unused.empty())
+    warn("weights {}: {} tensor{} that model {} does not use, ignored (the first: {})", path, unused.size(),
+         unused.size() == 1 ? "" : "s", config_.name, printable(unused.front()));
+}
+
+FileQuant decodebench_file_quant(const Checkpoint& file) {
+  FileQuant q;
+  const auto& meta = file.metadata();
+  const auto find = [&](const char* key) -> const std::string* {
+    const auto it = meta.find(key);
+    return it == meta.end() ? nullptr : &it->second;
+  };
+  const std::string* format = find("format");
+  if (!format || *format != "decodebench") return q;
+  q.decodebench = true;
+  const auto scheme = [&](const char* key) -> std::optional<Scheme> {
+    const std::string* v = find(key);
+    if (!v) return std::nullopt;
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4})
+      if (*v == to_string(s)) return s;
+    bad_metadata(file, key, *v, "fp16, int8 or int4");
+  };
+  q.scheme = scheme("quant");
+  q.lm_head = scheme("lm_head");
+  if (const std::string* v = find("group_size")) {
+    int g = 0;
+    const auto [ptr, ec] = std::from_chars(v->data(), v->data() + v->size(), g);
+    if (ec != std::errc() || ptr != v->data() + v->size() || g <= 0 || g > kMaxGroupSize)
+      bad_metadata(file, "group_size", *v, fmt::format("an integer in [1, {}]", kMaxGroupSize));
+    q.group_size = g;
+  }
+  if (const std::string* v = find("zero_point")) {
+    if (*v != "true" && *v != "false") bad_metadata(file, "zero_point", *v, "true or false");
+    q.zero_point = *v == "true";
+  }
+  return q;
 }
 
 WeightSource::~WeightSource() = default;

@@ -14,14 +14,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "decodebench/error.h"
+#include "decodebench/input.h"
 #include "decodebench/model.h"
 #include "decodebench/run_spec.h"
+#include "decodebench/weights.h"
 
 namespace db {
 
@@ -88,26 +88,12 @@ const char* type_name(const json& v) {
   return "an object";
 }
 
-std::string read_text_file(const fs::path& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{} {}: cannot open for reading", what, path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) fail("{} {}: read error", what, path.string());
-  return ss.str();
+std::string read_config_file(const fs::path& path) {
+  return read_input_file(path.string(), "config", kMaxConfigFileBytes);
 }
 
 json parse_json_object(const std::string& text, const std::string& label) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann prefixes "[json.exception.parse_error.101] ": keep only the part a user reads.
-    std::string what = e.what();
-    if (const size_t p = what.find("] "); what.rfind("[json.exception", 0) == 0 && p != std::string::npos)
-      what = what.substr(p + 2);
-    fail("config {}: invalid JSON: {}", label, what);
-  }
+  const json j = parse_json_document(text, "config " + label);
   if (!j.is_object()) fail("config {}: expected a JSON object at the top level, got {}", label, type_name(j));
   return j;
 }
@@ -145,11 +131,12 @@ json resolve_extends(json j, const Source& src, std::vector<std::string>& chain,
       fs::path p = target;
       if (p.is_relative() && !src.dir.empty()) p = fs::path(src.dir) / p;
       std::error_code ec;
-      if (src.key.rfind("preset:", 0) == 0 || !fs::is_regular_file(p, ec))
+      if (src.key.rfind("preset:", 0) == 0 || !fs::exists(p, ec))
         fail("config {}: extends '{}': not a preset (see `decodebench list presets`) and no such file{}",
-             src.label, target, src.key.rfind("preset:", 0) == 0 ? "" : " " + p.string());
+             src.label, printable(target),
+             src.key.rfind("preset:", 0) == 0 ? "" : " " + printable(p.string()));
       base_src = file_source(p);
-      base_text = read_text_file(p, "config");
+      base_text = read_config_file(p);  // a directory, FIFO or device is refused here
     }
     if (std::find(chain.begin(), chain.end(), base_src.key) != chain.end()) {
       std::string cycle;
@@ -242,7 +229,7 @@ void reject_unknown_fields(const json& obj, const std::set<std::string>& known, 
     if (known.count(it.key())) continue;
     std::string list;
     for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
-    fail("config {}: unknown field {}{} (known: {})", label, prefix, it.key(), list);
+    fail("config {}: unknown field {}{} (known: {})", label, prefix, printable(it.key()), list);
   }
 }
 
@@ -254,7 +241,7 @@ Scheme field_scheme(const Fields& f, const char* key, Scheme fallback) {
   for (Scheme sc : {Scheme::fp16, Scheme::int8, Scheme::int4})
     if (s == to_string(sc)) return sc;
   fail("config {}: field {}{} is '{}', not a scheme (supported: fp16, int8, int4)", f.label(), f.prefix(),
-       key, s);
+       key, printable(s));
 }
 
 QuantConfig parse_quant(const json& root, const std::string& label, bool strict) {
@@ -267,7 +254,9 @@ QuantConfig parse_quant(const json& root, const std::string& label, bool strict)
   const Fields f(*it, label, "quant.");
   q.scheme = field_scheme(f, "scheme", q.scheme);
   const int64_t g = f.integer("group_size", q.group_size);
-  if (g <= 0 || g > (1 << 20)) fail("config {}: quant.group_size must be positive, got {}", label, g);
+  if (g <= 0) fail("config {}: quant.group_size must be positive, got {}", label, g);
+  if (g > kMaxGroupSize)
+    fail("config {}: quant.group_size {} is above the limit {}", label, g, kMaxGroupSize);
   q.group_size = static_cast<int>(g);
   q.zero_point = f.boolean("zero_point", q.zero_point);
   q.lm_head = field_scheme(f, "lm_head", q.lm_head);
@@ -292,7 +281,8 @@ RopeScaling parse_rope(const json& v, const std::string& label, const char* fiel
     fail("config {}: missing field {}.rope_type", label, field);
   if (type == "default") return r;
   if (type != "llama3")
-    fail("config {}: {}.rope_type '{}' is not supported (supported: llama3, default)", label, field, type);
+    fail("config {}: {}.rope_type '{}' is not supported (supported: llama3, default)", label, field,
+         printable(type));
   r.llama3 = true;
   r.factor = f.number("factor");
   r.low_freq_factor = f.number("low_freq_factor");
@@ -348,7 +338,7 @@ ModelConfig parse_decodebench(const json& root, const std::string& label) {
   else if (arch == "qwen3")
     c.arch = Arch::qwen3;
   else
-    fail("config {}: architecture '{}' is not supported (supported: llama, qwen3)", label, arch);
+    fail("config {}: architecture '{}' is not supported (supported: llama, qwen3)", label, printable(arch));
   reject_unknown_fields(
       root,
       {"description", "architecture", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -370,13 +360,14 @@ ModelConfig parse_hf(const json& root, const std::string& label) {
   for (const HfArch& a : kHfArchs)
     if (name == a.hf_name) found = &a;
   if (!found)
-    fail("config {}: architecture {} is not supported (supported: {})", label, name, supported_hf_list());
+    fail("config {}: architecture {} is not supported (supported: {})", label, printable(name),
+         supported_hf_list());
   c.arch = found->arch;
 
   const Fields f(root, label);
   // What decodebench computes: SiLU MLP, no biases. Anything else would be benchmarked wrong.
   if (const std::string act = f.string("hidden_act", "silu"); act != "silu")
-    fail("config {}: hidden_act '{}' is not supported (decodebench implements silu)", label, act);
+    fail("config {}: hidden_act '{}' is not supported (decodebench implements silu)", label, printable(act));
   for (const char* bias : {"attention_bias", "mlp_bias"})
     if (f.boolean(bias, false)) fail("config {}: {} true is not supported (no bias terms)", label, bias);
 
@@ -536,15 +527,14 @@ ModelConfig load_model_config(const std::string& name_or_path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st))
-    fail("unknown model '{}': not a preset (see `decodebench list presets`) and no such file", name_or_path);
+    fail("unknown model '{}': not a preset (see `decodebench list presets`) and no such file",
+         printable(name_or_path));
   if (fs::is_directory(st)) {
     path /= "config.json";
-    if (!fs::is_regular_file(path, ec)) fail("model directory {}: no config.json in it", name_or_path);
-  } else if (!fs::is_regular_file(st)) {
-    fail("config {}: not a regular file", name_or_path);
+    if (!fs::exists(path, ec)) fail("model directory {}: no config.json in it", name_or_path);
   }
   const Source src = file_source(path);
-  ModelConfig c = parse_with_source(read_text_file(path, "config"), src);
+  ModelConfig c = parse_with_source(read_config_file(path), src);
   c.name = name_or_path;
   return c;
 }
@@ -552,20 +542,16 @@ ModelConfig load_model_config(const std::string& name_or_path) {
 void validate(const ModelConfig& c, const std::string& origin) {
   // Each size is bounded so that products of sizes (parameter counts, byte counts) cannot
   // overflow 64 bits; the bounds are far above any real model.
-  const std::pair<const char*, int64_t> sizes[] = {
-      {"hidden_size", c.hidden_size},
-      {"num_hidden_layers", c.num_hidden_layers},
-      {"num_attention_heads", c.num_attention_heads},
-      {"num_key_value_heads", c.num_key_value_heads},
-      {"head_dim", c.head_dim},
-      {"intermediate_size", c.intermediate_size},
-      {"vocab_size", c.vocab_size},
-      {"max_position_embeddings", c.max_position_embeddings},
-  };
-  constexpr int64_t kMaxSize = int64_t{1} << 24;
-  for (const auto& [field, v] : sizes) {
-    if (v <= 0) fail("config {}: {} must be positive, got {}", origin, field, v);
-    if (v > kMaxSize) fail("config {}: {} {} is implausibly large (limit {})", origin, field, v, kMaxSize);
+  const int64_t sizes[] = {
+      c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
+      c.head_dim,    c.intermediate_size, c.vocab_size,          c.max_position_embeddings};
+  static_assert(std::size(sizes) == std::size(kConfigLimits));
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    const auto [field, limit] = kConfigLimits[i];
+    if (sizes[i] <= 0) fail("config {}: {} must be positive, got {}", origin, field, sizes[i]);
+    if (sizes[i] > limit)
+      fail("config {}: {} {} is above the limit {}, larger than any real model's (docs/input-safety.md)",
+           origin, field, sizes[i], limit);
   }
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     fail("config {}: num_attention_heads {} is not a multiple of num_key_value_heads {}", origin,
@@ -585,12 +571,14 @@ void validate(const ModelConfig& c, const std::string& origin) {
           std::isfinite(r.high_freq_factor)))
       fail("config {}: rope_scaling needs 0 < low_freq_factor < high_freq_factor, got {} and {}", origin,
            r.low_freq_factor, r.high_freq_factor);
-    if (r.original_max_position_embeddings <= 0)
-      fail("config {}: rope_scaling.original_max_position_embeddings must be positive, got {}", origin,
-           r.original_max_position_embeddings);
+    if (r.original_max_position_embeddings <= 0 || r.original_max_position_embeddings > kMaxPositions)
+      fail("config {}: rope_scaling.original_max_position_embeddings must be in [1, {}], got {}", origin,
+           kMaxPositions, r.original_max_position_embeddings);
   }
   const int64_t g = c.quant.group_size;
   if (g <= 0) fail("config {}: quant.group_size must be positive, got {}", origin, g);
+  if (g > kMaxGroupSize)
+    fail("config {}: quant.group_size {} is above the limit {}", origin, g, kMaxGroupSize);
   if (c.quant.scheme == Scheme::int4 || c.quant.lm_head == Scheme::int4) {
     if (g % 2 != 0)
       fail("config {}: quant.group_size {} must be even (int4 packs two values per byte)", origin, g);
@@ -623,16 +611,12 @@ void validate(const ModelConfig& c, const std::string& origin) {
 void quant_from_weights_file(ModelConfig& c, const RunSpec& spec, std::string& overrides) {
   if (spec.weights.empty() || c.source != "hf") return;
   const Checkpoint file(spec.weights);
-  const auto& meta = file.metadata();
-  const auto get = [&](const char* key) {
-    const auto it = meta.find(key);
-    return it == meta.end() ? std::string() : it->second;
-  };
-  if (get("format") != "decodebench") return;
-  if (!spec.quant && !get("quant").empty()) c.quant.scheme = parse_scheme(get("quant"));
-  if (!spec.group_size && !get("group_size").empty()) c.quant.group_size = std::stoi(get("group_size"));
-  if (!get("zero_point").empty()) c.quant.zero_point = get("zero_point") == "true";
-  if (!spec.lm_head && !get("lm_head").empty()) c.quant.lm_head = parse_scheme(get("lm_head"));
+  const FileQuant q = decodebench_file_quant(file);
+  if (!q.decodebench) return;
+  if (!spec.quant && q.scheme) c.quant.scheme = *q.scheme;
+  if (!spec.group_size && q.group_size) c.quant.group_size = *q.group_size;
+  if (q.zero_point) c.quant.zero_point = *q.zero_point;
+  if (!spec.lm_head && q.lm_head) c.quant.lm_head = *q.lm_head;
   overrides += fmt::format(" the quantization of {}", spec.weights);
 }
 

@@ -76,13 +76,19 @@ std::string qk_norm_name(int64_t layer, bool k) {
   return fmt::format("model.layers.{}.self_attn.{}.weight", layer, k ? "k_norm" : "q_norm");
 }
 
+// validate() bounds every size so that this cannot overflow; the checked arithmetic says so
+// for a config that has not been validated.
 int64_t parameter_count(const ModelConfig& c) {
-  int64_t per_layer = 2 * c.hidden_size;                   // input + post-attention RMSNorm
-  if (c.arch == Arch::qwen3) per_layer += 2 * c.head_dim;  // q_norm, k_norm (per head, shared)
-  for (Linear l : kLinears) per_layer += linear_shape(c, l).elements();
-  const int64_t embedding = c.vocab_size * c.hidden_size;
+  constexpr const char* what = "parameter count";
+  int64_t per_layer = checked_mul(2, c.hidden_size, what);  // input + post-attention RMSNorm
+  if (c.arch == Arch::qwen3)
+    per_layer = checked_add(per_layer, checked_mul(2, c.head_dim, what), what);  // q_norm, k_norm
+  for (Linear l : kLinears) per_layer = checked_add(per_layer, linear_shape(c, l).elements(), what);
+  const int64_t embedding = checked_mul(c.vocab_size, c.hidden_size, what);
   const int64_t lm_head = c.tie_word_embeddings ? 0 : embedding;
-  return embedding + c.num_hidden_layers * per_layer + c.hidden_size /* final norm */ + lm_head;
+  int64_t n = checked_add(embedding, checked_mul(c.num_hidden_layers, per_layer, what), what);
+  n = checked_add(n, c.hidden_size, what);  // final norm
+  return checked_add(n, lm_head, what);
 }
 
 }  // namespace db

@@ -17,6 +17,7 @@
 
 #include "decodebench/commands.h"
 #include "decodebench/error.h"
+#include "decodebench/input.h"
 
 namespace db {
 namespace {
@@ -713,9 +714,10 @@ std::string format_comparison_json(const Comparison& c) {
 }
 
 int cmd_compare(const CompareSpec& spec) {
-  // Unreadable or invalid input is bad input here (exit 2), not a failed comparison (1,
-  // which means "regressed"). Error entries (failed sweep instances) are skipped with a
-  // warning each, and counted: the gate fails closed on them.
+  // Unreadable or invalid input is bad input here (exit 2), never a failed comparison (1,
+  // which means "regressed"): whatever reading throws becomes a db::UsageError. Error
+  // entries (failed sweep instances) are skipped with a warning each, and counted: the gate
+  // fails closed on them.
   int errors = 0;
   const auto read = [&errors](const std::string& path) {
     ResultsAndErrors r;
@@ -723,12 +725,14 @@ int cmd_compare(const CompareSpec& spec) {
       r = read_results_and_errors(path);
     } catch (const UsageError&) {
       throw;
-    } catch (const Error& e) {
+    } catch (const std::bad_alloc&) {
+      throw UsageError(fmt::format("results {}: out of host memory reading it", path));
+    } catch (const std::exception& e) {
       throw UsageError(e.what());
     }
+    for (const std::string& w : r.warnings) warn_line(w);
     for (const ErrorEntry& e : r.errors)
-      fmt::print(stderr, "decodebench: warning: {}: skipping an error entry ({}): {}\n", e.origin,
-                 error_entry_summary(e), e.error);
+      warn("{}: skipping an error entry ({}): {}", e.origin, error_entry_summary(e), printable(e.error, 500));
     errors = static_cast<int>(r.errors.size());
     return std::move(r.results);
   };
@@ -756,7 +760,7 @@ int cmd_compare(const CompareSpec& spec) {
     c.new_errors = errors;
   }
   c.allow_missing = spec.allow_missing;
-  for (const std::string& w : c.warnings) fmt::print(stderr, "decodebench: warning: {}\n", w);
+  for (const std::string& w : c.warnings) warn_line(w);
   std::fflush(stderr);
   std::cout << (spec.format == "json" ? format_comparison_json(c) : format_comparison_md(c)) << std::flush;
   return c.exit_code();

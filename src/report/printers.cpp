@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "decodebench/error.h"
+#include "decodebench/output_file.h"
 
 namespace db {
 
@@ -322,18 +323,7 @@ void write_results_file(const std::string& path, const std::vector<Result>& resu
 
 void write_text_file_atomically(const std::string& path, const std::string& text) {
   if (path.empty()) db::fail("cannot write results: the output path is empty");
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) db::fail("cannot write {}: {}", path, std::strerror(errno));
-  int err = 0;
-  if (std::fwrite(text.data(), 1, text.size(), f) != text.size()) err = errno ? errno : EIO;
-  if (std::fflush(f) != 0 && !err) err = errno;
-  if (std::fclose(f) != 0 && !err) err = errno;
-  if (!err && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err) {
-    std::remove(tmp.c_str());
-    db::fail("cannot write {}: {}", path, std::strerror(err));
-  }
+  write_file_atomically(path, text);
 }
 
 std::string summary_text(const Result& r) {

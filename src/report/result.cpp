@@ -20,13 +20,13 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
+#include <optional>
+#include <string_view>
 #include <type_traits>
 
 #include "decodebench/error.h"
+#include "decodebench/input.h"
 
 namespace db {
 
@@ -473,25 +473,7 @@ Result read_result(const json& j, const std::string& origin) {
   return r;
 }
 
-// nlohmann's messages start with "[json.exception.parse_error.101] "; users need the rest.
-std::string parse_message(const std::exception& e) {
-  std::string m = e.what();
-  if (m.rfind("[json.exception.", 0) == 0) {
-    const size_t close = m.find("] ");
-    if (close != std::string::npos) m.erase(0, close + 2);
-  }
-  return m;
-}
-
-json parse_json(const std::string& text, const std::string& where) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    db::fail("{}: invalid JSON: {}", where, parse_message(e));
-  }
-}
-
-bool is_blank(const std::string& s) {
+bool is_blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
 }
 
@@ -515,7 +497,8 @@ std::string result_to_json_text(const Result& r, int indent) {
 }
 
 Result result_from_json_text(const std::string& text, const std::string& origin) {
-  return read_result(parse_json(text, origin.empty() ? std::string("result") : "result " + origin), origin);
+  return read_result(parse_json_document(text, origin.empty() ? std::string("result") : "result " + origin),
+                     origin);
 }
 
 namespace {
@@ -560,7 +543,7 @@ std::string error_entry_summary(const ErrorEntry& e) {
   for (const char* k : {"model", "scheme", "kernel", "graph", "adapter_mode", "context", "tokens"}) {
     const auto it = c.find(k);
     if (it == c.end() || it->is_null()) continue;
-    std::string v = it->is_string() ? it->get<std::string>() : it->dump();
+    std::string v = printable(it->is_string() ? it->get<std::string>() : it->dump(), 80);
     if (it->is_boolean()) v = it->get<bool>() ? "on" : "off";
     if (v.empty()) continue;
     s += (s.empty() ? "" : ", ") + std::string(k) + " " + v;
@@ -570,6 +553,7 @@ std::string error_entry_summary(const ErrorEntry& e) {
 
 std::vector<Result> read_results(const std::string& path) {
   ResultsAndErrors r = read_results_and_errors(path);
+  for (const std::string& w : r.warnings) warn_line(w);
   if (!r.errors.empty())
     db::fail("{}: an error entry of a failed sweep instance ({}), not a result: {}", r.errors[0].origin,
              error_entry_summary(r.errors[0]), r.errors[0].error);
@@ -577,45 +561,63 @@ std::vector<Result> read_results(const std::string& path) {
 }
 
 ResultsAndErrors read_results_and_errors(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) db::fail("cannot read results {}: it is a directory", path);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) db::fail("cannot read results {}: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) db::fail("cannot read results {}: read error", path);
-  const std::string text = ss.str();
+  const std::string text = read_input_file(path, "results", kMaxResultsFileBytes);
   if (is_blank(text)) db::fail("results {}: the file is empty", path);
+  return parse_results_text(text, path);
+}
 
+ResultsAndErrors parse_results_text(const std::string& text, const std::string& path) {
+  ResultsAndErrors out;
   // One JSON document (an object or an array of objects), pretty-printed or not ...
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_discarded()) {
-    ResultsAndErrors out;
-    if (doc.is_array()) {
-      for (size_t i = 0; i < doc.size(); ++i) read_entry(doc[i], fmt::format("{}[{}]", path, i), out);
+  std::string document_error;
+  std::optional<json> doc;
+  try {
+    doc = parse_json_document(text, "results " + path);
+  } catch (const Error& e) {
+    document_error = e.what();
+  }
+  if (doc) {
+    if (doc->is_array()) {
+      for (size_t i = 0; i < doc->size(); ++i) read_entry((*doc)[i], fmt::format("{}[{}]", path, i), out);
       return out;
     }
-    read_entry(doc, path, out);
+    read_entry(*doc, path, out);
     return out;
   }
 
   // ... or JSONL: one object per line, blank lines ignored. A file whose first line is not
   // a JSON value by itself is a malformed single document: report that parse error.
-  std::vector<std::string> lines;
-  {
-    std::istringstream ls(text);
-    std::string line;
-    while (std::getline(ls, line)) lines.push_back(line);
+  std::vector<std::string_view> lines;
+  for (size_t start = 0; start < text.size();) {
+    const size_t nl = std::min(text.find('\n', start), text.size());
+    lines.push_back(std::string_view(text).substr(start, nl - start));
+    start = nl + 1;
   }
   size_t first = 0;
   while (first < lines.size() && is_blank(lines[first])) ++first;
-  if (json::parse(lines[first], nullptr, false).is_discarded()) parse_json(text, "results " + path);
-
-  ResultsAndErrors out;
+  try {
+    parse_json_document(lines.at(first), path);
+  } catch (const std::exception&) {
+    throw Error(document_error);
+  }
+  const bool ends_whole = text.back() == '\n';
   for (size_t i = first; i < lines.size(); ++i) {
     if (is_blank(lines[i])) continue;
     const std::string where = fmt::format("{}:{}", path, i + 1);
-    read_entry(parse_json(lines[i], "result " + where), where, out);
+    json entry;
+    try {
+      entry = parse_json_document(lines[i], "result " + where);
+    } catch (const Error&) {
+      // A last line cut short by an interrupted writer (no newline, not JSON): the lines
+      // before it are whole, so they are read and it is skipped. Anywhere else a bad line
+      // is a bad file.
+      if (i + 1 != lines.size() || ends_whole) throw;
+      out.warnings.push_back(fmt::format(
+          "{}: skipping a torn last line ({} bytes without a newline, not valid JSON: an interrupted write)",
+          where, lines[i].size()));
+      continue;
+    }
+    read_entry(entry, where, out);
   }
   return out;
 }
