@@ -116,3 +116,17 @@ TEST(Cli, HelpShowsTheRealDefaults) {
   ASSERT_TRUE(std::regex_search(o.out, m, std::regex(R"(--tokens INT[ =\[]*128)"))) << o.out;
   ASSERT_TRUE(std::regex_search(o.out, m, std::regex(R"(--model TEXT[ =\[]*8b-int4)"))) << o.out;
 }
+
+// A typo gets one line with the name it most likely meant.
+TEST(Cli, TyposOfOptionsPresetsAndVerbsSuggestTheClosestName) {
+  expect_one_line_error(run({"--modle", "tiny", "--backend", "cpu"}), 2, "(did you mean --model?)");
+  expect_one_line_error(run({"sweep", "--tokns", "4"}), 2, "(did you mean --tokens?)");
+  expect_one_line_error(run({"compare", "a.json", "b.json", "--treshold", "3"}), 2,
+                        "(did you mean --threshold?)");
+  expect_one_line_error(run({"--model", "8b-in4", "--backend", "cpu"}), 1, "(did you mean 8b-int4?)");
+  expect_one_line_error(run({"swep", "--model", "tiny"}), 2, "(did you mean sweep?)");
+  // Nothing close: no suggestion.
+  const Outcome far = run({"--frobnicate", "--backend", "cpu"});
+  EXPECT_EQ(far.code, 2);
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}

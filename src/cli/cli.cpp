@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <type_traits>
 
 #include "decodebench/adapter.h"
@@ -427,6 +428,29 @@ std::string shell_join(const std::vector<std::string>& argv) {
   return s;
 }
 
+// For an option nobody defined: the closest one the verb has, or the closest verb.
+std::string suggestion(const CLI::ParseError& e, const CLI::App& verb) {
+  const std::string what = e.what();
+  const size_t colon = what.find(" not expected: ");
+  if (colon == std::string::npos) return "";
+  // The unexpected words; an option among them is the likely typo.
+  std::istringstream words(what.substr(colon + 15));
+  std::string word, w;
+  while (words >> w)
+    if (word.empty() || (w.rfind("-", 0) == 0 && word.rfind("-", 0) != 0)) word = w;
+  if (word.empty()) return "";
+  std::vector<std::string> names;
+  if (word.rfind("-", 0) == 0) {
+    for (const CLI::Option* o : verb.get_options()) {
+      for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+      for (const std::string& n : o->get_snames()) names.push_back("-" + n);
+    }
+  } else {
+    for (const char* v : kVerbs) names.push_back(v);
+  }
+  return did_you_mean(word, names);
+}
+
 int cli_main(int argc, char** argv) {
   const std::vector<std::string> original(argv, argv + argc);
 
@@ -440,7 +464,8 @@ int cli_main(int argc, char** argv) {
   if (args.size() == 1 || (!top_flag && args[1].rfind("-", 0) == 0)) {
     args.insert(args.begin() + 1, "run");
   } else if (!top_flag && !is_verb(args[1])) {
-    usage_fail("unknown verb '{}' (verbs: {}; run is the default: decodebench --model 8b-int4 ...)", args[1],
+    usage_fail("unknown verb '{}'{} (verbs: {}; run is the default: decodebench --model 8b-int4 ...)",
+               args[1], did_you_mean(args[1], std::vector<std::string>(std::begin(kVerbs), std::end(kVerbs))),
                verbs_list());
   }
 
@@ -529,8 +554,12 @@ int cli_main(int argc, char** argv) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))
       return app.exit(e);  // --help, --version
     std::string where;
-    for (CLI::App* sub : app.get_subcommands()) where = std::string(" ") + sub->get_name();
-    usage_fail("{} (see `decodebench{} --help`)", one_line(e.what()), where);
+    CLI::App* verb = &app;
+    for (CLI::App* sub : app.get_subcommands()) {
+      where = std::string(" ") + sub->get_name();
+      verb = sub;
+    }
+    usage_fail("{}{} (see `decodebench{} --help`)", one_line(e.what()), suggestion(e, *verb), where);
   }
 
   if (run->parsed()) {

@@ -132,9 +132,10 @@ json resolve_extends(json j, const Source& src, std::vector<std::string>& chain,
       if (p.is_relative() && !src.dir.empty()) p = fs::path(src.dir) / p;
       std::error_code ec;
       if (src.key.rfind("preset:", 0) == 0 || !fs::exists(p, ec))
-        fail("config {}: extends '{}': not a preset (see `decodebench list presets`) and no such file{}",
+        fail("config {}: extends '{}': not a preset (see `decodebench list presets`) and no such file{}{}",
              src.label, printable(target),
-             src.key.rfind("preset:", 0) == 0 ? "" : " " + printable(p.string()));
+             src.key.rfind("preset:", 0) == 0 ? "" : " " + printable(p.string()),
+             did_you_mean(target, preset_names()));
       base_src = file_source(p);
       base_text = read_config_file(p);  // a directory, FIFO or device is refused here
     }
@@ -527,8 +528,8 @@ ModelConfig load_model_config(const std::string& name_or_path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (!fs::exists(st))
-    fail("unknown model '{}': not a preset (see `decodebench list presets`) and no such file",
-         printable(name_or_path));
+    fail("unknown model '{}': not a preset (see `decodebench list presets`) and no such file{}",
+         printable(name_or_path), did_you_mean(name_or_path, preset_names()));
   if (fs::is_directory(st)) {
     path /= "config.json";
     if (!fs::exists(path, ec)) fail("model directory {}: no config.json in it", name_or_path);
