@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -162,7 +163,10 @@ TEST(Printers, EveryTableFieldIsAResultField) {
 TEST(Printers, MarkdownHasAHeaderAnAlignmentRowAndOneRowPerResult) {
   const std::vector<db::Result> results = {sample_result("8b-int4", 1.5), sample_result("1b-fp16", 2.25)};
   const std::vector<std::string> lines = split_lines(db::format_results(results, db::OutputFormat::md));
-  const auto& fields = db::result_fields();
+  // The columns shown only where rows differ are left out: these two agree in them.
+  std::vector<db::ResultField> fields;
+  for (const auto& f : db::result_fields())
+    if (!f.when_differs) fields.push_back(f);
   ASSERT_EQ(lines.size(), 2 + results.size());
 
   const std::vector<std::string> header = md_cells(lines[0]);
@@ -191,6 +195,7 @@ TEST(Printers, MarkdownHasAHeaderAnAlignmentRowAndOneRowPerResult) {
   std::map<std::string, std::string> cell;
   for (size_t c = 0; c < fields.size(); ++c) cell[fields[c].path] = row[c];
   EXPECT_EQ(cell["timing.tpot_ms.median"], "1.500");
+  EXPECT_EQ(cell["timing.tpot_ms.n"], std::to_string(results[0].timing.tpot_ms.n));
   EXPECT_EQ(cell["timing.tpot_ms.p10"], "1.420");
   EXPECT_EQ(cell["timing.tokens_per_s"], "666.7");
   EXPECT_EQ(cell["roofline.floor_tpot_ms"], "1.261");
@@ -202,7 +207,10 @@ TEST(Printers, MarkdownEscapesPipes) {
   const std::vector<std::string> lines =
       split_lines(db::format_results({sample_result("a|b", 1.0)}, db::OutputFormat::md));
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(md_cells(lines[2]).size(), db::result_fields().size());
+  const auto& all = db::result_fields();
+  EXPECT_EQ(md_cells(lines[2]).size(),
+            static_cast<size_t>(
+                std::count_if(all.begin(), all.end(), [](const auto& f) { return !f.when_differs; })));
   EXPECT_EQ(md_cells(lines[2])[0], "a\\|b");
 }
 
@@ -319,3 +327,19 @@ TEST(Printers, SummaryStatesTheFiguresInAlignedLines) {
 }
 
 }  // namespace
+
+// A key field that usually does not vary gets an md column only where the rows differ in it.
+TEST(Printers, MarkdownShowsAKeyFieldColumnWhereTheRowsDifferInIt) {
+  db::Result sync = sample_result("8b-int4", 1.5);
+  sync.config.sync_per_token = true;
+  const std::string same = db::format_results({sample_result("8b-int4", 1.5), sample_result("8b-int4", 1.6)},
+                                              db::OutputFormat::md);
+  EXPECT_EQ(same.find("sync per token"), std::string::npos) << same;
+  const std::string differ = db::format_results({sample_result("8b-int4", 1.5), sync}, db::OutputFormat::md);
+  EXPECT_NE(differ.find("| sync per token |"), std::string::npos) << differ;
+  EXPECT_EQ(differ.find("| group "), std::string::npos) << "the group size is the same in both rows";
+  // csv always has every column.
+  EXPECT_NE(db::format_results({sample_result("8b-int4", 1.5)}, db::OutputFormat::csv)
+                .find("config.sync_per_token"),
+            std::string::npos);
+}

@@ -23,12 +23,16 @@ enum class CellFormat {
   per_s,      // tokens per second, 1 decimal
   GBps,       // 1 decimal
   ratio,      // 0..1, 2 decimals
+  percent,    // a fraction shown in percent, 2 decimals
 };
 
 struct ResultField {
   const char* path;    // dotted path into the result's JSON, e.g. "timing.tpot_ms.median"
   const char* header;  // md column header; the csv header is the path itself
   CellFormat format;
+  // md shows the column only where its rows differ in it (a key field that usually does
+  // not vary: group size, lm_head, sync per token, ...); csv always has it.
+  bool when_differs = false;
 };
 
 // The columns of the md and csv tables, in order.

@@ -23,17 +23,28 @@ const std::vector<ResultField>& result_fields() {
   static const std::vector<ResultField> fields = {
       {"config.model", "model", CellFormat::text},
       {"config.scheme", "scheme", CellFormat::text},
+      {"config.group_size", "group", CellFormat::integer, true},
+      {"config.zero_point", "zero point", CellFormat::on_off, true},
+      {"config.lm_head_scheme", "lm_head", CellFormat::text, true},
       {"config.kernel", "kernel", CellFormat::text},
       {"config.graph", "graph", CellFormat::on_off},
       {"config.adapter", "adapter", CellFormat::text},
       {"config.adapter_mode", "adapter mode", CellFormat::text},
       {"config.context", "context", CellFormat::integer},
       {"config.tokens", "tokens", CellFormat::integer},
+      {"config.sync_per_token", "sync per token", CellFormat::on_off, true},
+      {"config.weights", "weights", CellFormat::text, true},
+      {"config.seed", "seed", CellFormat::integer, true},
+      {"config.warmup", "warmup", CellFormat::integer, true},
+      {"config.repeat", "repeat", CellFormat::integer, true},
       {"device.name", "device", CellFormat::text},
       {"bytes.per_token.total", "GB/token", CellFormat::gigabytes},
       {"timing.tpot_ms.median", "TPOT ms", CellFormat::ms},
+      {"timing.noise", "noise", CellFormat::percent},
       {"timing.tpot_ms.p10", "p10 ms", CellFormat::ms},
       {"timing.tpot_ms.p90", "p90 ms", CellFormat::ms},
+      {"timing.tpot_ms.stdev", "stdev ms", CellFormat::ms},
+      {"timing.tpot_ms.n", "n", CellFormat::integer},
       {"timing.tokens_per_s", "tok/s", CellFormat::per_s},
       {"roofline.floor_tpot_ms", "floor ms", CellFormat::ms},
       {"roofline.achieved_GBps", "GB/s", CellFormat::GBps},
@@ -90,6 +101,8 @@ std::string md_cell(const json* v, CellFormat f) {
         return fmt::format("{:.1f}", x);
       case CellFormat::ratio:
         return fmt::format("{:.2f}", x);
+      case CellFormat::percent:
+        return fmt::format("{:.2f}%", 100 * x);
       default:
         break;
     }
@@ -137,7 +150,17 @@ std::string csv_cell(const json* v) {
 }
 
 std::string format_md(const std::vector<json>& rows) {
-  const auto& fields = result_fields();
+  // The columns: every field, but those shown only where the rows differ in them.
+  std::vector<ResultField> fields;
+  for (const ResultField& f : result_fields()) {
+    bool differs = false;
+    for (const json& row : rows) {
+      const json* a = at_path(row, f.path);
+      const json* b = at_path(rows.front(), f.path);
+      differs = differs || (a ? json_text(*a) : "") != (b ? json_text(*b) : "");
+    }
+    if (!f.when_differs || differs) fields.push_back(f);
+  }
   std::vector<std::vector<std::string>> cells;
   std::vector<size_t> width(fields.size());
   for (size_t c = 0; c < fields.size(); ++c) width[c] = std::max<size_t>(3, std::strlen(fields[c].header));
