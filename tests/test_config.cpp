@@ -339,7 +339,10 @@ TEST(Overrides, ApplyThenValidate) {
 
 TEST(UnknownModel, NeitherPresetNorFile) {
   const std::string e = error_of([] { db::load_model_config("8b-int5"); });
-  EXPECT_EQ(e, "unknown model '8b-int5': not a preset (see `decodebench list presets`) and no such file");
+  EXPECT_EQ(
+      e,
+      "unknown model '8b-int5': not a preset (see `decodebench list presets`) and no such file (did you mean "
+      "8b-int8?)");
 }
 
 // Each kind of bad config: the message names the file and the field.

@@ -61,6 +61,33 @@ TEST(SweepExpand, SplitList) {
   EXPECT_THROW(db::split_list("--model", "a,,b"), db::UsageError);
 }
 
+// The lists of group size, lm_head, seed and sync-per-token sit between quant and kernel,
+// and between adapter-mode and context, in the documented order.
+TEST(SweepExpand, GroupSizeLmHeadSeedAndSyncListsExpandInOrder) {
+  db::SweepSpec sp;
+  sp.models = {"m"};
+  sp.group_sizes = {32, std::nullopt};
+  sp.lm_heads = {db::Scheme::int8, db::Scheme::fp16};
+  sp.sync_per_token = {true, false};
+  sp.seeds = {7, 8};
+  const std::vector<db::RunSpec> v = db::expand_sweep(sp);
+  ASSERT_EQ(v.size(), 16u);
+  size_t i = 0;
+  for (int g = 0; g < 2; ++g)
+    for (db::Scheme h : {db::Scheme::int8, db::Scheme::fp16})
+      for (bool sync : {true, false})
+        for (uint64_t seed : {7, 8}) {
+          const db::RunSpec& s = v[i++];
+          EXPECT_EQ(s.group_size.has_value(), g == 0);
+          EXPECT_EQ(s.lm_head, h);
+          EXPECT_EQ(s.sync_per_token, sync);
+          EXPECT_EQ(s.seed, seed);
+        }
+  EXPECT_NE(v[0].command_line.find("--seed 7 --group-size 32 --lm-head int8"), std::string::npos)
+      << v[0].command_line;
+  EXPECT_NE(v[0].command_line.find("--sync-per-token"), std::string::npos);
+}
+
 TEST(SweepExpand, CartesianProductInTheDocumentedOrder) {
   db::SweepSpec sp;
   sp.base.backend = db::BackendKind::cpu;
@@ -167,9 +194,12 @@ TEST_F(Sweep, AFailingInstanceBecomesAnErrorEntryAndTheSweepGoesOn) {
 
 TEST_F(Sweep, ProgressLinesOnStderr) {
   const Outcome o = sweep_with_failure("s.json");
+  // A result's line says what ran (the CPU backend runs its reference, graph off, whatever
+  // was asked), with the median, the noise and a warning's kind; an error's, what was asked.
   const std::regex ok(
-      R"(\[[12]/4\] model tiny-int4, kernel int4\.gemv, graph on, context 0, tokens [23] \.\.\. )"
-      R"([0-9]+\.[0-9]{3} ms \(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
+      R"(\[[12]/4\] model tiny-int4, int4 g64, lm_head fp16, kernel cpu\.reference, graph off, context 0, )"
+      R"(tokens [23] \.\.\. [0-9]+\.[0-9]{3} ms ± [0-9]+\.[0-9]{2}%( \(warning: [a-z ]+\))? )"
+      R"(\(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
   const std::regex bad(
       R"(\[[34]/4\] model tiny-fp16, kernel int4\.gemv, graph on, context 0, tokens [23] \.\.\. )"
       R"(error: --kernel int4\.gemv: .* \(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
@@ -338,3 +368,37 @@ TEST_F(Sweep, CiRegressionScript) {
 }
 
 }  // namespace
+
+// The new lists from the command line, and --runs: each instance in separate processes.
+TEST_F(Sweep, ListsOfGroupSizeLmHeadSeedAndSyncAndRunsFromTheCommandLine) {
+  const Outcome o = run({"sweep",     "--model",
+                         "tiny-int4", "--group-size",
+                         "32,64",     "--lm-head",
+                         "fp16,int8", "--seed",
+                         "1,2",       "--sync-per-token=on,off",
+                         "--tokens",  "2",
+                         "--warmup",  "0",
+                         "--repeat",  "1",
+                         "--backend", "cpu",
+                         "-o",        path("lists.jsonl")});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::vector<db::Result> r = db::read_results(path("lists.jsonl"));
+  ASSERT_EQ(r.size(), 16u);
+  EXPECT_EQ(r[0].config.group_size, 32);
+  EXPECT_EQ(r[0].config.lm_head_scheme, "fp16");
+  EXPECT_EQ(r[0].config.seed, 1u);
+  EXPECT_TRUE(r[0].config.sync_per_token);
+  EXPECT_EQ(r[15].config.group_size, 64);
+  EXPECT_EQ(r[15].config.lm_head_scheme, "int8");
+  EXPECT_EQ(r[15].config.seed, 2u);
+  EXPECT_FALSE(r[15].config.sync_per_token);
+  db_test::expect_one_line_error(
+      run({"sweep", "--model", "tiny", "--sync-per-token=maybe", "--backend", "cpu"}), 2,
+      "--sync-per-token maybe: not one of on, off");
+
+  const Outcome twice = run({"sweep", "--model", "tiny-int4", "--tokens", "2", "--warmup", "0", "--repeat",
+                             "2", "--runs", "2", "--backend", "cpu", "-o", path("runs.jsonl")});
+  ASSERT_EQ(twice.code, 0) << twice.err;
+  EXPECT_EQ(db::read_results(path("runs.jsonl")).size(), 2u);
+  EXPECT_NE(twice.err.find("[2/2 run 2/2]"), std::string::npos) << twice.err;
+}

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "decodebench/config.h"
+#include "decodebench/result.h"
 #include "decodebench/run_spec.h"
 
 namespace db {
@@ -24,9 +25,14 @@ struct SweepSpec {
   std::vector<std::optional<Scheme>> quants{std::nullopt};  // nullopt: the config's scheme
   std::vector<std::string> kernels{"auto"};
   std::vector<bool> graphs{true};
+  std::vector<std::optional<int>> group_sizes{std::nullopt};  // nullopt: the config's
+  std::vector<std::optional<Scheme>> lm_heads{std::nullopt};  // nullopt: the config's
   std::vector<AdapterMode> adapter_modes{AdapterMode::merged};
+  std::vector<bool> sync_per_token{false};
+  std::vector<uint64_t> seeds{0};
   std::vector<int64_t> contexts{0};
   std::vector<int64_t> tokens{128};
+  int runs = 1;  // --runs: each instance this many times, each in a separate process
 };
 
 // "a,b,c" -> {a, b, c}. An empty item ("a,,b", "a,") is a db::UsageError naming `option`.
@@ -46,14 +52,17 @@ std::vector<int64_t> expand_int_list(const std::string& option, const std::strin
 // instances, naming each list's size.
 void check_sweep_size(const SweepSpec& spec);
 
-// The instances in the fixed order: model outermost, then quant, kernel, graph,
-// adapter-mode, context, tokens (innermost). Each is `base` with those fields set and its
-// command_line the equivalent `decodebench run ...`. Pure: nothing is loaded or checked.
+// The instances in the fixed order: model outermost, then quant, group size, lm_head,
+// kernel, graph, adapter-mode, sync-per-token, seed, context, tokens (innermost). Each is `base` with those
+// fields set and its command_line the equivalent `decodebench run ...`. Pure: nothing is loaded or checked.
 std::vector<RunSpec> expand_sweep(const SweepSpec& spec);
 
-// "model tiny-int4, quant int4, kernel auto, graph on, context 0, tokens 8" (quant and
-// adapter-mode only when given).
+// "model tiny-int4, quant int4, kernel auto, graph on, context 0, tokens 8" (quant,
+// group-size, lm-head, adapter-mode and sync per token only when given): what was asked.
 std::string instance_summary(const RunSpec& s);
+
+// "model tiny-int4, int4 g64, kernel cpu.reference, graph off, context 0, tokens 8": what ran.
+std::string ran_summary(const Result& r);
 
 // Runs every instance; progress on stderr, the md table of the entries on stdout, the file
 // with -o. Returns 0 when every instance produced a result, 1 when any failed.

@@ -197,6 +197,7 @@ struct RunArgs {
   std::string quant, lm_head, graph = "on", adapter_mode = "merged", backend = "cuda", format;
   std::string group_size;
   std::string max_noise, max_time = "60", progress, runs = "1";
+  std::string sync;  // sweep: --sync-per-token=on,off
   // Integers as typed; the defaults are RunSpec's, printed by --help.
   std::string seed = std::to_string(spec.seed), context = std::to_string(spec.context),
               tokens = std::to_string(spec.tokens), warmup = std::to_string(spec.warmup),
@@ -220,8 +221,7 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
   add_integer(run, "--seed", a.seed, "Seed of the synthetic weights")->capture_default_str();
   member(run->add_option("--quant", a.quant, "Weight scheme (default: the config's)"), kSchemeNames);
   add_integer(run, "--group-size", a.group_size, "int4 group size (default: the config's)");
-  run->add_option("--lm-head", a.lm_head, "lm_head scheme (default: the config's)")
-      ->check(CLI::IsMember(kSchemeNames));
+  member(run->add_option("--lm-head", a.lm_head, "lm_head scheme (default: the config's)"), kSchemeNames);
   run->add_option("--kernel", s.kernel, "GEMV kernel: auto or a name from `decodebench list kernels`")
       ->capture_default_str();
   member(run->add_option("--graph", a.graph, "Replay one captured CUDA Graph per token, or launch eagerly"),
@@ -250,8 +250,12 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
          "--progress", a.progress,
          "Phases on stderr: auto (once a run takes 2 s), on or off (default: $DECODEBENCH_PROGRESS or auto)")
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  run->add_flag("--sync-per-token", s.sync_per_token,
-                "Host waits for every token (as a detokenizing server does)");
+  if (sweep)
+    run->add_flag("--sync-per-token{on}", a.sync,
+                  "Host waits for every token: on (the flag alone), off, or both as --sync-per-token=on,off");
+  else
+    run->add_flag("--sync-per-token", s.sync_per_token,
+                  "Host waits for every token (as a detokenizing server does)");
   run->add_flag("--check", s.check, "Compare the logits against the reference");
   run->add_option("--backend", a.backend, "cuda, or cpu (the float32 reference: slow, for checks)")
       ->check(CLI::IsMember({"cuda", "cpu"}))
@@ -271,8 +275,11 @@ CLI::App* add_run(CLI::App& app, RunArgs& a) {
 CLI::App* add_sweep(CLI::App& app, RunArgs& a) {
   CLI::App* sw = app.add_subcommand(
       "sweep",
-      "Run the cartesian product of the run options; --model, --quant, --kernel, --graph, --adapter-mode, "
-      "--context and --tokens take comma lists, --context and --tokens also ranges A-B+S and A-B*F");
+      "Run the cartesian product of the run options. --model, --quant, --group-size, --lm-head, --kernel, "
+      "--graph, --adapter-mode, --seed, --context and --tokens take comma lists (a,b,c); --context and "
+      "--tokens "
+      "also ranges A-B+S (A, A+S, ... <= B) and A-B*F (A, A*F, ... <= B); --sync-per-token=on,off. --runs N "
+      "runs each instance N times in separate processes");
   add_run_options(sw, a, true);
   return sw;
 }
@@ -379,6 +386,33 @@ SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<st
     one_of("--adapter-mode", m, {"merged", "external"});
     sp.adapter_modes.push_back(m == "external" ? AdapterMode::external : AdapterMode::merged);
   }
+  if (sw.count("--group-size")) {
+    sp.group_sizes.clear();
+    for (const std::string& g : split_list("--group-size", a.group_size)) {
+      const int v = parse_integer<int>("--group-size", g);
+      if (v <= 0) usage_fail("--group-size must be positive, got {}", v);
+      sp.group_sizes.push_back(v);
+    }
+  }
+  if (!a.lm_head.empty()) {
+    sp.lm_heads.clear();
+    for (const std::string& h : split_list("--lm-head", a.lm_head)) {
+      one_of("--lm-head", h, kSchemeNames);
+      sp.lm_heads.push_back(parse_scheme(h));
+    }
+  }
+  if (sw.count("--seed")) {
+    sp.seeds.clear();
+    for (const std::string& v : split_list("--seed", a.seed))
+      sp.seeds.push_back(parse_integer<uint64_t>("--seed", v));
+  }
+  if (!a.sync.empty()) {
+    sp.sync_per_token.clear();
+    for (const std::string& v : split_list("--sync-per-token", a.sync)) {
+      one_of("--sync-per-token", v, {"on", "off"});
+      sp.sync_per_token.push_back(v == "on");
+    }
+  }
   sp.contexts = expand_int_list("--context", a.context);
   sp.tokens = expand_int_list("--tokens", a.tokens);
   for (int64_t c : sp.contexts) check_count("--context", c, 0, kMaxContext);
@@ -392,7 +426,12 @@ SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<st
   a.adapter_mode = "merged";
   a.context = "0";
   a.tokens = "1";
+  a.seed = "0";
+  a.group_size = "128";  // parsed only when given; each instance's own is checked by the run
+  a.lm_head.clear();
   sp.base = finish_run_spec(a, sw, argv, true);
+  sp.base.group_size.reset();
+  sp.runs = sp.base.runs;
   check_timed_steps(*std::max_element(sp.tokens.begin(), sp.tokens.end()), sp.base.repeat);
   sp.models = sw.count("--model") ? models : std::vector<std::string>{sp.base.model};
   check_sweep_size(sp);  // before any config is loaded: a list of a million models is refused at once

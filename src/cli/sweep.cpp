@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "decodebench/commands.h"
 #include "decodebench/error.h"
+#include "decodebench/input.h"
 #include "decodebench/output_file.h"
 #include "decodebench/printers.h"
 #include "decodebench/result.h"
@@ -116,7 +117,9 @@ void check_sweep_size(const SweepSpec& sp) {
       static_cast<int64_t>(sp.models.size()),        static_cast<int64_t>(sp.quants.size()),
       static_cast<int64_t>(sp.kernels.size()),       static_cast<int64_t>(sp.graphs.size()),
       static_cast<int64_t>(sp.adapter_modes.size()), static_cast<int64_t>(sp.contexts.size()),
-      static_cast<int64_t>(sp.tokens.size())};
+      static_cast<int64_t>(sp.tokens.size()),        static_cast<int64_t>(sp.group_sizes.size()),
+      static_cast<int64_t>(sp.lm_heads.size()),      static_cast<int64_t>(sp.sync_per_token.size()),
+      static_cast<int64_t>(sp.seeds.size()),         static_cast<int64_t>(sp.runs)};
   int64_t n = 1;
   bool over = false;
   for (int64_t k : sizes) {
@@ -131,11 +134,27 @@ void check_sweep_size(const SweepSpec& sp) {
         sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6], kMaxSweepInstances);
 }
 
+std::string ran_summary(const Result& r) {
+  const RunConfig& c = r.config;
+  std::string out = fmt::format("model {}, {}", c.model, c.scheme);
+  if (c.scheme == "int4") out += fmt::format(" g{}", c.group_size);
+  if (c.lm_head_scheme != c.scheme) out += fmt::format(", lm_head {}", c.lm_head_scheme);
+  if (c.seed != 0) out += fmt::format(", seed {}", c.seed);
+  out += fmt::format(", kernel {}, graph {}", c.kernel, on_off(c.graph));
+  if (c.adapter != "none" && !c.adapter.empty()) out += fmt::format(", adapter-mode {}", c.adapter_mode);
+  if (c.sync_per_token) out += ", sync per token";
+  out += fmt::format(", context {}, tokens {}", c.context, c.tokens);
+  return out;
+}
+
 std::string instance_summary(const RunSpec& s) {
   std::string out = "model " + s.model;
   if (s.quant) out += fmt::format(", quant {}", to_string(*s.quant));
+  if (s.group_size) out += fmt::format(", group-size {}", *s.group_size);
+  if (s.lm_head) out += fmt::format(", lm-head {}", to_string(*s.lm_head));
   out += fmt::format(", kernel {}, graph {}", s.kernel, on_off(s.graph));
   if (!s.adapter.empty()) out += fmt::format(", adapter-mode {}", mode_name(s.adapter_mode));
+  if (s.sync_per_token) out += ", sync per token";
   out += fmt::format(", context {}, tokens {}", s.context, s.tokens);
   return out;
 }
@@ -167,6 +186,8 @@ ErrorEntry error_entry(const RunSpec& s, const std::string& message) {
   c["warmup"] = s.warmup;
   c["repeat"] = s.repeat;
   c["sync_per_token"] = s.sync_per_token;
+  if (s.group_size) c["group_size"] = *s.group_size;
+  if (s.lm_head) c["lm_head_scheme"] = to_string(*s.lm_head);
   ErrorEntry e;
   e.error = message;
   e.config_json = c.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
@@ -186,23 +207,31 @@ std::vector<RunSpec> expand_sweep(const SweepSpec& sp) {
   std::vector<RunSpec> out;
   for (const std::string& model : sp.models)
     for (const std::optional<Scheme>& quant : sp.quants)
-      for (const std::string& kernel : sp.kernels)
-        for (bool graph : sp.graphs)
-          for (AdapterMode mode : sp.adapter_modes)
-            for (int64_t context : sp.contexts)
-              for (int64_t tokens : sp.tokens) {
-                RunSpec s = sp.base;
-                s.model = model;
-                s.quant = quant;
-                s.kernel = kernel;
-                s.graph = graph;
-                s.adapter_mode = mode;
-                s.context = context;
-                s.tokens = tokens;
-                s.output.clear();
-                s.command_line = run_command(s);
-                out.push_back(std::move(s));
-              }
+      for (const std::optional<int>& group : sp.group_sizes)
+        for (const std::optional<Scheme>& lm_head : sp.lm_heads)
+          for (const std::string& kernel : sp.kernels)
+            for (bool graph : sp.graphs)
+              for (AdapterMode mode : sp.adapter_modes)
+                for (bool sync : sp.sync_per_token)
+                  for (uint64_t seed : sp.seeds)
+                    for (int64_t context : sp.contexts)
+                      for (int64_t tokens : sp.tokens) {
+                        RunSpec s = sp.base;
+                        s.model = model;
+                        s.quant = quant;
+                        s.group_size = group;
+                        s.lm_head = lm_head;
+                        s.kernel = kernel;
+                        s.graph = graph;
+                        s.adapter_mode = mode;
+                        s.sync_per_token = sync;
+                        s.seed = seed;
+                        s.context = context;
+                        s.tokens = tokens;
+                        s.output.clear();
+                        s.command_line = run_command(s);
+                        out.push_back(std::move(s));
+                      }
   return out;
 }
 
@@ -223,14 +252,21 @@ int cmd_sweep(const SweepSpec& sp) {
   WeightReuse reuse;
   size_t failed = 0;
   const auto start = std::chrono::steady_clock::now();
-  const size_t n = instances.size();
+  // With --runs R each instance runs R times, each in a separate process (no weights are
+  // shared between processes); without it, in this process, sharing weights between runs.
+  const size_t runs = static_cast<size_t>(sp.runs);
+  const size_t n = instances.size() * runs;
   for (size_t i = 0; i < n; ++i) {
-    const RunSpec& s = instances[i];
+    const RunSpec& s = instances[i / runs];
     SweepEntry e;
     std::string outcome;
     try {
-      e.result = run_one(s, &reuse);
-      outcome = fmt::format("{:.3f} ms", e.result->timing.tpot_ms.median);
+      e.result = runs > 1 ? run_in_process(s) : run_one(s, &reuse);
+      const Timing& t = e.result->timing;
+      outcome = fmt::format("{:.3f} ms", t.tpot_ms.median);
+      if (t.repetitions >= 2) outcome += fmt::format(" ± {:.2f}%", 100 * t.noise);
+      if (!t.warnings.empty())
+        outcome += " (warning: " + t.warnings.front().substr(0, t.warnings.front().find(':')) + ")";
     } catch (const std::exception& ex) {
       e.result.reset();
       e.error = error_entry(s, one_line(ex.what()));
@@ -240,8 +276,12 @@ int cmd_sweep(const SweepSpec& sp) {
     append(e.result ? result_to_json_text(*e.result, -1) : error_entry_json_text(e.error, -1));
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double left = elapsed / static_cast<double>(i + 1) * static_cast<double>(n - i - 1);
-    fmt::print(stderr, "[{}/{}] {} ... {} (elapsed {:.1f}s, ~{:.1f}s left)\n", i + 1, n, instance_summary(s),
-               outcome, elapsed, left);
+    // What ran: the result's config where there is one (the CPU backend runs cpu.reference,
+    // graph off, whatever was asked).
+    const std::string what = e.result ? ran_summary(*e.result) : instance_summary(s);
+    const std::string run_of = runs > 1 ? fmt::format(" run {}/{}", i % runs + 1, runs) : "";
+    fmt::print(stderr, "[{}/{}{}] {} ... {} (elapsed {:.1f}s, ~{:.1f}s left)\n", i + 1, n, run_of, what,
+               printable(outcome, 300), elapsed, left);
     std::fflush(stderr);
     entries.push_back(std::move(e));
   }
