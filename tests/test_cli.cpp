@@ -7,6 +7,8 @@
 #include <regex>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_helpers.h"
 
 namespace {
@@ -129,4 +131,24 @@ TEST(Cli, TyposOfOptionsPresetsAndVerbsSuggestTheClosestName) {
   const Outcome far = run({"--frobnicate", "--backend", "cpu"});
   EXPECT_EQ(far.code, 2);
   EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
+}
+
+// Options the CPU backend cannot apply are warned about, never silently dropped; -o - puts
+// the result on stdout (the summary moves to stderr).
+TEST(Cli, CpuBackendWarnsAboutOptionsItIgnoresAndDashOIsStdout) {
+  const Outcome o = run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "2", "--repeat", "1",
+                         "--graph", "off", "--kernel", "int4.gemv", "-o", "-"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("decodebench: warning: --graph has no effect on the CPU backend"), std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("decodebench: warning: --kernel has no effect on the CPU backend"), std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("TPOT "), std::string::npos) << "the summary goes to stderr with -o -";
+  const auto doc = nlohmann::json::parse(o.out);  // stdout is one JSON result
+  EXPECT_EQ(doc.at("config").at("kernel"), "cpu.reference");
+  EXPECT_EQ(doc.at("config").at("graph"), false);
+  const Outcome csv = run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "2", "--repeat", "1", "-o",
+                           "-", "--format", "csv"});
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_EQ(csv.out.rfind("config.model,", 0), 0u) << csv.out;
 }

@@ -121,9 +121,9 @@ TEST(SweepExpand, CartesianProductInTheDocumentedOrder) {
               }
   EXPECT_EQ(
       v[0].command_line,
-      "decodebench run --model m1 --seed 0 --quant int4 --kernel auto --graph on --adapter "
-      "synthetic:rank=2 --adapter-mode merged --context 0 --tokens 1 --warmup 16 --repeat 5 --backend cpu "
-      "--device 0");
+      "decodebench run --model m1 --seed 0 --quant int4 --kernel auto --adapter synthetic:rank=2 "
+      "--adapter-mode "
+      "merged --context 0 --tokens 1 --warmup 16 --repeat 5 --backend cpu");  // no --graph, --device: CUDA's
   EXPECT_EQ(db::instance_summary(v[0]),
             "model m1, quant int4, kernel auto, graph on, adapter-mode merged, context 0, tokens 1");
 }

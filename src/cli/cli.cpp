@@ -324,6 +324,8 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
 
   if (!a.format.empty()) {
     s.format = parse_format(a.format);
+  } else if (s.output == "-") {
+    s.format = OutputFormat::json;  // -o -: the result on stdout, json unless --format says
   } else if (!s.output.empty()) {
     const std::optional<OutputFormat> f = format_from_extension(s.output);
     if (!f)
@@ -334,7 +336,20 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
   s.command_line = shell_join(argv);
 
   // Paths: everything the run will open must exist, and the result must be writable.
-  if (!s.output.empty()) check_output_path(s.output);
+  if (!s.output.empty() && s.output != "-") check_output_path(s.output);
+
+  // Options the CPU backend cannot apply are said so, never silently ignored: its float32
+  // reference runs each step as it comes, with one way to multiply, on the host.
+  if (s.backend == BackendKind::cpu) {
+    const auto ignored = [&](const char* option, const char* why) {
+      warn("{} has no effect on the CPU backend: {}", option, why);
+    };
+    if (run.count("--graph")) ignored("--graph", "its steps are not launched (the result records graph off)");
+    if (s.kernel != "auto" && !sweep)
+      ignored("--kernel", "it multiplies with its float32 reference (the result records cpu.reference)");
+    if (run.count("--sync-per-token")) ignored("--sync-per-token", "every step already ends on the host");
+    if (run.count("--device")) ignored("--device", "it runs on the host");
+  }
   if (!s.adapter.empty()) check_adapter(s.adapter);
   if (!s.weights.empty()) {
     check_exists(s.weights, "weights");
@@ -613,6 +628,7 @@ int cli_main(int argc, char** argv) {
   }
   if (list->parsed()) return cmd_list(list_what);
   if (report->parsed()) {
+    if (report_output == "-") report_output.clear();  // -o -: stdout, as without -o
     if (!report_output.empty()) check_output_path(report_output);
     return cmd_report(report_files, report_format, report_output);
   }

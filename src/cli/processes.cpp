@@ -60,7 +60,9 @@ std::vector<std::string> run_arguments(const RunSpec& s) {
   if (s.quant) a.insert(a.end(), {"--quant", to_string(*s.quant)});
   if (s.group_size) a.insert(a.end(), {"--group-size", std::to_string(*s.group_size)});
   if (s.lm_head) a.insert(a.end(), {"--lm-head", to_string(*s.lm_head)});
-  a.insert(a.end(), {"--kernel", s.kernel, "--graph", on_off(s.graph)});
+  a.insert(a.end(), {"--kernel", s.kernel});
+  const bool cuda = s.backend == BackendKind::cuda;  // --graph and --device are the CUDA backend's
+  if (cuda) a.insert(a.end(), {"--graph", on_off(s.graph)});
   if (!s.adapter.empty())
     a.insert(a.end(), {"--adapter", s.adapter, "--adapter-mode",
                        s.adapter_mode == AdapterMode::external ? "external" : "merged"});
@@ -71,7 +73,8 @@ std::vector<std::string> run_arguments(const RunSpec& s) {
                        fmt::format("{}", s.max_time_s)});
   if (s.sync_per_token) a.push_back("--sync-per-token");
   if (s.check) a.push_back("--check");
-  a.insert(a.end(), {"--backend", to_string(s.backend), "--device", std::to_string(s.device)});
+  a.insert(a.end(), {"--backend", to_string(s.backend)});
+  if (cuda) a.insert(a.end(), {"--device", std::to_string(s.device)});
   return a;
 }
 

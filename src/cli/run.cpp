@@ -195,19 +195,29 @@ int cmd_run(const RunSpec& spec) {
     }
     std::vector<double> medians;
     for (const Result& r : results) medians.push_back(r.timing.tpot_ms.median);
-    std::cout << format_results(results, OutputFormat::md)
-              << fmt::format(
-                     "\n{} runs in separate processes: {:.3f} ms median of medians, {:.2f}% spread across "
-                     "runs (relative stdev)\n",
-                     spec.runs, compute_stats(medians).median, 100 * repetition_noise(medians))
-              << std::flush;
-    if (!spec.output.empty()) write_results_file(spec.output, results, spec.format);
+    std::ostream& table = spec.output == "-" ? std::cerr : std::cout;
+    table << format_results(results, OutputFormat::md)
+          << fmt::format(
+                 "\n{} runs in separate processes: {:.3f} ms median of medians, {:.2f}% spread across "
+                 "runs (relative stdev)\n",
+                 spec.runs, compute_stats(medians).median, 100 * repetition_noise(medians))
+          << std::flush;
+    if (spec.output == "-")
+      std::cout << format_results(results, spec.format) << std::flush;
+    else if (!spec.output.empty())
+      write_results_file(spec.output, results, spec.format);
     return 0;
   }
   const Result r = run_one(spec);
-  std::cout << summary_text(r) << std::flush;
+  // -o -: the result on stdout, and the summary on stderr so that stdout stays one document.
+  if (spec.output == "-") {
+    std::cerr << summary_text(r) << std::flush;
+    std::cout << format_results({r}, spec.format) << std::flush;
+  } else {
+    std::cout << summary_text(r) << std::flush;
+  }
   for (const std::string& w : r.timing.warnings) warn_line(w);
-  if (!spec.output.empty()) write_results_file(spec.output, {r}, spec.format);
+  if (!spec.output.empty() && spec.output != "-") write_results_file(spec.output, {r}, spec.format);
   return 0;
 }
 

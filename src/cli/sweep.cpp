@@ -238,7 +238,7 @@ std::vector<RunSpec> expand_sweep(const SweepSpec& sp) {
 int cmd_sweep(const SweepSpec& sp) {
   const std::vector<RunSpec> instances = expand_sweep(sp);
   const std::string& output = sp.base.output;
-  const bool jsonl = !output.empty() && sp.base.format == OutputFormat::jsonl;
+  const bool jsonl = !output.empty() && output != "-" && sp.base.format == OutputFormat::jsonl;
 
   // jsonl: appended to the final path as each instance finishes, each line whole or not at
   // all (output_file.h), so a crash or an interrupt keeps every finished line.
@@ -287,8 +287,14 @@ int cmd_sweep(const SweepSpec& sp) {
   }
   if (lines) lines->close();
 
-  std::cout << format_entries(entries, OutputFormat::md) << std::flush;
-  if (!output.empty() && !jsonl) write_text_file_atomically(output, format_entries(entries, sp.base.format));
+  // -o -: the entries on stdout in the format asked, instead of the md table.
+  if (output == "-") {
+    std::cout << format_entries(entries, sp.base.format) << std::flush;
+  } else {
+    std::cout << format_entries(entries, OutputFormat::md) << std::flush;
+    if (!output.empty() && !jsonl)
+      write_text_file_atomically(output, format_entries(entries, sp.base.format));
+  }
   if (failed)
     warn("sweep: {} of {} instances failed (error entries{})", failed, n,
          output.empty() ? "" : " in " + output);
