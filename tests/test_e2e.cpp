@@ -194,3 +194,13 @@ TEST_F(E2e, OutputIntoAMissingDirectoryFailsCleanly) {
 }
 
 }  // namespace
+
+// report --format summary prints a stored result as the run printed it.
+TEST_F(E2e, ReportPrintsAStoredResultAsTheRunDid) {
+  const Outcome o = run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "4", "--warmup", "1",
+                         "--repeat", "2", "-o", path("r.json")});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const Outcome s = run({"report", path("r.json"), "--format", "summary"});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.out, o.out);
+}

@@ -55,6 +55,9 @@ db::Result sample_result(const std::string& model, double median_ms) {
   r.bytes.per_token.total = 5'170'216'960;
   r.timing.samples_ms = {median_ms - 0.1, median_ms, median_ms + 0.1};
   r.timing.tpot_ms = db::compute_stats(r.timing.samples_ms);
+  r.timing.repetition_medians_ms = db::repetition_medians(r);  // as a run writes them
+  r.timing.noise = db::repetition_noise(r.timing.repetition_medians_ms);
+  r.timing.repetitions = static_cast<int64_t>(r.timing.repetition_medians_ms.size());
   r.timing.tokens_per_s = 1000 / median_ms;
   r.timing.clock = "cuda-events";
   r.roofline.floor_tpot_ms = 5'170'216'960 / 4100e9 * 1e3;

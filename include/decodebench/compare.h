@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "decodebench/measure.h"
 #include "decodebench/result.h"
 
 namespace db {
@@ -48,11 +49,6 @@ std::string to_string(const RunKey& k);
 const std::vector<std::string>& key_field_names();
 std::string key_value(const RunKey& k, const std::string& field);
 RunKey without_field(RunKey k, const std::string& field);
-
-// A run's independent measurements: its repetition medians (timing.repetition_medians_ms),
-// or, for a result written before that field, the medians of its samples_ms taken
-// config.tokens at a time.
-std::vector<double> repetition_medians(const Result& r);
 
 // Two-sided Mann-Whitney U test of samples a against samples b. Without ties and with at most
 // kExactMannWhitney samples in all, p is exact (the distribution of U over every ordering, as

@@ -155,6 +155,11 @@ TpotStats compute_stats(const std::vector<double>& samples);
 // repetitions.
 double repetition_noise(const std::vector<double>& repetition_medians_ms);
 
+// A run's independent measurements: its repetition medians (timing.repetition_medians_ms),
+// or, for a result written before that field, the medians of its samples_ms taken
+// config.tokens at a time.
+std::vector<double> repetition_medians(const Result& r);
+
 // Above this noise a run is flagged noisy (timing.warnings): it is as large as compare's
 // default threshold, so the run cannot support a verdict at that threshold.
 inline constexpr double kNoisyRun = 0.03;

@@ -574,8 +574,10 @@ int cli_main(int argc, char** argv) {
   std::string report_format = "md", report_output;
   CLI::App* report = app.add_subcommand("report", "Print result files (json, array or jsonl) as one table");
   report->add_option("FILES", report_files, "Result files")->required();
-  report->add_option("--format", report_format, "md, csv, json or jsonl")
-      ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}))
+  report
+      ->add_option("--format", report_format,
+                   "md, csv, json, jsonl, or summary (each run as a run prints it)")
+      ->check(CLI::IsMember({"md", "csv", "json", "jsonl", "summary"}))
       ->capture_default_str();
   report->add_option("-o,--output", report_output, "Write the table here instead of stdout");
 

@@ -25,6 +25,15 @@ int cmd_report(const std::vector<std::string>& files, const std::string& format,
   if (all.empty())
     fail("report: no results in {} ({} error entr{} skipped)",
          files.size() == 1 ? files[0] : "the files given", skipped, skipped == 1 ? "y" : "ies");
+  if (format == "summary") {  // each result as `decodebench run` prints it
+    std::string text;
+    for (size_t i = 0; i < all.size(); ++i) text += (i ? "\n" : "") + summary_text(all[i]);
+    if (output.empty())
+      std::cout << text << std::flush;
+    else
+      write_text_file_atomically(output, text);
+    return 0;
+  }
   const OutputFormat fmt = format == "csv"     ? OutputFormat::csv
                            : format == "json"  ? OutputFormat::json
                            : format == "jsonl" ? OutputFormat::jsonl

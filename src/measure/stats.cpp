@@ -15,6 +15,11 @@ double percentile(const std::vector<double>& sorted, double p) {
   return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
+double median_of_copy(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : percentile(v, 0.5);
+}
+
 }  // namespace
 
 TpotStats compute_stats(const std::vector<double>& samples) {
@@ -49,6 +54,16 @@ double repetition_noise(const std::vector<double>& m) {
   double ss = 0;
   for (double x : m) ss += (x - mean) * (x - mean);
   return mean > 0 ? std::sqrt(ss / static_cast<double>(m.size() - 1)) / mean : 0;
+}
+
+std::vector<double> repetition_medians(const Result& r) {
+  if (!r.timing.repetition_medians_ms.empty()) return r.timing.repetition_medians_ms;
+  const std::vector<double>& s = r.timing.samples_ms;
+  const size_t per = r.config.tokens > 0 ? static_cast<size_t>(r.config.tokens) : s.size();
+  std::vector<double> m;
+  for (size_t i = 0; per > 0 && i < s.size(); i += per)
+    m.push_back(median_of_copy(std::vector<double>(s.begin() + i, s.begin() + std::min(s.size(), i + per))));
+  return m;
 }
 
 }  // namespace db

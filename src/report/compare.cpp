@@ -298,16 +298,6 @@ RunKey without_field(RunKey k, const std::string& field) {
   return k;
 }
 
-std::vector<double> repetition_medians(const Result& r) {
-  if (!r.timing.repetition_medians_ms.empty()) return r.timing.repetition_medians_ms;
-  const std::vector<double>& s = r.timing.samples_ms;
-  const size_t per = r.config.tokens > 0 ? static_cast<size_t>(r.config.tokens) : s.size();
-  std::vector<double> m;
-  for (size_t i = 0; per > 0 && i < s.size(); i += per)
-    m.push_back(median_of(std::vector<double>(s.begin() + i, s.begin() + std::min(s.size(), i + per))));
-  return m;
-}
-
 double min_attainable_p(size_t na, size_t nb) {
   if (na == 0 || nb == 0) return 1;
   double c = 1;  // C(na + nb, na), in floating point (it only has to beat 2 / alpha)

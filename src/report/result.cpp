@@ -27,6 +27,7 @@
 
 #include "decodebench/error.h"
 #include "decodebench/input.h"
+#include "decodebench/measure.h"
 
 namespace db {
 
@@ -470,6 +471,12 @@ Result read_result(const json& j, const std::string& origin) {
   if (r.schema != kResultSchema)
     db::fail("{}: schema is \"{}\", this decodebench reads \"{}\"", where, r.schema, kResultSchema);
   fields(in, r);
+  // A file from before the repetition fields: its repetitions, derived from its samples.
+  if (r.timing.repetition_medians_ms.empty() && !r.timing.samples_ms.empty()) {
+    r.timing.repetition_medians_ms = repetition_medians(r);
+    r.timing.noise = repetition_noise(r.timing.repetition_medians_ms);
+    r.timing.repetitions = static_cast<int64_t>(r.timing.repetition_medians_ms.size());
+  }
   return r;
 }
 
