@@ -2,7 +2,9 @@
 # CI regression check: run a sweep, compare it with a baseline, exit with compare's code.
 #   scripts/ci_regression.sh BASELINE.json [BUILD_DIR] [sweep options...]
 # BUILD_DIR defaults to build. Without sweep options the matrix is
-#   --model 8b-int4,8b-int8,8b-fp16 --graph on --tokens 128 --repeat 5
+#   --model 8b-int4,8b-int8,8b-fp16 --graph on --tokens 128 --repeat 5 --runs 3
+# (three runs of each key in separate processes: a change must stand out from run-to-run
+# variation, which one run a side cannot show)
 # (any option given replaces the whole default matrix). The new results go to
 # $DB_CI_OUT (default: BUILD_DIR/ci_regression/new.json); the comparison table is printed
 # on stdout. Exit (decodebench compare --threshold 3%):
@@ -10,8 +12,9 @@
 #   1  a matched run regressed past 3%, significantly
 #   2  bad input: no baseline or binary, a sweep that wrote nothing, an unreadable file
 #   3  incomplete, the gate fails closed: a baseline key not measured (a failed instance is
-#      an error entry), nothing matched, settings that differ besides the code, or no pair
-#      that could be tested (too few repetitions, unstable runs)
+#      an error entry), nothing matched, settings that differ besides the code, a change
+#      past the threshold with one run a side (unconfirmed), or no pair that could be tested
+#      (too few repetitions, unstable runs)
 # DB_CI_ALLOW_MISSING=1 passes --allow-missing (baseline keys missing from the new results
 # do not fail the gate). DB_CI_NEW=FILE skips the sweep and compares FILE (re-judging
 # stored results; with FILE = BASELINE every run is "same" and the exit is 0).
@@ -27,7 +30,7 @@ bin="$build/decodebench"
 if [ ! -x "$bin" ]; then echo "$0: $bin not found: build first" >&2; exit 2; fi
 if [ ! -f "$baseline" ]; then echo "$0: baseline $baseline not found" >&2; exit 2; fi
 if [ $# -eq 0 ]; then
-  set -- --model 8b-int4,8b-int8,8b-fp16 --graph on --tokens 128 --repeat 5
+  set -- --model 8b-int4,8b-int8,8b-fp16 --graph on --tokens 128 --repeat 5 --runs 3
 fi
 if [ -n "${DB_CI_NEW:-}" ]; then
   new=$DB_CI_NEW

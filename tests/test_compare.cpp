@@ -286,17 +286,23 @@ TEST(RunKey, EveryKeyFieldSeparatesRunsAndNothingElseDoes) {
 
 TEST(CompareResults, VerdictsFollowThresholdAndSignificance) {
   const auto tight = normal_samples(200, 1.0, 0.005, 11);
+  // slower and faster: two runs a side (separate processes), so that a change can be told
+  // from run-to-run variation.
   std::vector<db::Result> base = {
       full_result("slower", tight),
       full_result("faster", normal_samples(200, 1.05, 0.005, 12)),
       full_result("noisy", {1.0, 1.1, 1.2}),
       full_result("small-shift", normal_samples(200, 1.0, 0.002, 13)),
+      full_result("slower", normal_samples(200, 1.0, 0.005, 16)),
+      full_result("faster", normal_samples(200, 1.05, 0.005, 17)),
   };
   std::vector<db::Result> next = {
       full_result("small-shift", normal_samples(200, 1.005, 0.002, 14)),
       full_result("noisy", {1.05, 1.15, 1.25}),
       full_result("faster", tight),
       full_result("slower", normal_samples(200, 1.05, 0.005, 15)),
+      full_result("faster", normal_samples(200, 1.0, 0.005, 18)),
+      full_result("slower", normal_samples(200, 1.05, 0.005, 19)),
   };
   const db::Comparison c = db::compare_results(base, next, 0.03);
   ASSERT_EQ(c.pairs.size(), 4u);
@@ -310,15 +316,17 @@ TEST(CompareResults, VerdictsFollowThresholdAndSignificance) {
   EXPECT_EQ(slower.verdict, db::Verdict::regressed);
   EXPECT_TRUE(slower.significant);
   EXPECT_NEAR(slower.delta, 0.05, 0.003);
-  EXPECT_DOUBLE_EQ(slower.base_tpot_ms, base[0].timing.tpot_ms.median);
-  EXPECT_DOUBLE_EQ(slower.new_tpot_ms, next[3].timing.tpot_ms.median);
+  EXPECT_DOUBLE_EQ(slower.base_tpot_ms, (base[0].timing.tpot_ms.median + base[4].timing.tpot_ms.median) / 2);
+  EXPECT_DOUBLE_EQ(slower.new_tpot_ms, (next[3].timing.tpot_ms.median + next[5].timing.tpot_ms.median) / 2);
   EXPECT_DOUBLE_EQ(slower.delta, (slower.new_tpot_ms - slower.base_tpot_ms) / slower.base_tpot_ms);
   EXPECT_TRUE(slower.device_note.empty());
-  // 200 steps of 40: five repetition medians a side, completely separated: p = 2/252.
-  EXPECT_EQ(slower.base_samples.size(), 5u);
-  EXPECT_EQ(slower.new_samples.size(), 5u);
+  // 200 steps of 40: five repetition medians a run, ten a side, completely separated:
+  // p = 2 / C(20, 10).
+  EXPECT_EQ(slower.base_samples.size(), 10u);
+  EXPECT_EQ(slower.new_samples.size(), 10u);
   EXPECT_TRUE(slower.test.exact);
-  EXPECT_NEAR(slower.test.p, 2.0 / 252, 1e-12);
+  EXPECT_NEAR(slower.test.p, 2.0 / 184756, 1e-12);
+  EXPECT_LT(slower.base_run_spread, 0.01);  // the two runs agree: the 5% stands out
 
   EXPECT_EQ(c.pairs[1].verdict, db::Verdict::improved);
   EXPECT_LT(c.pairs[1].delta, -0.03);
@@ -416,8 +424,9 @@ TEST(CompareResults, AnIncompleteComparisonFailsClosed) {
   EXPECT_EQ(few.exit_code(), db::kExitIncomplete);
 
   // A regression with a key missing: 1, the more specific failure.
-  const db::Comparison both = db::compare_results(
-      {steady("a", 1), steady("b", 3)}, {full_result("a", normal_samples(200, 1.06, 0.005, 4))}, 0.03);
+  const db::Comparison both =
+      db::compare_results({steady("a", 1), steady("a", 5), steady("b", 3)},
+                          {full_result("a", normal_samples(200, 1.06, 0.005, 4))}, 0.03);
   EXPECT_EQ(both.count(db::Verdict::regressed), 1);
   EXPECT_EQ(both.exit_code(), 1);
 }
@@ -436,21 +445,49 @@ TEST(CompareResults, APairWithAWarnedRunIsUnstableNotRegressed) {
   EXPECT_EQ(c.exit_code(), db::kExitIncomplete);  // nothing was tested
 }
 
+// One run a side cannot tell a change from run-to-run variation; two runs a side can, and
+// runs that disagree more than the change make it noise.
+TEST(CompareResults, AChangeMustStandOutFromRunToRunVariation) {
+  const auto run = [](double mean, uint64_t seed) {
+    return full_result("a", normal_samples(200, mean, 0.005, seed));
+  };
+  const db::Comparison one = db::compare_results({run(1.0, 1)}, {run(1.06, 2)}, 0.03);
+  EXPECT_EQ(one.pairs[0].verdict, db::Verdict::unconfirmed);
+  EXPECT_TRUE(std::isnan(one.pairs[0].base_run_spread));
+  EXPECT_EQ(one.exit_code(), db::kExitIncomplete);
+  ASSERT_FALSE(one.warnings.empty());
+  EXPECT_NE(one.warnings[0].find("unconfirmed; measure with --runs 3"), std::string::npos) << one.warnings[0];
+
+  // A baseline of one run against three new ones: the new side's runs give the spread.
+  const db::Comparison three =
+      db::compare_results({run(1.0, 1)}, {run(1.06, 2), run(1.06, 3), run(1.06, 4)}, 0.03);
+  EXPECT_EQ(three.pairs[0].verdict, db::Verdict::regressed);
+  EXPECT_EQ(three.exit_code(), 1);
+
+  // Runs 5% apart on each side: a 6% change is within twice that spread.
+  const db::Comparison spread =
+      db::compare_results({run(1.0, 1), run(1.05, 5)}, {run(1.06, 2), run(1.115, 6)}, 0.03);
+  EXPECT_EQ(spread.pairs[0].verdict, db::Verdict::noise);
+  EXPECT_GT(spread.pairs[0].base_run_spread, 0.03);
+}
+
 // --pair-by: one file of graph on and off runs, paired across the switch.
 TEST(CompareResults, PairByComparesRunsThatDifferInOneKeyField) {
   db::Result on_a = full_result("a", normal_samples(200, 1.0, 0.005, 81));
   db::Result off_a = full_result("a", normal_samples(200, 1.1, 0.005, 82));
   off_a.config.graph = false;
+  db::Result off_a2 = full_result("a", normal_samples(200, 1.1, 0.005, 85));
+  off_a2.config.graph = false;
   db::Result on_b = full_result("b", normal_samples(200, 2.0, 0.005, 83));
   db::Result off_b = full_result("b", normal_samples(200, 2.0, 0.005, 84));
   off_b.config.graph = false;
-  const db::Comparison c = db::compare_by_field({on_a, off_a, on_b, off_b}, "graph", "", 0.03);
+  const db::Comparison c = db::compare_by_field({on_a, off_a, on_b, off_b, off_a2}, "graph", "", 0.03);
   ASSERT_EQ(c.pairs.size(), 2u);
   EXPECT_EQ(c.pairs[0].label, "graph on -> off");
   EXPECT_EQ(c.pairs[0].key.model, "a");
   EXPECT_EQ(c.pairs[0].verdict, db::Verdict::regressed);
   EXPECT_EQ(c.pairs[1].verdict, db::Verdict::same);
-  const db::Comparison back = db::compare_by_field({on_a, off_a, on_b, off_b}, "graph", "off", 0.03);
+  const db::Comparison back = db::compare_by_field({on_a, off_a, on_b, off_b, off_a2}, "graph", "off", 0.03);
   EXPECT_EQ(back.pairs[0].label, "graph off -> on");
   EXPECT_EQ(back.pairs[0].verdict, db::Verdict::improved);
   EXPECT_THROW(db::compare_by_field({on_a}, "seed", "", 0.03), db::UsageError);
@@ -554,13 +591,17 @@ TEST(CompareResults, MarkdownShowsTheKeyColumnsAndTheOtherKeyFieldsWhenNeeded) {
 // --- the binary ----------------------------------------------------------------------------
 
 TEST(CompareCli, FivePercentSlowdownWithTightSamplesRegressesAndExits1) {
-  TempDir dir;
+  TempDir dir;  // two runs of each key a side, as --runs 2 writes them
   const std::string base =
       dir.write("base.json", {full_result("8b-int4", normal_samples(200, 1.0, 0.005, 21)),
-                              full_result("1b-int4", normal_samples(200, 0.5, 0.005, 22))});
+                              full_result("1b-int4", normal_samples(200, 0.5, 0.005, 22)),
+                              full_result("8b-int4", normal_samples(200, 1.0, 0.005, 25)),
+                              full_result("1b-int4", normal_samples(200, 0.5, 0.005, 26))});
   const std::string next =
       dir.write("new.json", {full_result("8b-int4", normal_samples(200, 1.05, 0.005, 23)),
-                             full_result("1b-int4", normal_samples(200, 0.5, 0.005, 24))});
+                             full_result("1b-int4", normal_samples(200, 0.5, 0.005, 24)),
+                             full_result("8b-int4", normal_samples(200, 1.05, 0.005, 27)),
+                             full_result("1b-int4", normal_samples(200, 0.5, 0.005, 28))});
   const Outcome o = compare({base, next});
   EXPECT_EQ(o.code, 1) << o.err << o.out;
   EXPECT_EQ(o.err, "");
@@ -675,8 +716,10 @@ TEST(CompareCli, PairByGraphComparesOnAgainstOff) {
   TempDir dir;
   db::Result off = full_result("8b-int4", normal_samples(200, 1.08, 0.005, 7));
   off.config.graph = false;
+  db::Result off2 = full_result("8b-int4", normal_samples(200, 1.08, 0.005, 8));
+  off2.config.graph = false;
   const std::string f =
-      dir.write("both.json", {full_result("8b-int4", normal_samples(200, 1.0, 0.005, 6)), off});
+      dir.write("both.json", {full_result("8b-int4", normal_samples(200, 1.0, 0.005, 6)), off, off2});
   const Outcome o = compare({f, "--pair-by", "graph"});
   EXPECT_EQ(o.code, 1) << o.err << o.out;
   EXPECT_NE(o.out.find("| graph on -> off | 8b-int4 |"), std::string::npos) << o.out;
@@ -691,7 +734,8 @@ TEST(CompareCli, JsonlAndSingleObjectInputs) {
       dir.write("base.json", {full_result("8b-int4", normal_samples(200, 1.0, 0.005, 51))});  // one object
   const std::string next = dir.write("new.jsonl",
                                      {full_result("8b-int4", normal_samples(200, 1.05, 0.005, 52)),
-                                      full_result("1b-int4", normal_samples(200, 1.05, 0.005, 53))},
+                                      full_result("1b-int4", normal_samples(200, 1.05, 0.005, 53)),
+                                      full_result("8b-int4", normal_samples(200, 1.05, 0.005, 54))},
                                      db::OutputFormat::jsonl);
   const Outcome o = compare({base, next, "--format", "json"});
   EXPECT_EQ(o.code, 1) << o.err;
@@ -699,7 +743,8 @@ TEST(CompareCli, JsonlAndSingleObjectInputs) {
   EXPECT_EQ(doc.at("regressed"), 1);
   EXPECT_EQ(doc.at("pairs").at(0).at("verdict"), "regressed");
   EXPECT_TRUE(doc.at("pairs").at(0).at("significant").get<bool>());
-  EXPECT_NEAR(doc.at("pairs").at(0).at("p_value").get<double>(), 2.0 / 252, 1e-12);  // 5 and 5, separated
+  EXPECT_NEAR(doc.at("pairs").at(0).at("p_value").get<double>(), 2.0 / 3003, 1e-12);  // 5 and 10, separated
+  EXPECT_EQ(doc.at("pairs").at(0).at("new_runs"), 2);
   EXPECT_NEAR(doc.at("pairs").at(0).at("delta").get<double>(), 0.05, 0.003);
   EXPECT_EQ(doc.at("unmatched_new").size(), 1u);
 }

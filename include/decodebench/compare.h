@@ -90,7 +90,15 @@ enum class Verdict {
   untested,   // a side has no measurements to test
   too_few,    // too few measurements for any outcome to be significant (min_attainable_p >= alpha)
   unstable,   // a run of either side has timing.warnings (noisy, throttled, clocks fell)
+  // Significant past the threshold within the runs' repetitions, but with one run a side
+  // nothing tells it from run-to-run variation: measure with --runs to confirm.
+  unconfirmed,
 };
+
+// A change past the threshold must also exceed this many times the run-to-run spread (the
+// relative stdev of a side's run medians, from the side or sides with two runs or more):
+// what moves whole processes (clocks, placement, neighbours) is invisible to repetitions.
+inline constexpr double kRunSpreads = 2.0;
 const char* to_string(Verdict v);
 // Whether the pair was tested: same, noise, improved or regressed.
 bool tested(Verdict v);
@@ -101,12 +109,13 @@ struct ComparedPair {
   int base_runs = 0, new_runs = 0;
   double base_tpot_ms = 0;  // the median of the side's runs' timing.tpot_ms.median
   double new_tpot_ms = 0;
-  double delta = 0;                               // (new - base) / base; NaN when base is not positive
-  std::vector<double> base_samples, new_samples;  // the repetition medians tested
-  double base_noise = 0, new_noise = 0;           // repetition_noise of each side's samples
-  MannWhitney test;                               // base's repetition medians against new's
-  double min_p = 0;                               // min_attainable_p of the sample sizes
-  bool significant = false;                       // p < alpha, in the direction of delta
+  double delta = 0;                                // (new - base) / base; NaN when base is not positive
+  std::vector<double> base_samples, new_samples;   // the repetition medians tested
+  double base_noise = 0, new_noise = 0;            // repetition_noise of each side's samples
+  double base_run_spread = 0, new_run_spread = 0;  // relative stdev of the runs' medians; NaN: one run
+  MannWhitney test;                                // base's repetition medians against new's
+  double min_p = 0;                                // min_attainable_p of the sample sizes
+  bool significant = false;                        // p < alpha, in the direction of delta
   Verdict verdict = Verdict::same;
   std::string base_device, new_device;  // device.name
   double base_peak_read_GBps = 0, new_peak_read_GBps = 0;

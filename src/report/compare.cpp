@@ -160,6 +160,8 @@ ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
   p.delta = p.base_tpot_ms > 0 ? (p.new_tpot_ms - p.base_tpot_ms) / p.base_tpot_ms : std::nan("");
   p.base_noise = repetition_noise(p.base_samples);
   p.new_noise = repetition_noise(p.new_samples);
+  p.base_run_spread = base_medians.size() >= 2 ? repetition_noise(base_medians) : std::nan("");
+  p.new_run_spread = new_medians.size() >= 2 ? repetition_noise(new_medians) : std::nan("");
   p.test = mann_whitney(p.base_samples, p.new_samples);
   p.min_p = min_attainable_p(p.base_samples.size(), p.new_samples.size());
   p.significant = p.test.p < alpha;  // false for NaN
@@ -191,6 +193,16 @@ ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
     p.verdict = Verdict::improved;
   else
     p.verdict = Verdict::noise;
+  // A change must stand out from run-to-run variation too, which only runs in separate
+  // processes show; with one run a side it is unconfirmed.
+  if (p.verdict == Verdict::regressed || p.verdict == Verdict::improved) {
+    const double spread = std::max(std::isnan(p.base_run_spread) ? -1.0 : p.base_run_spread,
+                                   std::isnan(p.new_run_spread) ? -1.0 : p.new_run_spread);
+    if (spread < 0)
+      p.verdict = Verdict::unconfirmed;
+    else if (std::fabs(p.delta) <= kRunSpreads * spread)
+      p.verdict = Verdict::noise;
+  }
   return p;
 }
 
@@ -212,6 +224,12 @@ void warn_about(const ComparedPair& p, std::vector<std::string>& warnings) {
       break;
     case Verdict::unstable:
       warnings.push_back(fmt::format("{}: unstable, not judged: {}", k, p.run_warnings.front()));
+      break;
+    case Verdict::unconfirmed:
+      warnings.push_back(fmt::format(
+          "{}: TPOT changed by {} (significant within the runs' repetitions), but with one run a side that "
+          "cannot be told from run-to-run variation: unconfirmed; measure with --runs 3",
+          k, fmt_pct(p.delta)));
       break;
     default:
       break;
@@ -421,6 +439,8 @@ const char* to_string(Verdict v) {
       return "too few";
     case Verdict::unstable:
       return "unstable";
+    case Verdict::unconfirmed:
+      return "unconfirmed";
   }
   return "?";
 }
@@ -448,6 +468,9 @@ std::vector<std::string> Comparison::incomplete() const {
   if (differ > 0)
     why.push_back(fmt::format("{} pair{} with settings that differ besides the code under test", differ,
                               differ == 1 ? "" : "s"));
+  if (const int n = count(Verdict::unconfirmed); n > 0)
+    why.push_back(fmt::format("{} pair{} changed past the threshold in one run a side: unconfirmed (--runs)",
+                              n, n == 1 ? "" : "s"));
   if (!pairs.empty() &&
       std::none_of(pairs.begin(), pairs.end(), [](const ComparedPair& p) { return tested(p.verdict); }))
     why.push_back("no pair could be tested (too few repetitions, unstable runs or no samples)");
@@ -630,7 +653,7 @@ std::string format_comparison_md(const Comparison& c) {
                        md_cell(pair_note(p)));
   }
   std::string others;
-  for (Verdict v : {Verdict::too_few, Verdict::unstable, Verdict::untested})
+  for (Verdict v : {Verdict::unconfirmed, Verdict::too_few, Verdict::unstable, Verdict::untested})
     if (c.count(v)) others += fmt::format(", {} {}", c.count(v), to_string(v));
   out += fmt::format(
       "\n{} matched: {} regressed, {} improved, {} same, {} noise{} (threshold {}, two-sided Mann-Whitney U "
@@ -675,6 +698,8 @@ std::string format_comparison_json(const Comparison& c) {
                                       {"new_repetition_medians_ms", p.new_samples},
                                       {"base_noise", number(p.base_noise)},
                                       {"new_noise", number(p.new_noise)},
+                                      {"base_run_spread", number(p.base_run_spread)},
+                                      {"new_run_spread", number(p.new_run_spread)},
                                       {"u", number(p.test.u)},
                                       {"z", number(p.test.z)},
                                       {"p_value", number(p.test.p)},

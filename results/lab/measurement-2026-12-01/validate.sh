@@ -23,7 +23,7 @@ out=${OUT:-results/h200/validate}
 mkdir -p "$out"
 stage=${1:?usage: validate.sh build|matrix|aa|slowdown}
 b=build-gpu
-matrix=(--model 8b-int4,8b-int8,8b-fp16 --graph on --tokens 128 --repeat 5)
+matrix=(--model 8b-int4,8b-int8,8b-fp16 --graph on --tokens 128 --repeat 5 --runs 3)  # scripts/ci_regression.sh's
 
 case "$stage" in
   build)
