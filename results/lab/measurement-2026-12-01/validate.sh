@@ -4,7 +4,7 @@
 # with the build kept warm between them). From the repository root:
 #   bash results/lab/measurement-2026-12-01/validate.sh build     # build (product + DEV), ctest -L gpu
 #   bash results/lab/measurement-2026-12-01/validate.sh matrix    # the matrix on this tree, compared with the committed one
-#   bash results/lab/measurement-2026-12-01/validate.sh aa        # ten A/A pairs of the CI matrix
+#   bash results/lab/measurement-2026-12-01/validate.sh aa 1 5    # A/A pairs 1-5 of the CI matrix (then 6 10)
 #   bash results/lab/measurement-2026-12-01/validate.sh slowdown  # a 4% injected slowdown on 8b-int4
 # Outputs go to $OUT (the device tool's folder), else to results/h200/validate/.
 #
@@ -14,6 +14,7 @@
 #   in the timed loop); compare --threshold 1% gives 0 regressed, 0 improved.
 # - aa: 10 of 10 pairs with no "regressed" or "improved" (8b medians move < 0.1% between
 #   processes); 8b-int8 may show "unstable" (it ends at the software power cap on this card).
+#   Each pair is two sweeps of 3 keys x 3 runs (~90 s): five pairs a call.
 # - slowdown: DECODEBENCH_DEV_DELAY_US=66 adds ~66 us to 8b-int4's 1.65 ms step (+4%):
 #   "regressed", exit 1; 8b-fp16 (+1.8%) stays "same".
 # Kill criterion: none of this is research; if a stage fails, its output says why.
@@ -43,7 +44,7 @@ case "$stage" in
     $b/decodebench compare "$out/committed.jsonl" "$out/rerun.jsonl" --threshold 1% | tee "$out/matrix-compare.md"
     ;;
   aa)
-    for i in $(seq 1 10); do
+    for i in $(seq "${2:-1}" "${3:-10}"); do
       $b/decodebench sweep "${matrix[@]}" -o "$out/aa-$i-a.jsonl" >/dev/null 2>>"$out/aa.log"
       $b/decodebench sweep "${matrix[@]}" -o "$out/aa-$i-b.jsonl" >/dev/null 2>>"$out/aa.log"
       $b/decodebench compare "$out/aa-$i-a.jsonl" "$out/aa-$i-b.jsonl" >"$out/aa-$i.md" 2>>"$out/aa.log"
