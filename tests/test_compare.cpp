@@ -431,18 +431,91 @@ TEST(CompareResults, AnIncompleteComparisonFailsClosed) {
   EXPECT_EQ(both.exit_code(), 1);
 }
 
-// A run with a warning (noisy, throttled, clocks fell) is never called regressed or improved.
+// A run with a warning that can move its figure (noisy, a thermal or hardware throttle, a
+// fallen memory clock) is never called regressed or improved.
 TEST(CompareResults, APairWithAWarnedRunIsUnstableNotRegressed) {
   db::Result slow = full_result("a", normal_samples(200, 1.06, 0.005, 72));
-  slow.timing.warnings = {"throttled: sw_power_cap at the run's end"};
+  slow.device.end->throttle_reasons = 0x20;  // sw_thermal_slowdown
+  slow.device.end->throttle = {"sw_thermal_slowdown"};
+  slow.timing.warnings = db::run_warnings(slow);
   const db::Comparison c =
       db::compare_results({full_result("a", normal_samples(200, 1.0, 0.005, 71))}, {slow}, 0.03);
   ASSERT_EQ(c.pairs.size(), 1u);
   EXPECT_EQ(c.pairs[0].verdict, db::Verdict::unstable);
+  EXPECT_EQ(c.pairs[0].unstable_why, "NEW throttled: sw_thermal_slowdown at the run's end");
   EXPECT_EQ(c.pairs[0].run_warnings,
-            std::vector<std::string>{"NEW throttled: sw_power_cap at the run's end"});
+            std::vector<std::string>{"NEW throttled: sw_thermal_slowdown at the run's end"});
   EXPECT_EQ(c.count(db::Verdict::regressed), 0);
   EXPECT_EQ(c.exit_code(), db::kExitIncomplete);  // nothing was tested
+
+  db::Result noisy = full_result("a", normal_samples(200, 1.06, 0.005, 72));
+  noisy.timing.repetition_medians_ms = {1.0, 1.1, 0.95, 1.12, 1.06};
+  noisy.timing.noise = db::repetition_noise(noisy.timing.repetition_medians_ms);
+  noisy.timing.warnings = db::run_warnings(noisy);
+  EXPECT_EQ(db::compare_results({full_result("a", normal_samples(200, 1.0, 0.005, 71))}, {noisy}, 0.03)
+                .pairs[0]
+                .verdict,
+            db::Verdict::unstable);
+
+  db::Result memory = full_result("a", normal_samples(200, 1.06, 0.005, 72));
+  memory.device.end->mem_clock_mhz = 2619;
+  EXPECT_EQ(db::compare_results({full_result("a", normal_samples(200, 1.0, 0.005, 71))}, {memory}, 0.03)
+                .pairs[0]
+                .verdict,
+            db::Verdict::unstable);
+}
+
+// The software power cap acts through the SM clock: a pair is judged over the range of
+// changes the difference in the two sides' clock falls leaves open, and is unstable when
+// that range straddles the verdict.
+TEST(CompareResults, ThePowerCapCountsAsTheSmClocksFall) {
+  const auto capped = [](double tpot, uint64_t seed, int end_mhz) {
+    db::Result r = full_result("a", normal_samples(200, tpot, 0.003, seed));
+    r.device.end->throttle_reasons = 0x4;
+    r.device.end->throttle = {"sw_power_cap"};
+    r.device.end->sm_clock_mhz = end_mhz;
+    r.timing.warnings = db::run_warnings(r);
+    return r;
+  };
+  // Both sides capped, their clocks fell alike: judged, the same.
+  db::Comparison c = db::compare_results({capped(1.0, 1, 1905), capped(1.0, 2, 1920)},
+                                         {capped(1.001, 3, 1920), capped(1.001, 4, 1905)}, 0.03);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::same);
+  EXPECT_DOUBLE_EQ(c.pairs[0].clock_gap, 0.0);
+  EXPECT_FALSE(c.pairs[0].run_warnings.empty());  // marked in the note all the same
+
+  // 4% slower with the clocks held alike: regressed, exit 1.
+  c = db::compare_results({capped(1.0, 1, 1965), capped(1.0, 2, 1965)},
+                          {full_result("a", normal_samples(200, 1.04, 0.003, 3)),
+                           full_result("a", normal_samples(200, 1.04, 0.003, 4))},
+                          0.03);
+  ASSERT_EQ(c.pairs.size(), 1u);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::regressed);
+  EXPECT_EQ(c.exit_code(), 1);
+
+  // 4% slower, but NEW's SM clock fell 3.8% (1980 -> 1905) where BASE's held: the clocks
+  // could account for most of it.
+  c = db::compare_results({full_result("a", normal_samples(200, 1.0, 0.003, 1)),
+                           full_result("a", normal_samples(200, 1.0, 0.003, 2))},
+                          {capped(1.04, 3, 1905), capped(1.04, 4, 1905)}, 0.03);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::unstable);
+  EXPECT_NE(c.pairs[0].unstable_why.find("the SM clock fell 3.79% further in NEW than in BASE"),
+            std::string::npos)
+      << c.pairs[0].unstable_why;
+  EXPECT_EQ(c.exit_code(), db::kExitIncomplete);
+
+  // With BASE's clock 3.8% lower, 2% faster is the same either way (the change lies in
+  // [-2%, +1.8%]), but 4% faster cannot be told from the clocks.
+  const auto clean = [](double tpot, uint64_t seed) {
+    return full_result("a", normal_samples(200, tpot, 0.003, seed));
+  };
+  c = db::compare_results({capped(1.0, 1, 1905), capped(1.0, 2, 1905)}, {clean(0.98, 3), clean(0.98, 4)},
+                          0.03);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::same);
+  c = db::compare_results({capped(1.0, 1, 1905), capped(1.0, 2, 1905)}, {clean(0.96, 3), clean(0.96, 4)},
+                          0.03);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::unstable);
+  EXPECT_EQ(c.count(db::Verdict::improved), 0);
 }
 
 // One run a side cannot tell a change from run-to-run variation; two runs a side can, and

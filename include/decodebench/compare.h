@@ -89,7 +89,7 @@ enum class Verdict {
   regressed,  // delta > threshold, significant, NEW slower
   untested,   // a side has no measurements to test
   too_few,    // too few measurements for any outcome to be significant (min_attainable_p >= alpha)
-  unstable,   // a run of either side has timing.warnings (noisy, throttled, clocks fell)
+  unstable,   // a run has a warning that rules a verdict out, or the clocks can explain the change
   // Significant past the threshold within the runs' repetitions, but with one run a side
   // nothing tells it from run-to-run variation: measure with --runs to confirm.
   unconfirmed,
@@ -122,6 +122,8 @@ struct ComparedPair {
   std::string device_note;                // "" when the devices match
   std::string settings_note;              // settings that differ besides the code under test; "" when none
   std::vector<std::string> run_warnings;  // the timing.warnings of both sides' runs
+  double clock_gap = 0;      // how much further one side's SM clock fell (run_stability), a fraction
+  std::string unstable_why;  // with Verdict::unstable: the warning or clock gap that rules it out
 };
 
 struct Comparison {

@@ -174,8 +174,17 @@ inline constexpr double kClockFall = 0.01;
 // The warnings a result earns (timing.warnings): noisy, throttled (an NVML throttle reason
 // other than idle or application clocks at the start or the end), clocks fell. Each is one
 // line of text beginning with its kind ("noisy: ...", "throttled: ...", "clocks fell: ...").
-// compare never calls a pair with a warning regressed or improved.
 std::vector<std::string> run_warnings(const Result& r);
+
+// What of a run's warnings compare must account for (docs/method.md "Noise and warnings").
+// A noisy run, a throttle reason other than idle, application clocks or the software power
+// cap (thermal, hardware slowdown, power brake, ...) or a fallen memory clock rule a verdict
+// out. The power cap acts on the GPU through its clocks, so it counts as the SM clock's fall.
+struct RunStability {
+  std::string ruled_out;     // the first warning that rules a verdict out; "" when none
+  double sm_clock_fall = 0;  // 1 - end / start of the SM clock when it fell; 0 otherwise
+};
+RunStability run_stability(const Result& r);
 
 // The regime rule (docs/method.md "Regimes"). Bandwidth-bound needs the efficiency at which
 // two runs' TPOT ratio stays within 4/3 of their bytes' ratio.

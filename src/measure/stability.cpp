@@ -12,6 +12,10 @@ namespace {
 // NVML's clock event reasons that are not throttling: the GPU idles, or runs at the
 // application clocks it was given.
 constexpr uint64_t kIdle = 0x1, kApplicationClocks = 0x2;
+// The software power cap: the driver trims the clocks to hold the board at its power limit.
+// Under a sustained memory-bound load the H200 reaches it in every 8b run while the memory
+// clock holds and the SM clock moves a few percent; its effect is that SM clock.
+constexpr uint64_t kPowerCap = 0x4;
 
 std::string throttle_names(const ClockState& c) {
   std::string s;
@@ -46,6 +50,33 @@ std::vector<std::string> run_warnings(const Result& r) {
                               end->sm_clock_mhz, start->mem_clock_mhz, end->mem_clock_mhz));
   }
   return w;
+}
+
+RunStability run_stability(const Result& r) {
+  RunStability s;
+  const Timing& t = r.timing;
+  const std::vector<std::string> w = run_warnings(r);
+  const auto first = [&](const char* kind) {
+    for (const std::string& line : w)
+      if (line.rfind(kind, 0) == 0) return line;
+    return std::string();
+  };
+  if (t.noise > kNoisyRun || (t.tpot_ms.median > 0 && t.tpot_ms.p90 >= kNoisyTail * t.tpot_ms.median))
+    s.ruled_out = first("noisy: ");
+  const std::optional<ClockState>& start = r.device.start;
+  const std::optional<ClockState>& end = r.device.end;
+  for (const std::optional<ClockState>* c : {&start, &end}) {
+    if (s.ruled_out.empty() && *c && ((*c)->throttle_reasons & ~(kIdle | kApplicationClocks | kPowerCap)))
+      s.ruled_out = first("throttled: ");
+  }
+  if (start && end) {
+    if (s.ruled_out.empty() && start->mem_clock_mhz > 0 &&
+        end->mem_clock_mhz < start->mem_clock_mhz * (1 - kClockFall))
+      s.ruled_out = first("clocks fell: ");
+    if (start->sm_clock_mhz > 0 && end->sm_clock_mhz < start->sm_clock_mhz)
+      s.sm_clock_fall = 1.0 - static_cast<double>(end->sm_clock_mhz) / start->sm_clock_mhz;
+  }
+  return s;
 }
 
 }  // namespace db

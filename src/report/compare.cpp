@@ -143,13 +143,24 @@ ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
   p.base_runs = static_cast<int>(base.size());
   p.new_runs = static_cast<int>(next.size());
   std::vector<double> base_medians, new_medians;
+  // The SM clock's fall (the power cap's effect) on each side, the largest of its runs; any
+  // other warning that can move a figure rules the pair out.
+  double base_fall = 0, new_fall = 0;
+  const auto account = [&p](const Result& r, const char* side, double& fall) {
+    const RunStability s = run_stability(r);
+    if (p.unstable_why.empty() && !s.ruled_out.empty())
+      p.unstable_why = fmt::format("{} {}", side, s.ruled_out);
+    fall = std::max(fall, s.sm_clock_fall);
+  };
   for (const Result* r : base) {
+    account(*r, "BASE", base_fall);
     base_medians.push_back(r->timing.tpot_ms.median);
     const std::vector<double> m = repetition_medians(*r);
     p.base_samples.insert(p.base_samples.end(), m.begin(), m.end());
     for (const std::string& w : r->timing.warnings) p.run_warnings.push_back("BASE " + w);
   }
   for (const Result* r : next) {
+    account(*r, "NEW", new_fall);
     new_medians.push_back(r->timing.tpot_ms.median);
     const std::vector<double> m = repetition_medians(*r);
     p.new_samples.insert(p.new_samples.end(), m.begin(), m.end());
@@ -179,19 +190,31 @@ ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
   // z > 0: BASE's measurements tend to be larger, NEW is faster.
   const bool new_slower = p.significant && p.test.z < 0;
   const bool new_faster = p.significant && p.test.z > 0;
-  if (!p.run_warnings.empty())
+  // A side whose SM clock fell further than the other's may owe up to that difference of its
+  // time to the clock (time scales at most inversely with it): the change the code made lies
+  // in [lo, hi], and a verdict must hold over the whole range.
+  p.clock_gap = std::fabs(new_fall - base_fall);
+  const double lo = p.delta - std::max(0.0, new_fall - base_fall);
+  const double hi = p.delta + std::max(0.0, base_fall - new_fall);
+  if (!p.unstable_why.empty())
     p.verdict = Verdict::unstable;
   else if (std::isnan(p.test.p))
     p.verdict = Verdict::untested;
   else if (p.min_p >= alpha)
     p.verdict = Verdict::too_few;
-  else if (!std::isfinite(p.delta) || std::fabs(p.delta) <= threshold)
+  else if (!std::isfinite(p.delta) || (lo >= -threshold && hi <= threshold))
     p.verdict = Verdict::same;
-  else if (p.delta > threshold && new_slower)
+  else if (lo > threshold && new_slower)
     p.verdict = Verdict::regressed;
-  else if (p.delta < -threshold && new_faster)
+  else if (hi < -threshold && new_faster)
     p.verdict = Verdict::improved;
-  else
+  else if (p.clock_gap > 0 && (std::fabs(p.delta) <= threshold || p.significant)) {
+    p.verdict = Verdict::unstable;  // the verdict the figures give could be the clocks'
+    p.unstable_why = fmt::format(
+        "the SM clock fell {} further in {} than in {}: a change of {} cannot be told from the clocks'",
+        fmt_pct(p.clock_gap).substr(1), new_fall > base_fall ? "NEW" : "BASE",
+        new_fall > base_fall ? "BASE" : "NEW", fmt_pct(p.delta));
+  } else
     p.verdict = Verdict::noise;
   // A change must stand out from run-to-run variation too, which only runs in separate
   // processes show; with one run a side it is unconfirmed.
@@ -223,7 +246,7 @@ void warn_about(const ComparedPair& p, std::vector<std::string>& warnings) {
           k, p.base_samples.size(), p.new_samples.size(), kCompareAlpha, p.min_p));
       break;
     case Verdict::unstable:
-      warnings.push_back(fmt::format("{}: unstable, not judged: {}", k, p.run_warnings.front()));
+      warnings.push_back(fmt::format("{}: unstable, not judged: {}", k, p.unstable_why));
       break;
     case Verdict::unconfirmed:
       warnings.push_back(fmt::format(
@@ -707,6 +730,8 @@ std::string format_comparison_json(const Comparison& c) {
                                       {"min_p", number(p.min_p)},
                                       {"significant", p.significant},
                                       {"verdict", to_string(p.verdict)},
+                                      {"unstable_why", p.unstable_why},
+                                      {"clock_gap", number(p.clock_gap)},
                                       {"base_device", p.base_device},
                                       {"new_device", p.new_device},
                                       {"base_peak_read_GBps", number(p.base_peak_read_GBps)},
