@@ -7,6 +7,10 @@
 #   bash results/lab/measurement-2026-12-01/validate.sh aa 1 5    # A/A pairs 1-5 of the CI matrix (then 6 10)
 #   bash results/lab/measurement-2026-12-01/validate.sh slowdown  # a 4% injected slowdown on 8b-int4
 # Outputs go to $OUT (the device tool's folder), else to results/h200/validate/.
+# The device machine has no libre2-dev: `apt-get download libre2-dev libre2-9` into .debs/
+# here (git-ignored through .git/info/exclude), carry it, and before the script run
+#   for f in .debs/*.deb; do dpkg -x $f /tmp/r; done; export PKG_CONFIG_SYSROOT_DIR=/tmp/r \
+#     PKG_CONFIG_PATH=/tmp/r/usr/lib/x86_64-linux-gnu/pkgconfig LD_LIBRARY_PATH=/tmp/r/usr/lib/x86_64-linux-gnu
 #
 # Predictions (written before running):
 # - matrix: every run within 1% of results/h200/*.json (the product kernels' PTX is
