@@ -126,9 +126,12 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 #pragma unroll
   for (int it = 0; it < kMaxItems; ++it) {
     const int item = warp + it * kWarps;
-    const float* src = item == G ? a.qkv + q_dim + kvh * HD : a.qkv + (kvh * G + item) * HD;
+    const int64_t off = item == G ? q_dim + kvh * HD : (kvh * G + item) * HD;
 #pragma unroll
-    for (int e = 0; e < E; ++e) v[it][e] = item < vectors ? src[lane * E + e] : 0.f;
+    for (int e = 0; e < E; ++e) {
+      const int64_t i = off + lane * E + e;
+      v[it][e] = item < vectors ? a.qkv[i] + (a.qkv_bias ? __half2float(a.qkv_bias[i]) : 0.f) : 0.f;
+    }
   }
 #pragma unroll
   for (int it = 0; it < kMaxItems; ++it) {
@@ -152,7 +155,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
   for (int e = threadIdx.x; e < (MAXG - G) * HD; e += kThreads) q_s[G + e / HD][e % HD] = 0.f;
   if (owns_pos && threadIdx.x < HD) {
-    const __half v = __float2half_rn(a.qkv[q_dim + kv_dim + kvh * HD + threadIdx.x]);
+    const int64_t iv = q_dim + kv_dim + kvh * HD + threadIdx.x;
+    const __half v = __float2half_rn(a.qkv[iv] + (a.qkv_bias ? __half2float(a.qkv_bias[iv]) : 0.f));
     a.v_cache[static_cast<int64_t>(pos) * kv_dim + kvh * HD + threadIdx.x] = v;
     v_s[pos - start][threadIdx.x] = v;
   }

@@ -11,8 +11,9 @@
 namespace db::cuda {
 
 struct AttentionArgs {
-  const float* qkv = nullptr;      // [q_dim + 2 kv_dim]: the QKV GEMV output, before norm and RoPE
-  const __half* q_norm = nullptr;  // [head_dim] (qwen3), or null
+  const float* qkv = nullptr;        // [q_dim + 2 kv_dim]: the QKV GEMV output, before norm and RoPE
+  const __half* qkv_bias = nullptr;  // [q_dim + 2 kv_dim] (qwen2: q/k/v biases), or null; added to qkv
+  const __half* q_norm = nullptr;    // [head_dim] (qwen3), or null
   const __half* k_norm = nullptr;
   float eps = 0.f;
   const float* rope = nullptr;  // rope_table(): [positions, hd/2] cos, then [positions, hd/2] sin
