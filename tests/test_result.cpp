@@ -83,6 +83,7 @@ db::Result populated_result() {
   r.config.params = 8'030'261'248;
   r.config.max_noise = 0.005;
   r.config.max_time_s = 30;
+  r.config.group_size_note = "int4 group size 64 instead of 128: 128 does not divide hidden_size 576";
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
   r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576,   8192,   532'480,
@@ -280,7 +281,8 @@ TEST(Result, EveryDocumentedFieldExistsAndEveryFieldIsDocumented) {
 const std::vector<std::string> kAddedFields = {"timing.weights_reused", "timing.repetition_medians_ms",
                                                "timing.noise",          "timing.repetitions",
                                                "timing.stop",           "timing.warnings",
-                                               "config.max_noise",      "config.max_time_s"};
+                                               "config.max_noise",      "config.max_time_s",
+                                               "config.group_size_note"};
 
 TEST(Result, MissingFieldIsAnErrorNamingItsPath) {
   const json full = populated_result();

@@ -56,6 +56,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
     usage_fail("--group-size applies to int4 weights only (this run's weights are {}, lm_head {})",
                to_string(cfg.quant.scheme), to_string(cfg.quant.lm_head));
   const KernelInfo& kernel = resolve_kernel(spec.kernel, cfg.quant.scheme);
+  if (!cfg.group_size_note.empty()) warn_line(cfg.group_size_note);
 
   // The backend first: "no GPU" must be said before minutes of weight loading.
   std::unique_ptr<Backend> backend =
@@ -129,6 +130,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   rc.seed = spec.seed;
   rc.scheme = to_string(cfg.quant.scheme);
   rc.group_size = cfg.quant.scheme == Scheme::int4 ? cfg.quant.group_size : 0;
+  rc.group_size_note = cfg.group_size_note;
   rc.zero_point = cfg.quant.scheme == Scheme::int4 && cfg.quant.zero_point;
   rc.lm_head_scheme = to_string(cfg.quant.lm_head);
   rc.kernel = spec.backend == BackendKind::cpu ? "cpu.reference" : kernel.name;

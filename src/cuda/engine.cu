@@ -381,6 +381,11 @@ MemoryUse Engine::plan(const ModelConfig& c, const KernelInfo& kernel, int64_t p
 }
 
 void Engine::check_kernel(const ModelConfig& c, const KernelInfo& kernel) {
+  if (c.head_dim % 8 != 0 || c.head_dim > 256)
+    fail(
+        "{}: head_dim {} is not supported by the CUDA attention (a multiple of 8 up to 256; --backend cpu "
+        "runs it)",
+        c.name, c.head_dim);
   const LinearImpl impl = linear_impl(kernel);
   const WeightLayout layout = weight_layout(c, kernel);
   const Shapes sh = shapes(c);
