@@ -1,6 +1,8 @@
 // Weights made on the device against the host generator, and the whole decode step of the
 // CUDA engine against the CPU reference: same tokens, logits within the derived bound,
 // graph and eager identical.
+#include <fmt/ranges.h>
+
 #include <cmath>
 
 #include "attention.cuh"
@@ -238,6 +240,61 @@ INSTANTIATE_TEST_SUITE_P(
       const HeadCase& p = info.param;
       return fmt::format("{}_hd{}_h{}_kv{}_ctx{}", to_string(p.arch), p.head_dim, p.heads, p.kv_heads,
                          p.context);
+    });
+
+// --kernel auto never refuses a shape the CPU backend runs: a matrix the fast GEMV cannot take
+// (an input that is not a multiple of 16 bytes of weights, an int4 group under 32) runs the
+// plain GEMV, the run names it, and the tokens are the reference's. A named kernel is refused.
+struct RaggedCase {
+  Scheme scheme;
+  int64_t intermediate;
+  int group_size;
+  std::vector<std::string> sites;  // the matrices that fall back
+};
+
+class RaggedShapes : public ::testing::TestWithParam<RaggedCase> {};
+
+TEST_P(RaggedShapes, AutoFallsBackPerMatrixAndMatchesTheReference) {
+  REQUIRE_GPU();
+  const RaggedCase p = GetParam();
+  ModelConfig c = tiny(p.scheme);
+  c.intermediate_size = p.intermediate;
+  c.quant.group_size = p.group_size;
+  validate(c, "test");
+  const KernelInfo& fast = resolve_kernel("auto", p.scheme);
+  const std::vector<std::string> fell = Engine::fallbacks(c, fast);
+  ASSERT_EQ(fell.size(), p.sites.size()) << fmt::format("{}", fmt::join(fell, "; "));
+  for (size_t i = 0; i < fell.size(); ++i) EXPECT_EQ(fell[i].rfind(p.sites[i] + " [", 0), 0u) << fell[i];
+  EXPECT_THROW(Engine::check_kernel(c, fast), Error);  // the named kernel: refused
+  EXPECT_NO_THROW(Engine::check_kernel(c, fast, true));
+
+  const WeightSource ws(c, "", 13);
+  const int64_t context = 20, steps = 8;
+  const Trace cpu = run_cpu(ws, context, steps);
+  std::vector<int32_t> inputs = {prompt_token(context, c.vocab_size)};
+  inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
+  Engine e(ws, fast, context + steps, true);
+  const std::vector<std::vector<float>> gpu = forced_logits(e, context, inputs);
+  for (int64_t i = 0; i < steps; ++i) {
+    const std::vector<float>& ref = cpu.logits[i];
+    ASSERT_LE(rel_err(gpu[i], ref), kLogitsBound) << "step " << i;
+    const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
+    if (got != want) {
+      double mx = 0;
+      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
+      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx) << "step " << i << ": argmax outside a tie";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, RaggedShapes,
+    ::testing::Values(RaggedCase{Scheme::int8, 376, 64, {"down_proj"}},  // 376 bytes: not a multiple of 16
+                      RaggedCase{Scheme::fp16, 372, 64, {"down_proj"}},  // 744 bytes
+                      // groups of 16: every int4 matrix (the fp16 lm_head keeps its kernel)
+                      RaggedCase{Scheme::int4, 368, 16, {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}}),
+    [](const auto& info) {
+      return fmt::format("{}_i{}", to_string(info.param.scheme), info.param.intermediate);
     });
 
 // transformers' goldens (scripts/make_goldens.py) on the GPU: the fp16 checkpoint loaded

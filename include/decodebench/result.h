@@ -63,6 +63,8 @@ struct RunConfig {
   bool zero_point = false;      // int4 only
   std::string lm_head_scheme;
   std::string kernel;  // resolved kernel name, e.g. "int4.gemv"
+  // --kernel auto: the matrices the kernel cannot take and what ran them instead, one line each
+  std::vector<std::string> kernel_fallbacks;
   bool graph = false;
   std::string adapter = "none";  // "none", a path or "synthetic:rank=..."
   std::string adapter_mode;      // "merged" | "external" | "" without an adapter

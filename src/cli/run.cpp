@@ -99,6 +99,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   ds.positions = positions;
   ds.graph = spec.graph;
   ds.weights_key = key;
+  ds.kernel_fallback = spec.kernel == "auto";
   std::unique_ptr<Decoder> decoder = backend->decoder(weights, kernel, ds, reuse ? &reuse->backend : nullptr);
   Protocol protocol;
   protocol.context = spec.context;
@@ -174,6 +175,11 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   }
   classify_regime(r.roofline, r.timing.tpot_ms.median, facts.launches_per_step, facts.launch_overhead_us,
                   r.bytes.per_token.kernel_extra);
+  r.config.kernel_fallbacks = facts.kernel_fallbacks;
+  if (!facts.kernel_fallbacks.empty())
+    r.roofline.regime_reason += fmt::format(
+        "; {} of the model's matrix shapes run the plain GEMV instead of {} (config.kernel_fallbacks)",
+        facts.kernel_fallbacks.size(), r.config.kernel);
   r.memory = facts.memory;
 
   r.check.tokens = m.tokens;
