@@ -11,6 +11,8 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxGroup = 8;  // query heads per kv head (70B: 64 / 8)
 static_assert(kAttentionChunk <= kThreads, "at most one position per thread");
+static_assert(sizeof(AttentionArgs) <= 128,
+              "the kernel parameter stays in the parameter space (attention.cuh)");
 
 // One head vector (q or the new k) handled by one warp: lane l holds elements l*E..l*E+E-1,
 // so RoPE's partner i + HD/2 sits in lane l ^ 16. RMSNorm (qwen3) with a warp reduction,
@@ -38,8 +40,9 @@ __device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const flo
 
 // MAXG: the query heads per kv head rounded up to 2, 4 or 8. Every per-head loop runs MAXG
 // times without a guard, the heads past G reading zero queries (their results are unused),
-// so the heads' dot products interleave as independent chains.
-template <int HD, int MAXG>
+// so the heads' dot products interleave as independent chains. BIAS: qwen2's q/k/v biases,
+// a template switch so that a model without them runs exactly the kernel it would otherwise.
+template <int HD, int MAXG, bool BIAS>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   constexpr int E = HD / kWarp;  // elements per lane
   // The position and the cached K and V rows (below pos) are only written by earlier steps,
@@ -126,11 +129,13 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 #pragma unroll
   for (int it = 0; it < kMaxItems; ++it) {
     const int item = warp + it * kWarps;
-    const int64_t off = item == G ? q_dim + kvh * HD : (kvh * G + item) * HD;
+    const float* src = item == G ? a.qkv + q_dim + kvh * HD : a.qkv + (kvh * G + item) * HD;
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int64_t i = off + lane * E + e;
-      v[it][e] = item < vectors ? a.qkv[i] + (a.qkv_bias ? __half2float(a.qkv_bias[i]) : 0.f) : 0.f;
+    for (int e = 0; e < E; ++e) v[it][e] = item < vectors ? src[lane * E + e] : 0.f;
+    if constexpr (BIAS) {
+      const __half* bias = a.qkv_bias + (src - a.qkv);
+#pragma unroll
+      for (int e = 0; e < E; ++e) v[it][e] += item < vectors ? __half2float(bias[lane * E + e]) : 0.f;
     }
   }
 #pragma unroll
@@ -155,8 +160,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   }
   for (int e = threadIdx.x; e < (MAXG - G) * HD; e += kThreads) q_s[G + e / HD][e % HD] = 0.f;
   if (owns_pos && threadIdx.x < HD) {
-    const int64_t iv = q_dim + kv_dim + kvh * HD + threadIdx.x;
-    const __half v = __float2half_rn(a.qkv[iv] + (a.qkv_bias ? __half2float(a.qkv_bias[iv]) : 0.f));
+    float x = a.qkv[q_dim + kv_dim + kvh * HD + threadIdx.x];
+    if constexpr (BIAS) x += __half2float(a.qkv_bias[q_dim + kv_dim + kvh * HD + threadIdx.x]);
+    const __half v = __float2half_rn(x);
     a.v_cache[static_cast<int64_t>(pos) * kv_dim + kvh * HD + threadIdx.x] = v;
     v_s[pos - start][threadIdx.x] = v;
   }
@@ -529,20 +535,26 @@ void launch_any(const AttentionArgs& a, cudaStream_t s) {
   launch(attention_any_merge_kernel, dim3(a.heads), kThreads, 0, s, a);
 }
 
-template <int MAXG>
+template <int MAXG, bool BIAS>
 void launch_hd(const AttentionArgs& a, cudaStream_t s) {
   const dim3 grid(a.kv_heads, a.max_splits);
   switch (a.head_dim) {
     case 32:
-      return launch(attention_kernel<32, MAXG>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<32, MAXG, BIAS>, grid, kThreads, 0, s, a);
     case 64:
-      return launch(attention_kernel<64, MAXG>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<64, MAXG, BIAS>, grid, kThreads, 0, s, a);
     case 96:
-      return launch(attention_kernel<96, MAXG>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<96, MAXG, BIAS>, grid, kThreads, 0, s, a);
     case 128:
-      return launch(attention_kernel<128, MAXG>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<128, MAXG, BIAS>, grid, kThreads, 0, s, a);
   }
   launch_any(a, s);
+}
+
+template <int MAXG>
+void launch_group(const AttentionArgs& a, cudaStream_t s) {
+  if (a.qkv_bias) return launch_hd<MAXG, true>(a, s);
+  launch_hd<MAXG, false>(a, s);
 }
 
 }  // namespace
@@ -561,9 +573,9 @@ void attention(const AttentionArgs& a, cudaStream_t s) {
     fail("attention: {} query heads are not a multiple of {} kv heads", a.heads, a.kv_heads);
   const int group = a.heads / a.kv_heads;
   if (group > kMaxGroup) return launch_any(a, s);
-  if (group <= 2) return launch_hd<2>(a, s);
-  if (group <= 4) return launch_hd<4>(a, s);
-  launch_hd<8>(a, s);
+  if (group <= 2) return launch_group<2>(a, s);
+  if (group <= 4) return launch_group<4>(a, s);
+  launch_group<8>(a, s);
 }
 
 }  // namespace db::cuda

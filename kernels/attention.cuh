@@ -10,26 +10,29 @@
 
 namespace db::cuda {
 
+// 128 bytes, no more: a larger kernel parameter makes nvcc copy it to local memory and read
+// every field from there, which changes every attention kernel (hence eps and early_launch
+// between the ints and the pointers, where the padding was).
 struct AttentionArgs {
-  const float* qkv = nullptr;        // [q_dim + 2 kv_dim]: the QKV GEMV output, before norm and RoPE
-  const __half* qkv_bias = nullptr;  // [q_dim + 2 kv_dim] (qwen2: q/k/v biases), or null; added to qkv
-  const __half* q_norm = nullptr;    // [head_dim] (qwen3), or null
+  const float* qkv = nullptr;      // [q_dim + 2 kv_dim]: the QKV GEMV output, before norm and RoPE
+  const __half* q_norm = nullptr;  // [head_dim] (qwen3), or null
   const __half* k_norm = nullptr;
-  float eps = 0.f;
   const float* rope = nullptr;  // rope_table(): [positions, hd/2] cos, then [positions, hd/2] sin
   int64_t rope_positions = 0;
   __half* k_cache = nullptr;  // this layer's [positions, kv_dim]
   __half* v_cache = nullptr;
   const int32_t* pos = nullptr;  // device: the position of this token
   int heads = 0, kv_heads = 0, head_dim = 0;
-  int max_splits = 0;                // splits of kAttentionChunk positions the grid holds
+  int max_splits = 0;  // splits of kAttentionChunk positions the grid holds
+  float eps = 0.f;     // the q/k norms'
+  // Let the next kernel (the O GEMV) launch as soon as this one has issued its cached K and V
+  // loads, instead of after the queries are ready (attention.cu, step 2).
+  bool early_launch = false;
   float* part_o = nullptr;           // [heads, max_splits, head_dim]
   float* part_ml = nullptr;          // [heads, max_splits, 2]: running max and sum
   unsigned int* counters = nullptr;  // [kv_heads], zero between launches
   __half* out = nullptr;             // [heads * head_dim]
-  // Let the next kernel (the O GEMV) launch as soon as this one has issued its cached K and V
-  // loads, instead of after the queries are ready (attention.cu, step 2).
-  bool early_launch = false;
+  const __half* qkv_bias = nullptr;  // [q_dim + 2 kv_dim] (qwen2: q/k/v biases), or null; added to qkv
 };
 
 constexpr int kAttentionChunk = 128;  // positions per block: one per thread
