@@ -69,7 +69,8 @@ class Qwen2Checkpoint : public db_test::TempDirTest {
     auto matrix = [&](const Origin& o) {
       if (o.name == skip) return;
       const QuantMatrix m = src.host_matrix(o, Scheme::fp16);
-      w.add(o.name, DType::f16, o.shape, [m](uint8_t* out) { std::memcpy(out, m.qweight.data(), m.qweight.size()); });
+      w.add(o.name, DType::f16, o.shape,
+            [m](uint8_t* out) { std::memcpy(out, m.qweight.data(), m.qweight.size()); });
     };
     auto vector = [&](const Origin& o) {
       if (o.name == skip) return;
@@ -222,8 +223,8 @@ TEST_F(Qwen2WeightsFile, GenWeightsRoundTripsTheBiases) {
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
     SCOPED_TRACE(to_string(s));
     const std::string file = path(std::string("q-") + to_string(s) + ".safetensors");
-    const db_test::Outcome o =
-        db_test::run({"gen-weights", "--model", "tiny-qwen2", "--quant", to_string(s), "--seed", "4", "-o", file});
+    const db_test::Outcome o = db_test::run(
+        {"gen-weights", "--model", "tiny-qwen2", "--quant", to_string(s), "--seed", "4", "-o", file});
     ASSERT_EQ(o.code, 0) << o.err;
     const Checkpoint ck(file);
     for (Linear lin : kBiasedLinears) {
@@ -239,8 +240,8 @@ TEST_F(Qwen2WeightsFile, GenWeightsRoundTripsTheBiases) {
 }
 
 TEST(Qwen2Run, CpuBackendRunsTinyQwen2) {
-  const db_test::Outcome o = db_test::run({"--model", "tiny-qwen2-int4", "--backend", "cpu", "--tokens", "4",
-                                           "--warmup", "1", "--repeat", "1"});
+  const db_test::Outcome o = db_test::run(
+      {"--model", "tiny-qwen2-int4", "--backend", "cpu", "--tokens", "4", "--warmup", "1", "--repeat", "1"});
   EXPECT_EQ(o.code, 0) << o.err;
   EXPECT_NE(o.out.find("qwen2"), std::string::npos) << o.out;
 }
