@@ -338,6 +338,14 @@ TEST(HfConfig, Qwen2SlidingWindowOnIsRefusedInOneLine) {
   EXPECT_NE(e.find("qwen-swa/config.json"), std::string::npos) << e;
   EXPECT_NE(e.find("use_sliding_window true is not supported"), std::string::npos) << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  // transformers 5 writes the layers' kinds: full attention in every layer is accepted.
+  text.replace(text.find("\"use_sliding_window\": true"), 26,
+               "\"use_sliding_window\": false, \"layer_types\": [\"full_attention\", \"full_attention\"]");
+  EXPECT_EQ(db::parse_model_config(text, "qwen-full/config.json").arch, Arch::qwen2);
+  const size_t second = text.rfind("\"full_attention\"");
+  text.replace(second, 16, "\"sliding_attention\"");
+  const std::string e2 = error_of([&] { db::parse_model_config(text, "qwen-swa/config.json"); });
+  EXPECT_NE(e2.find("layer_types holds 'sliding_attention', not supported"), std::string::npos) << e2;
 }
 
 TEST(HfConfig, ModelDirectoryAndTransformers5RopeParameters) {

@@ -412,6 +412,12 @@ ModelConfig parse_hf(const json& root, const std::string& label) {
   if (f.boolean("use_sliding_window", false))
     fail("config {}: use_sliding_window true is not supported (decodebench attends to every position)",
          label);
+  // transformers 5 also spells the choice out per layer.
+  if (const json* types = f.find("layer_types"); types && types->is_array())
+    for (const json& t : *types)
+      if (t.is_string() && t.get<std::string>() != "full_attention")
+        fail("config {}: layer_types holds '{}', not supported (decodebench attends to every position)",
+             label, printable(t.get<std::string>()));
 
   c.quant = parse_quant(root, label, /*strict=*/true);  // only present through a decodebench "extends"
   return c;
