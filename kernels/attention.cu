@@ -362,6 +362,173 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   if (threadIdx.x == 0) a.counters[kvh] = 0;  // ready for the next layer
 }
 
+// Every other head size (a multiple of 8 up to kMaxAnyHeadDim) and any number of query
+// heads per kv head: one block per (query head, split), the queries' K and V rows read from
+// global memory, the splits merged by a second kernel. A plain kernel where the fast one's
+// layout (one position per thread holding a whole K row, lane l ^ 16 as RoPE's partner)
+// does not fit; the head sizes of the models in the presets take the fast path.
+constexpr int kMaxAnyHeadDim = 256;
+
+__device__ __forceinline__ float block_max(float v, float* scratch /* [32] */) {
+  v = warp_max(v);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < kWarps ? scratch[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+// Norm (qwen3) and RoPE of one head vector in shared memory, in place; every thread of the
+// block takes part. kMaxAnyHeadDim / kThreads elements a thread.
+__device__ void norm_rope_block(float* x, const __half* norm_w, float eps, const float* cosp,
+                                const float* sinp, int hd, float* scratch) {
+  constexpr int kPer = kMaxAnyHeadDim / kThreads;
+  if (norm_w) {
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < hd; i += kThreads) ss += x[i] * x[i];
+    const float inv = rsqrtf(block_sum(ss, scratch) / hd + eps);
+    for (int i = threadIdx.x; i < hd; i += kThreads) x[i] = x[i] * inv * __half2float(norm_w[i]);
+    __syncthreads();
+  }
+  const int half = hd / 2;
+  float r[kPer];
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kThreads;
+    if (i < hd) {
+      const int j = i < half ? i : i - half;
+      r[k] = i < half ? x[i] * cosp[j] - x[i + half] * sinp[j] : x[i] * cosp[j] + x[i - half] * sinp[j];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    const int i = threadIdx.x + k * kThreads;
+    if (i < hd) x[i] = r[k];
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kThreads) attention_any_kernel(AttentionArgs a) {
+  const int pos = __ldcg(a.pos);
+  const int split = blockIdx.y;
+  const int start = split * kAttentionChunk;
+  if (start > pos) return;
+  const int n = min(pos + 1 - start, kAttentionChunk);
+  const int splits = pos / kAttentionChunk + 1;
+  const bool owns_pos = pos < start + n;
+  const int hd = a.head_dim, h = blockIdx.x, G = a.heads / a.kv_heads, kvh = h / G;
+  const int64_t kv_dim = static_cast<int64_t>(a.kv_heads) * hd, q_dim = static_cast<int64_t>(a.heads) * hd;
+  const float* cosp = a.rope + static_cast<int64_t>(pos) * (hd / 2);
+  const float* sinp = a.rope + (a.rope_positions + pos) * (hd / 2);
+  const auto qkv = [&](int64_t i) { return a.qkv[i] + (a.qkv_bias ? __half2float(a.qkv_bias[i]) : 0.f); };
+
+  __shared__ __align__(16) float q_s[kMaxAnyHeadDim];
+  __shared__ __align__(16) float k_s[kMaxAnyHeadDim];  // the new token's K
+  __shared__ float p_s[kAttentionChunk];
+  __shared__ float scratch[kWarp];
+  pdl_wait();  // pdl.cuh: qkv and the caches' earlier rows
+
+  for (int i = threadIdx.x; i < hd; i += kThreads) {
+    q_s[i] = qkv(h * hd + i);
+    if (owns_pos) k_s[i] = qkv(q_dim + kvh * hd + i);
+  }
+  __syncthreads();
+  norm_rope_block(q_s, a.q_norm, a.eps, cosp, sinp, hd, scratch);
+  if (owns_pos) {
+    norm_rope_block(k_s, a.k_norm, a.eps, cosp, sinp, hd, scratch);
+    if (h % G == 0) {  // one query head of the group writes the new K and V rows
+      for (int i = threadIdx.x; i < hd; i += kThreads) {
+        a.k_cache[pos * kv_dim + kvh * hd + i] = __float2half_rn(k_s[i]);
+        a.v_cache[pos * kv_dim + kvh * hd + i] = __float2half_rn(qkv(q_dim + kv_dim + kvh * hd + i));
+      }
+    }
+  }
+  const float scale = rsqrtf(static_cast<float>(hd));
+
+  // Scores: thread t, position start + t, 8 halves (16 bytes) of its K row at a time.
+  float m = -INFINITY;
+  const int t = threadIdx.x;
+  if (t < n) {
+    const int p = start + t;
+    float sc = 0.f;
+    if (p == pos) {
+      for (int i = 0; i < hd; ++i) sc += q_s[i] * __half2float(__float2half_rn(k_s[i]));
+    } else {
+      const uint4* row = reinterpret_cast<const uint4*>(a.k_cache + p * kv_dim + kvh * hd);
+      for (int c = 0; c < hd / 8; ++c) {
+        const uint4 u = row[c];
+        const __half2* k2 = reinterpret_cast<const __half2*>(&u);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 kf = __half22float2(k2[e]);
+          sc += q_s[8 * c + 2 * e] * kf.x + q_s[8 * c + 2 * e + 1] * kf.y;
+        }
+      }
+    }
+    m = sc * scale;
+    p_s[t] = m;
+  }
+  m = block_max(m, scratch);
+  float l = 0.f;
+  if (t < n) {
+    const float e = expf(p_s[t] - m);
+    p_s[t] = e;
+    l = e;
+  }
+  l = block_sum(l, scratch);  // its barriers make p_s visible to every thread
+
+  // P V: thread i owns output elements i, i + kThreads.
+  for (int i = threadIdx.x; i < hd; i += kThreads) {
+    float o = 0.f;
+    for (int r = 0; r < n; ++r) {
+      const int p = start + r;
+      const float v = p == pos ? __half2float(__float2half_rn(qkv(q_dim + kv_dim + kvh * hd + i)))
+                               : __half2float(a.v_cache[p * kv_dim + kvh * hd + i]);
+      o += p_s[r] * v;
+    }
+    if (splits == 1)
+      a.out[h * hd + i] = __float2half_rn(o / l);
+    else
+      a.part_o[(static_cast<int64_t>(h) * a.max_splits + split) * hd + i] = o;
+  }
+  if (splits > 1 && threadIdx.x == 0) {
+    a.part_ml[(static_cast<int64_t>(h) * a.max_splits + split) * 2] = m;
+    a.part_ml[(static_cast<int64_t>(h) * a.max_splits + split) * 2 + 1] = l;
+  }
+}
+
+// The splits of attention_any_kernel merged (log-sum-exp): one block per query head.
+__global__ void __launch_bounds__(kThreads) attention_any_merge_kernel(AttentionArgs a) {
+  pdl_wait();
+  const int splits = __ldcg(a.pos) / kAttentionChunk + 1;
+  if (splits == 1) return;  // the attention kernel wrote the output
+  const int64_t h = blockIdx.x;
+  __shared__ float scratch[kWarp];
+  float mx = -INFINITY;
+  for (int s = threadIdx.x; s < splits; s += kThreads) mx = fmaxf(mx, a.part_ml[(h * a.max_splits + s) * 2]);
+  const float M = block_max(mx, scratch);
+  float sum = 0.f;
+  for (int s = threadIdx.x; s < splits; s += kThreads)
+    sum += a.part_ml[(h * a.max_splits + s) * 2 + 1] * expf(a.part_ml[(h * a.max_splits + s) * 2] - M);
+  const float L = block_sum(sum, scratch);
+  for (int i = threadIdx.x; i < a.head_dim; i += kThreads) {
+    float o = 0.f;
+    for (int s = 0; s < splits; ++s)
+      o +=
+          a.part_o[(h * a.max_splits + s) * a.head_dim + i] * expf(a.part_ml[(h * a.max_splits + s) * 2] - M);
+    a.out[h * a.head_dim + i] = __float2half_rn(o / L);
+  }
+}
+
+void launch_any(const AttentionArgs& a, cudaStream_t s) {
+  if (a.head_dim % 8 != 0 || a.head_dim < 8 || a.head_dim > kMaxAnyHeadDim)
+    fail("attention: head_dim {} is not supported (a multiple of 8 up to {})", a.head_dim, kMaxAnyHeadDim);
+  launch(attention_any_kernel, dim3(a.heads, a.max_splits), kThreads, 0, s, a);
+  launch(attention_any_merge_kernel, dim3(a.heads), kThreads, 0, s, a);
+}
+
 template <int MAXG>
 void launch_hd(const AttentionArgs& a, cudaStream_t s) {
   const dim3 grid(a.kv_heads, a.max_splits);
@@ -370,10 +537,12 @@ void launch_hd(const AttentionArgs& a, cudaStream_t s) {
       return launch(attention_kernel<32, MAXG>, grid, kThreads, 0, s, a);
     case 64:
       return launch(attention_kernel<64, MAXG>, grid, kThreads, 0, s, a);
+    case 96:
+      return launch(attention_kernel<96, MAXG>, grid, kThreads, 0, s, a);
     case 128:
       return launch(attention_kernel<128, MAXG>, grid, kThreads, 0, s, a);
   }
-  fail("attention: head_dim {} is not supported (32, 64, 128)", a.head_dim);
+  launch_any(a, s);
 }
 
 }  // namespace
@@ -382,11 +551,16 @@ int attention_splits(int64_t positions) {
   return static_cast<int>((positions + kAttentionChunk - 1) / kAttentionChunk);
 }
 
+bool attention_fast_path(int head_dim, int heads, int kv_heads) {
+  const bool hd = head_dim == 32 || head_dim == 64 || head_dim == 96 || head_dim == 128;
+  return hd && heads % kv_heads == 0 && heads / kv_heads <= kMaxGroup;
+}
+
 void attention(const AttentionArgs& a, cudaStream_t s) {
-  if (a.heads % a.kv_heads != 0 || a.heads / a.kv_heads > kMaxGroup)
-    fail("attention: {} query heads per kv head is not supported (at most {})", a.heads / a.kv_heads,
-         kMaxGroup);
+  if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
+    fail("attention: {} query heads are not a multiple of {} kv heads", a.heads, a.kv_heads);
   const int group = a.heads / a.kv_heads;
+  if (group > kMaxGroup) return launch_any(a, s);
   if (group <= 2) return launch_hd<2>(a, s);
   if (group <= 4) return launch_hd<4>(a, s);
   launch_hd<8>(a, s);

@@ -1,6 +1,6 @@
 // Decode attention for one query token over the KV cache (GQA), with RoPE, the qwen3 q/k
-// norms and the KV write of the new token fused in, split over the KV length
-// (flash-decoding) with the splits merged by the last block to finish.
+// norms, the qwen2 q/k/v biases and the KV write of the new token fused in, split over the
+// KV length (flash-decoding) with the splits merged by the last block to finish.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -35,6 +35,10 @@ struct AttentionArgs {
 constexpr int kAttentionChunk = 128;  // positions per block: one per thread
 
 int attention_splits(int64_t positions);
+// Whether attention() takes the fast kernel (head_dim 32, 64, 96 or 128, at most 8 query
+// heads per kv head); any other head_dim that is a multiple of 8 up to 256, and any group,
+// takes a plain kernel and a merge kernel.
+bool attention_fast_path(int head_dim, int heads, int kv_heads);
 void attention(const AttentionArgs& a, cudaStream_t s);
 
 }  // namespace db::cuda

@@ -489,6 +489,7 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
 // int->float conversion, a scale load, an fp32 multiply-add. What a kernel that "unpacks
 // less efficiently" does.
 __device__ __forceinline__ float naive_weight(const DeviceMatrix& m, int64_t r, int64_t c) {
+  if (m.scheme == Scheme::fp16) return __half2float(static_cast<const __half*>(m.qweight)[r * m.cols + c]);
   if (m.scheme == Scheme::int8) {
     const int8_t q = static_cast<const int8_t*>(m.qweight)[r * m.cols + c];
     return static_cast<float>(q) * __half2float(m.scales[r]);
@@ -687,13 +688,7 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
 }  // namespace
 
 bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why) {
-  if (v == GemvVariant::naive) {
-    if (w.scheme == Scheme::fp16) {
-      *why = "there is no naive fp16 kernel (use fp16.gemv or fp16.cublas)";
-      return false;
-    }
-    return true;
-  }
+  if (v == GemvVariant::naive) return true;  // any shape; for fp16 only as --kernel auto's fallback
   if (w.cols % cols_per_chunk(w.scheme) != 0) {
     *why = "the fast kernels need the input dimension to be a multiple of 16 bytes of weights";
     return false;

@@ -1,8 +1,11 @@
 // Weights made on the device against the host generator, and the whole decode step of the
 // CUDA engine against the CPU reference: same tokens, logits within the derived bound,
 // graph and eager identical.
+#include <fmt/ranges.h>
+
 #include <cmath>
 
+#include "attention.cuh"
 #include "decodebench/backend.h"
 #include "decodebench/cpu_reference.h"
 #include "decodebench/half.h"
@@ -219,6 +222,123 @@ INSTANTIATE_TEST_SUITE_P(Qwen2, EngineVsCpu,
                              if (ch == '.' || ch == '-') ch = '_';
                            return n;
                          });
+
+// Attention for every head size a Llama/Qwen checkpoint uses and any number of query heads
+// per kv head, on the short path and past one split (the merge): the fast kernel (32, 64, 96,
+// 128; up to 8 query heads per kv head) and the plain one (every other multiple of 8 up to
+// 256, larger groups), teacher-forced against the CPU reference.
+struct HeadCase {
+  db::Arch arch;
+  int64_t head_dim, heads, kv_heads, context;
+};
+
+class AttentionShapes : public ::testing::TestWithParam<HeadCase> {};
+
+TEST_P(AttentionShapes, LogitsWithinTheBoundAndSameArgmax) {
+  REQUIRE_GPU();
+  const HeadCase p = GetParam();
+  ModelConfig c = tiny(Scheme::fp16);
+  c.arch = p.arch;
+  c.head_dim = p.head_dim;
+  c.num_attention_heads = p.heads;
+  c.num_key_value_heads = p.kv_heads;
+  validate(c, "test");
+  EXPECT_EQ(attention_fast_path(static_cast<int>(p.head_dim), static_cast<int>(p.heads),
+                                static_cast<int>(p.kv_heads)),
+            (p.head_dim == 32 || p.head_dim == 64 || p.head_dim == 96 || p.head_dim == 128) &&
+                p.heads / p.kv_heads <= 8);
+  const WeightSource ws(c, "", 11);
+  const int64_t steps = 8;
+  const Trace cpu = run_cpu(ws, p.context, steps);
+  std::vector<int32_t> inputs = {prompt_token(p.context, c.vocab_size)};
+  inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
+  Engine e(ws, resolve_kernel("auto", Scheme::fp16), p.context + steps);
+  const std::vector<std::vector<float>> gpu = forced_logits(e, p.context, inputs);
+  for (int64_t i = 0; i < steps; ++i) {
+    const std::vector<float>& ref = cpu.logits[i];
+    ASSERT_LE(rel_err(gpu[i], ref), kLogitsBound) << "step " << i;
+    const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
+    if (got != want) {
+      double mx = 0;
+      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
+      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx) << "step " << i << ": argmax outside a tie";
+    }
+  }
+  // Graph replay gives the eager path's tokens with the plain kernel's two launches too.
+  Engine g(ws, resolve_kernel("auto", Scheme::fp16), p.context + steps);
+  Engine n(ws, resolve_kernel("auto", Scheme::fp16), p.context + steps);
+  EXPECT_EQ(run_engine(g, p.context, steps, true).tokens, run_engine(n, p.context, steps, false).tokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HeadSizes, AttentionShapes,
+    ::testing::Values(HeadCase{Arch::llama, 24, 4, 2, 0}, HeadCase{Arch::llama, 24, 4, 2, 150},
+                      HeadCase{Arch::llama, 96, 4, 1, 0}, HeadCase{Arch::llama, 96, 4, 1, 300},
+                      HeadCase{Arch::qwen3, 96, 6, 2, 150}, HeadCase{Arch::llama, 80, 6, 2, 0},
+                      HeadCase{Arch::llama, 80, 6, 2, 150}, HeadCase{Arch::llama, 160, 2, 2, 150},
+                      HeadCase{Arch::qwen3, 256, 4, 2, 0}, HeadCase{Arch::qwen3, 256, 4, 2, 300},
+                      HeadCase{Arch::llama, 64, 16, 1, 0}, HeadCase{Arch::llama, 64, 16, 1, 150},
+                      HeadCase{Arch::llama, 128, 12, 2, 150}, HeadCase{Arch::llama, 8, 4, 4, 150}),
+    [](const auto& info) {
+      const HeadCase& p = info.param;
+      return fmt::format("{}_hd{}_h{}_kv{}_ctx{}", to_string(p.arch), p.head_dim, p.heads, p.kv_heads,
+                         p.context);
+    });
+
+// --kernel auto never refuses a shape the CPU backend runs: a matrix the fast GEMV cannot take
+// (an input that is not a multiple of 16 bytes of weights, an int4 group under 32) runs the
+// plain GEMV, the run names it, and the tokens are the reference's. A named kernel is refused.
+struct RaggedCase {
+  Scheme scheme;
+  int64_t intermediate;
+  int group_size;
+  std::vector<std::string> sites;  // the matrices that fall back
+};
+
+class RaggedShapes : public ::testing::TestWithParam<RaggedCase> {};
+
+TEST_P(RaggedShapes, AutoFallsBackPerMatrixAndMatchesTheReference) {
+  REQUIRE_GPU();
+  const RaggedCase p = GetParam();
+  ModelConfig c = tiny(p.scheme);
+  c.intermediate_size = p.intermediate;
+  c.quant.group_size = p.group_size;
+  validate(c, "test");
+  const KernelInfo& fast = resolve_kernel("auto", p.scheme);
+  const std::vector<std::string> fell = Engine::fallbacks(c, fast);
+  ASSERT_EQ(fell.size(), p.sites.size()) << fmt::format("{}", fmt::join(fell, "; "));
+  for (size_t i = 0; i < fell.size(); ++i) EXPECT_EQ(fell[i].rfind(p.sites[i] + " [", 0), 0u) << fell[i];
+  EXPECT_THROW(Engine::check_kernel(c, fast), Error);  // the named kernel: refused
+  EXPECT_NO_THROW(Engine::check_kernel(c, fast, true));
+
+  const WeightSource ws(c, "", 13);
+  const int64_t context = 20, steps = 8;
+  const Trace cpu = run_cpu(ws, context, steps);
+  std::vector<int32_t> inputs = {prompt_token(context, c.vocab_size)};
+  inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
+  Engine e(ws, fast, context + steps, true);
+  const std::vector<std::vector<float>> gpu = forced_logits(e, context, inputs);
+  for (int64_t i = 0; i < steps; ++i) {
+    const std::vector<float>& ref = cpu.logits[i];
+    ASSERT_LE(rel_err(gpu[i], ref), kLogitsBound) << "step " << i;
+    const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
+    if (got != want) {
+      double mx = 0;
+      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
+      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx) << "step " << i << ": argmax outside a tie";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, RaggedShapes,
+    ::testing::Values(RaggedCase{Scheme::int8, 376, 64, {"down_proj"}},  // 376 bytes: not a multiple of 16
+                      RaggedCase{Scheme::fp16, 372, 64, {"down_proj"}},  // 744 bytes
+                      // groups of 16: every int4 matrix (the fp16 lm_head keeps its kernel)
+                      RaggedCase{Scheme::int4, 368, 16, {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}}),
+    [](const auto& info) {
+      return fmt::format("{}_i{}", to_string(info.param.scheme), info.param.intermediate);
+    });
 
 // transformers' goldens (scripts/make_goldens.py) on the GPU: the fp16 checkpoint loaded
 // through the file path generates exactly transformers' greedy tokens.

@@ -405,6 +405,38 @@ TEST(Overrides, ApplyThenValidate) {
   EXPECT_NE(e.find("8b"), std::string::npos) << e;
 }
 
+// SmolLM2-135M's hidden size 576 holds no whole group of 128: --quant int4 takes the largest
+// of 128, 64, 32 that divides every int4 input and says why; an explicit --group-size that
+// does not divide is refused.
+TEST(Overrides, Int4GroupSizeFitsTheMatrices) {
+  const std::string smollm = std::string(DB_TEST_DATA) + "/configs/smollm2_135m.json";
+  db::RunSpec s;
+  s.quant = Scheme::int4;
+  const ModelConfig c = db::apply_overrides(db::load_model_config(smollm), s);
+  EXPECT_EQ(c.quant.group_size, 64);
+  EXPECT_EQ(c.group_size_note, "int4 group size 64 instead of 128: 128 does not divide hidden_size 576");
+
+  ModelConfig odd = db::load_model_config(smollm);  // 9 heads x 32 = 288 = 9 x 32: only 32 fits
+  odd.head_dim = 32;
+  EXPECT_EQ(db::apply_overrides(odd, s).quant.group_size, 32);
+
+  // A config whose group already divides keeps it, with no note.
+  const ModelConfig eight = db::apply_overrides(db::load_model_config("8b"), s);
+  EXPECT_EQ(eight.quant.group_size, 128);
+  EXPECT_EQ(eight.group_size_note, "");
+
+  s.group_size = 128;
+  const std::string e = error_of([&] { db::apply_overrides(db::load_model_config(smollm), s); });
+  EXPECT_NE(e.find("group_size 128 does not divide hidden_size 576"), std::string::npos) << e;
+
+  // None of 128, 64, 32 divides hidden 200: refused as before, naming the config's group.
+  s.group_size.reset();
+  ModelConfig none = db::load_model_config(smollm);
+  none.hidden_size = 200;
+  const std::string n = error_of([&] { db::apply_overrides(none, s); });
+  EXPECT_NE(n.find("group_size 128 does not divide hidden_size 200"), std::string::npos) << n;
+}
+
 TEST(UnknownModel, NeitherPresetNorFile) {
   const std::string e = error_of([] { db::load_model_config("8b-int5"); });
   EXPECT_EQ(

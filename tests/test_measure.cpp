@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <deque>
+#include <fstream>
 
 #include "cli_helpers.h"
 #include "decodebench/config.h"
@@ -209,6 +210,21 @@ TEST_F(MeasureCli, MaxNoiseRecordsWhyTheRepetitionsStopped) {
   EXPECT_EQ(r.timing.samples_ms.size(), 2 * r.timing.repetition_medians_ms.size());
   EXPECT_DOUBLE_EQ(r.timing.noise, db::repetition_noise(r.timing.repetition_medians_ms));
   if (r.timing.stop == db::kStopNoise) EXPECT_LE(r.timing.noise, 0.5);
+}
+
+// An int4 group that does not fit the config's matrices: the run says which it used and why,
+// on stderr and in the result.
+TEST_F(MeasureCli, AnInt4GroupThatDoesNotFitIsReplacedAndSaidSo) {
+  const std::string cfg = path("c.json"), out = path("r.json");
+  std::ofstream(cfg) << R"({"extends": "tiny", "hidden_size": 96})";
+  const auto o = db_test::run({"--model", cfg, "--quant", "int4", "--backend", "cpu", "--tokens", "2",
+                               "--warmup", "0", "-r", "1", "-o", out});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::string note = "int4 group size 32 instead of 64: 64 does not divide hidden_size 96";
+  EXPECT_NE(o.err.find("decodebench: warning: " + note + "\n"), std::string::npos) << o.err;
+  const db::Result r = db::read_results(out).at(0);
+  EXPECT_EQ(r.config.group_size, 32);
+  EXPECT_EQ(r.config.group_size_note, note);
 }
 
 TEST_F(MeasureCli, AFixedRunStopsAtRepeatAndPrintsItsNoiseBesideTheMedian) {

@@ -83,6 +83,8 @@ db::Result populated_result() {
   r.config.params = 8'030'261'248;
   r.config.max_noise = 0.005;
   r.config.max_time_s = 30;
+  r.config.group_size_note = "int4 group size 64 instead of 128: 128 does not divide hidden_size 576";
+  r.config.kernel_fallbacks = {"o_proj [128 x 376]: int8.naive, since the input is ragged"};
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
   r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576, 8192,          532'480,
@@ -285,6 +287,8 @@ const std::vector<std::string> kAddedFields = {"timing.weights_reused",
                                                "timing.warnings",
                                                "config.max_noise",
                                                "config.max_time_s",
+                                               "config.group_size_note",
+                                               "config.kernel_fallbacks",
                                                "bytes.per_token.biases",
                                                "bytes.stored.biases"};
 

@@ -27,6 +27,9 @@ struct DecoderSpec {
   int64_t positions = 0;    // KV cache capacity: context + max(tokens, warmup)
   bool graph = false;       // replay one captured CUDA graph per step (cuda)
   std::string weights_key;  // weights_key() of the run, for BackendReuse
+  // --kernel auto: a matrix the kernel cannot take runs a kernel that can (cuda), recorded in
+  // DecoderFacts::kernel_fallbacks; a named kernel that cannot take one is refused.
+  bool kernel_fallback = false;
 };
 
 // What a backend may keep between the runs of a sequence (the sweep) so that the next run

@@ -43,6 +43,8 @@ struct QuantConfig {
 struct ModelConfig {
   std::string name;    // preset name or the path it was read from
   std::string source;  // "preset" | "file" | "hf"
+  // Set when the int4 group size is not the config's own: why (apply_overrides, fit_group_size).
+  std::string group_size_note;
   Arch arch = Arch::llama;
   int64_t hidden_size = 0;
   int64_t num_hidden_layers = 0;

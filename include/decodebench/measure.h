@@ -41,9 +41,10 @@ struct DecoderFacts {
   double load_s = 0;            // making its weights and buffers ready
   bool weights_reused = false;  // its weights were kept from the previous run of a sweep
   MemoryUse memory;
-  int launches_per_step = 0;      // kernels in one decode step (0: not applicable)
-  double launch_overhead_us = 0;  // measured cost of one launch in the mode used
-  std::string cublas;             // cuBLAS version where the kernel calls it, else empty
+  int launches_per_step = 0;                  // kernels in one decode step (0: not applicable)
+  double launch_overhead_us = 0;              // measured cost of one launch in the mode used
+  std::string cublas;                         // cuBLAS version where the kernel calls it, else empty
+  std::vector<std::string> kernel_fallbacks;  // matrices that run another kernel, with why
 };
 
 // One run's decode loop on a backend. Steps may run asynchronously (the CUDA backend

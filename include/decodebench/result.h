@@ -57,11 +57,14 @@ struct RunConfig {
   std::string arch;     // "llama" | "qwen3"
   std::string weights;  // "synthetic" or the weights path
   uint64_t seed = 0;
-  std::string scheme;       // "fp16" | "int8" | "int4"
-  int group_size = 0;       // int4 only, else 0
-  bool zero_point = false;  // int4 only
+  std::string scheme;           // "fp16" | "int8" | "int4"
+  int group_size = 0;           // int4 only, else 0
+  std::string group_size_note;  // why group_size is not the config's own; "" when it is
+  bool zero_point = false;      // int4 only
   std::string lm_head_scheme;
   std::string kernel;  // resolved kernel name, e.g. "int4.gemv"
+  // --kernel auto: the matrices the kernel cannot take and what ran them instead, one line each
+  std::vector<std::string> kernel_fallbacks;
   bool graph = false;
   std::string adapter = "none";  // "none", a path or "synthetic:rank=..."
   std::string adapter_mode;      // "merged" | "external" | "" without an adapter

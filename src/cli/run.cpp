@@ -56,6 +56,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
     usage_fail("--group-size applies to int4 weights only (this run's weights are {}, lm_head {})",
                to_string(cfg.quant.scheme), to_string(cfg.quant.lm_head));
   const KernelInfo& kernel = resolve_kernel(spec.kernel, cfg.quant.scheme);
+  if (!cfg.group_size_note.empty()) warn_line(cfg.group_size_note);
 
   // The backend first: "no GPU" must be said before minutes of weight loading.
   std::unique_ptr<Backend> backend =
@@ -98,6 +99,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   ds.positions = positions;
   ds.graph = spec.graph;
   ds.weights_key = key;
+  ds.kernel_fallback = spec.kernel == "auto";
   std::unique_ptr<Decoder> decoder = backend->decoder(weights, kernel, ds, reuse ? &reuse->backend : nullptr);
   Protocol protocol;
   protocol.context = spec.context;
@@ -129,6 +131,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   rc.seed = spec.seed;
   rc.scheme = to_string(cfg.quant.scheme);
   rc.group_size = cfg.quant.scheme == Scheme::int4 ? cfg.quant.group_size : 0;
+  rc.group_size_note = cfg.group_size_note;
   rc.zero_point = cfg.quant.scheme == Scheme::int4 && cfg.quant.zero_point;
   rc.lm_head_scheme = to_string(cfg.quant.lm_head);
   rc.kernel = spec.backend == BackendKind::cpu ? "cpu.reference" : kernel.name;
@@ -172,6 +175,11 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   }
   classify_regime(r.roofline, r.timing.tpot_ms.median, facts.launches_per_step, facts.launch_overhead_us,
                   r.bytes.per_token.kernel_extra);
+  r.config.kernel_fallbacks = facts.kernel_fallbacks;
+  if (!facts.kernel_fallbacks.empty())
+    r.roofline.regime_reason += fmt::format(
+        "; {} of the model's matrix shapes run the plain GEMV instead of {} (config.kernel_fallbacks)",
+        facts.kernel_fallbacks.size(), r.config.kernel);
   r.memory = facts.memory;
 
   r.check.tokens = m.tokens;

@@ -130,10 +130,12 @@ class CudaDecoder final : public Decoder {
  public:
   CudaDecoder(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, const DecoderSpec& spec,
               bool weights_reused, Clock::time_point load_start)
-      : engine_(std::move(weights), kernel, spec.positions),
+      : engine_(std::move(weights), kernel, spec.positions, spec.kernel_fallback),
         graph_(spec.graph),
         cublas_(kernel.name.find("cublas") != std::string::npos),
         weights_reused_(weights_reused),
+        fallbacks_(spec.kernel_fallback ? Engine::fallbacks(engine_.config(), kernel)
+                                        : std::vector<std::string>{}),
         clock_(engine_.stream()) {
     load_s_ = std::chrono::duration<double>(Clock::now() - load_start).count();
   }
@@ -171,6 +173,7 @@ class CudaDecoder final : public Decoder {
     f.launches_per_step = engine_.launches_per_step();
     f.launch_overhead_us = measure_launch_us(graph_);
     if (cublas_) f.cublas = cublas_version();
+    f.kernel_fallbacks = fallbacks_;
     return f;
   }
 
@@ -179,6 +182,7 @@ class CudaDecoder final : public Decoder {
   bool graph_;
   bool cublas_;  // the kernel calls cuBLAS: its version goes in the result
   bool weights_reused_;
+  std::vector<std::string> fallbacks_;
   double load_s_ = 0;
   EventClock clock_;
 };
@@ -234,7 +238,8 @@ class CudaBackend final : public Backend {
       reuse->state.reset();
       reuse->key.clear();
     }
-    std::shared_ptr<const DeviceWeights> w = load_device_weights(ws, kernel, spec.positions);
+    std::shared_ptr<const DeviceWeights> w =
+        load_device_weights(ws, kernel, spec.positions, spec.kernel_fallback);
     if (reuse) {
       reuse->key = key;
       reuse->state = w;

@@ -131,6 +131,12 @@ LinearImpl head_impl_of(const ModelConfig& c, LinearImpl impl) {
   return c.quant.lm_head == c.quant.scheme ? impl : LinearImpl::gemv_fast;
 }
 
+// Whether the fast GEMV can take a matrix of this shape (in the layout it would read).
+bool fast_takes(DeviceMatrix m, const char** why) {
+  m.int4_repacked = m.scheme == Scheme::int4;
+  return gemv_supports(m, GemvVariant::fast, why);
+}
+
 // The weights' matrices as descriptors (shape and quantization, no memory), canonical layout:
 // a layer's four fused linears in DeviceLayer order, the lm_head and the embedding.
 struct Shapes {
@@ -159,6 +165,33 @@ Shapes shapes(const ModelConfig& c) {
   sh.embedding = matrix(V, H, Scheme::fp16);
   sh.tied_head = c.tie_word_embeddings && q.lm_head == Scheme::fp16;
   return sh;
+}
+
+const char* const kSiteNames[] = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"};
+
+// The kernel each matrix runs: the kernel's own, except that with `fallback` (--kernel auto)
+// a matrix the fast GEMV cannot take (an input dimension that is not a multiple of 16 bytes
+// of weights, a group size it cannot stream) runs the plain GEMV, which takes any shape.
+struct SiteImpls {
+  std::array<LinearImpl, 4> block;
+  LinearImpl head = LinearImpl::gemv_fast;
+  std::vector<std::string> fallbacks;  // one line per matrix that fell back, with why
+};
+
+SiteImpls site_impls(const ModelConfig& c, const KernelInfo& kernel, bool fallback) {
+  const LinearImpl impl = linear_impl(kernel);
+  const Shapes sh = shapes(c);
+  SiteImpls s;
+  auto choose = [&](const DeviceMatrix& m, LinearImpl li, const char* name) {
+    const char* why = nullptr;
+    if (li != LinearImpl::gemv_fast || !fallback || fast_takes(m, &why)) return li;
+    s.fallbacks.push_back(
+        fmt::format("{} [{} x {}]: {}.naive, since {}", name, m.rows, m.cols, to_string(m.scheme), why));
+    return LinearImpl::gemv_naive;
+  };
+  for (int i = 0; i < 4; ++i) s.block[i] = choose(sh.block[i], impl, kSiteNames[i]);
+  s.head = choose(sh.tied_head ? sh.embedding : sh.head, head_impl_of(c, impl), "lm_head");
+  return s;
 }
 
 // What sizes an engine's scratch: derived alike by Engine::plan and the constructor.
@@ -345,19 +378,24 @@ void DeviceWeights::fill(const WeightSource& ws) {
   auto repack = [&](DeviceMatrix& m) {
     repack_int4(m, s, int4_frag::preferred(m.rows, m.cols, m.group_size));
   };
+  // A matrix the fast GEMV cannot take stays canonical: --kernel auto runs the plain GEMV on
+  // it (site_impls), and any other kernel that reads the repacked layout was refused.
+  const char* why = nullptr;
   for (Layer& d : layers_)
     for (DeviceMatrix* m : {&d.qkv, &d.o, &d.gate_up, &d.down})
-      if (layout_.block_int4_repacked && m->scheme == Scheme::int4) repack(*m);
-  if (layout_.head_int4_repacked && !sh.tied_head && lm_head_.scheme == Scheme::int4) repack(lm_head_);
+      if (layout_.block_int4_repacked && m->scheme == Scheme::int4 && fast_takes(*m, &why)) repack(*m);
+  if (layout_.head_int4_repacked && !sh.tied_head && lm_head_.scheme == Scheme::int4 &&
+      fast_takes(lm_head_, &why))
+    repack(lm_head_);
   lora_groups_ = upload_external_lora(ws, alloc, s);
   lora_rank_ = lora_groups_.empty() ? 0 : ws.adapter()->rank;
   CUDA_CHECK(cudaStreamSynchronize(s));  // before the stager, the merger and the stream go
 }
 
 std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws, const KernelInfo& kernel,
-                                                         int64_t positions) {
+                                                         int64_t positions, bool fallback) {
   const ModelConfig& c = ws.config();
-  Engine::check_kernel(c, kernel);  // a kernel that cannot run these shapes fails before loading
+  Engine::check_kernel(c, kernel, fallback);  // a kernel that cannot run these shapes fails before loading
   const DeviceWeights::Plan w = DeviceWeights::plan(ws);
   const MemoryUse e = Engine::plan(c, kernel, positions, external_lora_rank(ws));
   // Conservative by the loading buffers, which are freed before the engine allocates.
@@ -390,11 +428,21 @@ MemoryUse Engine::plan(const ModelConfig& c, const KernelInfo& kernel, int64_t p
   return m;
 }
 
-void Engine::check_kernel(const ModelConfig& c, const KernelInfo& kernel) {
-  const LinearImpl impl = linear_impl(kernel);
+std::vector<std::string> Engine::fallbacks(const ModelConfig& c, const KernelInfo& kernel) {
+  return site_impls(c, kernel, true).fallbacks;
+}
+
+void Engine::check_kernel(const ModelConfig& c, const KernelInfo& kernel, bool fallback) {
+  if (c.head_dim % 8 != 0 || c.head_dim > 256)
+    fail(
+        "{}: head_dim {} is not supported by the CUDA attention (a multiple of 8 up to 256; --backend cpu "
+        "runs it)",
+        c.name, c.head_dim);
+  const SiteImpls impls = site_impls(c, kernel, fallback);
   const WeightLayout layout = weight_layout(c, kernel);
   const Shapes sh = shapes(c);
   auto check = [&](DeviceMatrix m, LinearImpl li, bool repacked) {
+    repacked = repacked && li == LinearImpl::gemv_fast;
     m.int4_repacked = repacked && m.scheme == Scheme::int4;
     const char* why = nullptr;
     if ((li == LinearImpl::gemv_fast || li == LinearImpl::gemv_naive) &&
@@ -403,8 +451,8 @@ void Engine::check_kernel(const ModelConfig& c, const KernelInfo& kernel) {
     if (li == LinearImpl::cublas && m.scheme != Scheme::fp16)
       fail("kernel {} needs fp16 weights", kernel.name);
   };
-  for (const DeviceMatrix& m : sh.block) check(m, impl, layout.block_int4_repacked);
-  check(sh.tied_head ? sh.embedding : sh.head, head_impl_of(c, impl), layout.head_int4_repacked);
+  for (int i = 0; i < 4; ++i) check(sh.block[i], impls.block[i], layout.block_int4_repacked);
+  check(sh.tied_head ? sh.embedding : sh.head, impls.head, layout.head_int4_repacked);
 }
 
 namespace {
@@ -414,12 +462,13 @@ const DeviceWeights& non_null(const std::shared_ptr<const DeviceWeights>& w) {
 }
 }  // namespace
 
-Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positions)
-    : Engine(load_device_weights(ws, kernel, positions), kernel, positions) {
+Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positions, bool fallback)
+    : Engine(load_device_weights(ws, kernel, positions, fallback), kernel, positions, fallback) {
   load_s_ += weights_->load_seconds();  // it loaded them for itself
 }
 
-Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions)
+Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions,
+               bool fallback)
     : c_(non_null(weights).config()),
       positions_(positions),
       weights_(std::move(weights)),
@@ -437,9 +486,10 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   if (w.layout() != weight_layout(c_, kernel))
     fail("kernel {} reads the {} weight layout, these weights are in the {} layout", kernel.name,
          weight_layout(c_, kernel).name(), w.layout().name());
-  check_kernel(c_, kernel);
+  check_kernel(c_, kernel, fallback);
   const ScratchDims dims = scratch_dims(c_, kernel);
-  const LinearImpl impl = dims.impl, head_impl = dims.head_impl;
+  const SiteImpls impls = site_impls(c_, kernel, fallback);
+  const LinearImpl impl = dims.impl, head_impl = impls.head;
 
   // --- the memory plan: the weights are resident already, so free memory need only hold the
   // engine's own part (counting the weights again would refuse runs that fit).
@@ -483,10 +533,10 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
     d.q_norm = src.q_norm;
     d.k_norm = src.k_norm;
     d.qkv_bias = src.qkv_bias;
-    d.qkv = {src.qkv, impl};
-    d.o = {src.o, impl};
-    d.gate_up = {src.gate_up, impl};
-    d.down = {src.down, impl};
+    d.qkv = {src.qkv, impls.block[0]};
+    d.o = {src.o, impls.block[1]};
+    d.gate_up = {src.gate_up, impls.block[2]};
+    d.down = {src.down, impls.block[3]};
     d.k_cache = static_cast<__half*>(alloc(positions * kvd * 2));
     d.v_cache = static_cast<__half*>(alloc(positions * kvd * 2));
   }

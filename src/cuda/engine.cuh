@@ -114,8 +114,9 @@ class DeviceWeights {
 // Weights for an engine of `kernel` at `positions` positions, loaded after checking that they
 // and the engine fit in free memory together: a run that cannot fit fails with one line
 // ("not enough GPU memory ... need X ..., Y free of Z") before minutes of loading, not after.
+// `fallback` (--kernel auto): a matrix the kernel cannot take runs the plain GEMV (Engine).
 std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws, const KernelInfo& kernel,
-                                                         int64_t positions);
+                                                         int64_t positions, bool fallback = false);
 
 // One linear layer as the step runs it.
 struct LinearOp {
@@ -145,9 +146,12 @@ class Engine {
   // shapes, then allocates (after checking free memory: the weights are resident already and
   // not counted again) the KV cache for `positions` positions, activations, scratch and step
   // state, and captures the graph.
-  Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions);
+  // `fallback` (--kernel auto): a matrix the fast GEMV cannot take runs the plain GEMV instead
+  // of failing (fallbacks() says which).
+  Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions,
+         bool fallback = false);
   // The same with weights of its own (load_device_weights), freed with the engine.
-  Engine(const WeightSource& weights, const KernelInfo& kernel, int64_t positions);
+  Engine(const WeightSource& weights, const KernelInfo& kernel, int64_t positions, bool fallback = false);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -170,7 +174,10 @@ class Engine {
   static MemoryUse plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank);
   // Fails with the reason when `kernel` cannot run the weights of `c` (shapes, group size,
   // scheme), before anything is loaded or allocated.
-  static void check_kernel(const ModelConfig& c, const KernelInfo& kernel);
+  static void check_kernel(const ModelConfig& c, const KernelInfo& kernel, bool fallback = false);
+  // The matrices that run the plain GEMV under `fallback`, one line each ("o_proj [2048 x 376]:
+  // int8.naive, since ..."); empty when the kernel takes every one.
+  static std::vector<std::string> fallbacks(const ModelConfig& c, const KernelInfo& kernel);
 
   int launches_per_step() const { return launches_per_step_; }
   MemoryUse memory() const { return memory_; }  // weights (shared or not), KV cache, scratch

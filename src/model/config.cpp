@@ -568,6 +568,24 @@ ModelConfig load_model_config(const std::string& name_or_path) {
   return c;
 }
 
+namespace {
+
+// The input dimensions of the model's int4 matrices, named for messages.
+std::vector<std::pair<std::string, int64_t>> int4_inputs(const ModelConfig& c) {
+  std::vector<std::pair<std::string, int64_t>> dims;
+  if (c.quant.scheme != Scheme::int4 && c.quant.lm_head != Scheme::int4) return dims;
+  dims.emplace_back("hidden_size", c.hidden_size);
+  if (c.quant.scheme == Scheme::int4) {
+    dims.emplace_back("intermediate_size", c.intermediate_size);
+    dims.emplace_back(
+        fmt::format("q_dim (num_attention_heads*head_dim = {}*{})", c.num_attention_heads, c.head_dim),
+        c.q_dim());
+  }
+  return dims;
+}
+
+}  // namespace
+
 void validate(const ModelConfig& c, const std::string& origin) {
   // Each size is bounded so that products of sizes (parameter counts, byte counts) cannot
   // overflow 64 bits; the bounds are far above any real model.
@@ -612,14 +630,7 @@ void validate(const ModelConfig& c, const std::string& origin) {
     if (g % 2 != 0)
       fail("config {}: quant.group_size {} must be even (int4 packs two values per byte)", origin, g);
     // Every int4 matrix's input dimension must hold whole groups.
-    std::vector<std::pair<std::string, int64_t>> dims = {{"hidden_size", c.hidden_size}};
-    if (c.quant.scheme == Scheme::int4) {
-      dims.emplace_back("intermediate_size", c.intermediate_size);
-      dims.emplace_back(
-          fmt::format("q_dim (num_attention_heads*head_dim = {}*{})", c.num_attention_heads, c.head_dim),
-          c.q_dim());
-    }
-    for (const auto& [dim, v] : dims)
+    for (const auto& [dim, v] : int4_inputs(c))
       if (v % g != 0)
         fail("config {}: quant.group_size {} does not divide {} {} (an int4 matrix input dimension)", origin,
              g, dim, v);
@@ -637,21 +648,43 @@ void validate(const ModelConfig& c, const std::string& origin) {
 // says otherwise): `--model hf-dir --weights model-int4.safetensors` needs no `--quant int4`.
 // A preset or decodebench config names its scheme, and a file that disagrees is an error
 // later, at load. A file that is not decodebench's leaves the config as it is.
-void quant_from_weights_file(ModelConfig& c, const RunSpec& spec, std::string& overrides) {
-  if (spec.weights.empty() || c.source != "hf") return;
+bool quant_from_weights_file(ModelConfig& c, const RunSpec& spec, std::string& overrides) {
+  if (spec.weights.empty() || c.source != "hf") return false;
   const Checkpoint file(spec.weights);
   const FileQuant q = decodebench_file_quant(file);
-  if (!q.decodebench) return;
+  if (!q.decodebench) return false;
   if (!spec.quant && q.scheme) c.quant.scheme = *q.scheme;
   if (!spec.group_size && q.group_size) c.quant.group_size = *q.group_size;
   if (q.zero_point) c.quant.zero_point = *q.zero_point;
   if (!spec.lm_head && q.lm_head) c.quant.lm_head = *q.lm_head;
   overrides += fmt::format(" the quantization of {}", spec.weights);
+  return true;
+}
+
+// A config's own int4 group size that does not divide an int4 matrix's input (SmolLM2's
+// hidden 576 or 960 against the default 128) gives way to the largest of 128, 64, 32 that
+// divides them all; the run says so (ModelConfig::group_size_note). An explicit
+// --group-size, or a decodebench weights file's, is never changed.
+static void fit_group_size(ModelConfig& c) {
+  const std::vector<std::pair<std::string, int64_t>> dims = int4_inputs(c);
+  const auto divides = [&](int64_t g) {
+    return std::all_of(dims.begin(), dims.end(), [g](const auto& d) { return d.second % g == 0; });
+  };
+  const int64_t g = c.quant.group_size;
+  if (dims.empty() || g <= 0 || divides(g)) return;
+  for (const int64_t fit : {128, 64, 32}) {
+    if (!divides(fit)) continue;
+    const auto bad = std::find_if(dims.begin(), dims.end(), [g](const auto& d) { return d.second % g != 0; });
+    c.group_size_note = fmt::format("int4 group size {} instead of {}: {} does not divide {} {}", fit, g, g,
+                                    bad->first, bad->second);
+    c.quant.group_size = static_cast<int>(fit);
+    return;
+  }
 }
 
 ModelConfig apply_overrides(ModelConfig c, const RunSpec& spec) {
   std::string overrides;
-  quant_from_weights_file(c, spec, overrides);
+  const bool from_file = quant_from_weights_file(c, spec, overrides);
   if (spec.quant) {
     c.quant.scheme = *spec.quant;
     overrides += fmt::format(" --quant {}", to_string(*spec.quant));
@@ -664,6 +697,7 @@ ModelConfig apply_overrides(ModelConfig c, const RunSpec& spec) {
     c.quant.lm_head = *spec.lm_head;
     overrides += fmt::format(" --lm-head {}", to_string(*spec.lm_head));
   }
+  if (!spec.group_size && !from_file) fit_group_size(c);
   std::string origin = c.source == "preset" ? c.name + " (preset)" : c.name;
   if (!overrides.empty()) origin += " with" + overrides;
   validate(c, origin);

@@ -108,6 +108,8 @@ void fields(V& v, RunConfig& c) {
   v("params", c.params);
   v("max_noise", c.max_noise, Added{});
   v("max_time_s", c.max_time_s, Added{});
+  v("group_size_note", c.group_size_note, Added{});
+  v("kernel_fallbacks", c.kernel_fallbacks, Added{});
 }
 
 template <class V>
