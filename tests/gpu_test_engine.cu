@@ -278,7 +278,9 @@ INSTANTIATE_TEST_SUITE_P(
                       HeadCase{Arch::llama, 80, 6, 2, 150}, HeadCase{Arch::llama, 160, 2, 2, 150},
                       HeadCase{Arch::qwen3, 256, 4, 2, 0}, HeadCase{Arch::qwen3, 256, 4, 2, 300},
                       HeadCase{Arch::llama, 64, 16, 1, 0}, HeadCase{Arch::llama, 64, 16, 1, 150},
-                      HeadCase{Arch::llama, 128, 12, 2, 150}, HeadCase{Arch::llama, 8, 4, 4, 150}),
+                      HeadCase{Arch::llama, 128, 12, 2, 150}, HeadCase{Arch::llama, 8, 4, 4, 150},
+                      // qwen2's biases through the plain kernel, and Qwen2.5-0.5B's 7:1 group
+                      HeadCase{Arch::qwen2, 80, 6, 2, 150}, HeadCase{Arch::qwen2, 64, 14, 2, 150}),
     [](const auto& info) {
       const HeadCase& p = info.param;
       return fmt::format("{}_hd{}_h{}_kv{}_ctx{}", to_string(p.arch), p.head_dim, p.heads, p.kv_heads,
