@@ -142,6 +142,24 @@ std::vector<std::vector<float>> forced_logits(Engine& e, int64_t context,
 // (2^-12), inside the same bound.
 constexpr double kLogitsBound = 1e-2;
 
+// The engine's teacher-forced logits against the reference's, step by step: within the bound,
+// and the same argmax except where the reference's own top-2 gap is inside that bound (a tie
+// at the precision of the arithmetic).
+void expect_reference_logits(const std::vector<std::vector<float>>& gpu, const Trace& cpu,
+                             const std::string& what) {
+  for (size_t i = 0; i < cpu.logits.size(); ++i) {
+    const std::vector<float>& ref = cpu.logits[i];
+    ASSERT_LE(rel_err(gpu[i], ref), kLogitsBound) << what << " step " << i;
+    const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
+    if (got != want) {
+      double mx = 0;
+      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
+      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx)
+          << what << " step " << i << ": argmax " << got << " instead of " << want << " outside a tie";
+    }
+  }
+}
+
 // The issue's property, for the kernels --kernel auto picks: free-running greedy decoding on
 // the synthetic tiny model gives the CPU reference's tokens.
 TEST(EngineVsCpu, AutoKernelsGiveTheReferenceTokens) {
@@ -166,8 +184,7 @@ struct EngineCase {
 class EngineVsCpu : public ::testing::TestWithParam<EngineCase> {};
 
 // Every kernel, teacher-forced with the reference's tokens so each step compares the same
-// computation: logits within the bound, and the same argmax except where the reference's
-// own top-2 gap is inside that bound (a tie at the precision of the arithmetic).
+// computation (expect_reference_logits).
 TEST_P(EngineVsCpu, LogitsWithinTheBoundAndSameArgmax) {
   REQUIRE_GPU();
   const EngineCase p = GetParam();
@@ -177,18 +194,7 @@ TEST_P(EngineVsCpu, LogitsWithinTheBoundAndSameArgmax) {
   std::vector<int32_t> inputs = {prompt_token(p.context, ws.config().vocab_size)};
   inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
   Engine e(ws, resolve_kernel(p.kernel, p.scheme), p.context + steps);
-  const std::vector<std::vector<float>> gpu = forced_logits(e, p.context, inputs);
-  for (int64_t i = 0; i < steps; ++i) {
-    const std::vector<float>& ref = cpu.logits[i];
-    ASSERT_LE(rel_err(gpu[i], ref), kLogitsBound) << p.kernel << " step " << i;
-    const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
-    if (got != want) {
-      double mx = 0;
-      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
-      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx)
-          << p.kernel << " step " << i << ": argmax " << got << " instead of " << want << " outside a tie";
-    }
-  }
+  expect_reference_logits(forced_logits(e, p.context, inputs), cpu, p.kernel);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -253,17 +259,7 @@ TEST_P(AttentionShapes, LogitsWithinTheBoundAndSameArgmax) {
   std::vector<int32_t> inputs = {prompt_token(p.context, c.vocab_size)};
   inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
   Engine e(ws, resolve_kernel("auto", Scheme::fp16), p.context + steps);
-  const std::vector<std::vector<float>> gpu = forced_logits(e, p.context, inputs);
-  for (int64_t i = 0; i < steps; ++i) {
-    const std::vector<float>& ref = cpu.logits[i];
-    ASSERT_LE(rel_err(gpu[i], ref), kLogitsBound) << "step " << i;
-    const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
-    if (got != want) {
-      double mx = 0;
-      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
-      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx) << "step " << i << ": argmax outside a tie";
-    }
-  }
+  expect_reference_logits(forced_logits(e, p.context, inputs), cpu, "");
   // Graph replay gives the eager path's tokens with the plain kernel's two launches too.
   Engine g(ws, resolve_kernel("auto", Scheme::fp16), p.context + steps);
   Engine n(ws, resolve_kernel("auto", Scheme::fp16), p.context + steps);
