@@ -7,7 +7,8 @@ string(APPEND body "#include <string_view>\n#include <utility>\n#include <vector
 string(APPEND body "namespace db {\nconst std::vector<std::pair<std::string_view, std::string_view>>& embedded_presets() {\n")
 string(APPEND body "  static const std::vector<std::pair<std::string_view, std::string_view>> presets = {\n")
 foreach(f ${files})
-  get_filename_component(name ${f} NAME_WE)
+  # NAME_WLE: the name up to the last dot, so that "qwen2-0.5b.json" is the preset qwen2-0.5b.
+  get_filename_component(name ${f} NAME_WLE)
   file(READ ${f} text)
   string(APPEND body "    {\"${name}\", R\"db_json(${text})db_json\"},\n")
 endforeach()

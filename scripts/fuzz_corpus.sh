@@ -26,8 +26,8 @@ printf '{"extends": "%s", "quant": {"scheme": "int4", "group_size": 16, "zero_po
 
 # config: presets, HF config.json files, and two files where one extends the other (the
 # target writes what follows a "#base" line as base.json beside the config).
-for c in tiny tiny-int4 1b 4b-int8 8b 70b-int4; do cp "configs/$c.json" "$out/config/preset-$c.json"; done
-for c in gemma2_2b llama31_8b llama32_1b mistral_7b_v01 qwen3_4b user_extends_preset; do
+for c in tiny tiny-int4 1b 4b-int8 8b 70b-int4 qwen2-0.5b; do cp "configs/$c.json" "$out/config/preset-$c.json"; done
+for c in gemma2_2b llama31_8b llama32_1b mistral_7b_v01 qwen25_0_5b qwen3_4b user_extends_preset; do
   cp "tests/data/configs/$c.json" "$out/config/$c.json"
 done
 cp tests/data/configs/tiny_llama_transformers5/config.json "$out/config/hf-transformers5.json"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Golden data from an independent implementation (HF transformers), for decodebench's tests.
 
-Builds tiny random Llama (GQA, llama3 rope scaling, untied) and Qwen3 (q/k norm, head_dim
-independent of hidden, tied embeddings) models in float32 with fixed seeds, rounds every
+Builds tiny random Llama (GQA, llama3 rope scaling, untied), Qwen2 (q/k/v biases, tied
+embeddings) and Qwen3 (q/k norm, head_dim independent of hidden, tied embeddings) models in float32 with fixed seeds, rounds every
 parameter to an fp16-representable value (so the fp16 checkpoint holds exactly the weights
 the float32 reference ran), saves each as config.json + model.safetensors, and records:
   - tokens: the prompt followed by 16 greedy tokens
@@ -27,6 +27,7 @@ on the CPU in float32 with eager attention):
     python3 scripts/make_goldens.py tests/data/hf              # everything
     python3 scripts/make_goldens.py tests/data/hf --lora-only  # only the LoRA golden, for the
                                                                # committed tiny-llama
+    python3 scripts/make_goldens.py tests/data/hf --only=tiny-qwen2  # one model's golden
 """
 import json
 import os
@@ -61,13 +62,24 @@ def qwen3_config():
     return transformers.Qwen3Config(**kw, rope_theta=1000000.0)
 
 
+def qwen2_config():
+    kw = dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+              rms_norm_eps=1e-6, tie_word_embeddings=True, use_sliding_window=False)
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        return transformers.Qwen2Config(**kw, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+    return transformers.Qwen2Config(**kw, rope_theta=1000000.0)
+
+
 def build(cls, config, seed, linear_std):
     torch.manual_seed(seed)
     config._attn_implementation = "eager"
     model = cls(config).float().eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() == 1:  # norm weights: near 1
+            if name.endswith(".bias"):  # qwen2's q/k/v biases: signed, larger than a weight
+                p.copy_(0.5 * torch.randn_like(p))
+            elif p.dim() == 1:  # norm weights: near 1
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
             elif "embed_tokens" in name:
                 p.copy_(torch.randn_like(p))
@@ -185,15 +197,21 @@ def make_lora(out_dir, base_name, cls):
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     lora_only = "--lora-only" in sys.argv[1:]
+    only = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
     out = args[0] if args else "tests/data/hf"
     torch.set_num_threads(4)
+    # Tied embeddings (qwen2, qwen3): with small layers the residual stays close to the input
+    # token's embedding and greedy decoding repeats it; larger layers make the tokens move.
+    models = [("tiny-llama", transformers.LlamaForCausalLM, llama_config, 0.05),
+              ("tiny-qwen2", transformers.Qwen2ForCausalLM, qwen2_config, 0.15),
+              ("tiny-qwen3", transformers.Qwen3ForCausalLM, qwen3_config, 0.15)]
     if not lora_only:
-        make(out, "tiny-llama", transformers.LlamaForCausalLM, llama_config, 0.05)
-        # Tied embeddings: with small layers the residual stays close to the input token's
-        # embedding and greedy decoding repeats it; larger layers make the tokens move.
-        make(out, "tiny-qwen3", transformers.Qwen3ForCausalLM, qwen3_config, 0.15)
+        for name, cls, config_fn, linear_std in models:
+            if not only or name in only:
+                make(out, name, cls, config_fn, linear_std)
     # On the checkpoint as saved (and committed): the adapter golden must fit those weights.
-    make_lora(out, "tiny-llama", transformers.LlamaForCausalLM)
+    if not only:
+        make_lora(out, "tiny-llama", transformers.LlamaForCausalLM)
 
 
 if __name__ == "__main__":

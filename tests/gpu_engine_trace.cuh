@@ -12,11 +12,11 @@
 
 namespace dbtest {
 
-// The tiny preset with its weights in scheme `s`.
-inline db::ModelConfig tiny(db::Scheme s) {
+// The tiny preset (or another: "tiny-qwen2") with its weights in scheme `s`.
+inline db::ModelConfig tiny(db::Scheme s, const char* preset = "tiny") {
   db::RunSpec spec;
   spec.quant = s;
-  return db::apply_overrides(db::load_model_config("tiny"), spec);
+  return db::apply_overrides(db::load_model_config(preset), spec);
 }
 
 struct Trace {

@@ -70,6 +70,31 @@ TEST(DeviceWeights, SyntheticVectorsAreBitIdentical) {
   for (int i = 0; i < 128; ++i) ASSERT_EQ(got[i], f32_to_f16(host[i])) << i;
 }
 
+// qwen2's q, k and v biases on the device: one fp16 vector a layer, in the fused QKV output's
+// order, equal to the host's bit for bit.
+TEST(DeviceWeights, Qwen2BiasesAreTheHostsInQkvOrder) {
+  REQUIRE_GPU();
+  const ModelConfig c = tiny(Scheme::int4, "tiny-qwen2");
+  const WeightSource ws(c, "", 21);
+  const DeviceWeights w(ws, weight_layout(c, resolve_kernel("auto", Scheme::int4)));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    std::vector<uint16_t> want;
+    for (Linear lin : kBiasedLinears)
+      for (float v : ws.host_vector(ws.bias(l, lin))) want.push_back(f32_to_f16(v));
+    ASSERT_EQ(static_cast<int64_t>(want.size()), qkv_bias_size(c));
+    ASSERT_NE(w.layers()[l].qkv_bias, nullptr);
+    std::vector<uint16_t> got(want.size());
+    CUDA_CHECK(cudaMemcpy(got.data(), w.layers()[l].qkv_bias, 2 * got.size(), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(got, want) << "layer " << l;
+  }
+  // llama has none: attention gets null and adds nothing.
+  const WeightSource llama(tiny(Scheme::int4), "", 21);
+  const DeviceWeights lw(llama, weight_layout(llama.config(), resolve_kernel("auto", Scheme::int4)));
+  EXPECT_EQ(lw.layers()[0].qkv_bias, nullptr);
+  // The device holds what the accounting says the biases occupy (the shapes are the same).
+  EXPECT_EQ(w.bytes() - lw.bytes(), account_bytes(c, {}, {}, 0, 0).stored.biases);
+}
+
 double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0, m = 0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -139,19 +164,21 @@ void expect_reference_logits(const std::vector<std::vector<float>>& gpu, const T
 // the synthetic tiny model gives the CPU reference's tokens.
 TEST(EngineVsCpu, AutoKernelsGiveTheReferenceTokens) {
   REQUIRE_GPU();
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
-    const WeightSource ws(tiny(s), "", 5);
-    const int64_t steps = 16;
-    const Trace cpu = run_cpu(ws, 0, steps);
-    Engine e(ws, resolve_kernel("auto", s), steps);
-    EXPECT_EQ(run_engine(e, 0, steps, true).tokens, cpu.tokens) << to_string(s);
-  }
+  for (const char* preset : {"tiny", "tiny-qwen2"})
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+      const WeightSource ws(tiny(s, preset), "", 5);
+      const int64_t steps = 16;
+      const Trace cpu = run_cpu(ws, 0, steps);
+      Engine e(ws, resolve_kernel("auto", s), steps);
+      EXPECT_EQ(run_engine(e, 0, steps, true).tokens, cpu.tokens) << preset << " " << to_string(s);
+    }
 }
 
 struct EngineCase {
   Scheme scheme;
   const char* kernel;
   int64_t context;
+  const char* preset = "tiny";
 };
 
 class EngineVsCpu : public ::testing::TestWithParam<EngineCase> {};
@@ -161,7 +188,7 @@ class EngineVsCpu : public ::testing::TestWithParam<EngineCase> {};
 TEST_P(EngineVsCpu, LogitsWithinTheBoundAndSameArgmax) {
   REQUIRE_GPU();
   const EngineCase p = GetParam();
-  const WeightSource ws(tiny(p.scheme), "", 5);
+  const WeightSource ws(tiny(p.scheme, p.preset), "", 5);
   const int64_t steps = 16;
   const Trace cpu = run_cpu(ws, p.context, steps);
   std::vector<int32_t> inputs = {prompt_token(p.context, ws.config().vocab_size)};
@@ -185,6 +212,22 @@ INSTANTIATE_TEST_SUITE_P(
         if (ch == '.' || ch == '-') ch = '_';
       return n;
     });
+
+// qwen2: the q/k/v biases reach attention on every kernel path (GEMV and cuBLAS), and past one
+// attention split, where the bias of each cached K must have entered before RoPE.
+INSTANTIATE_TEST_SUITE_P(Qwen2, EngineVsCpu,
+                         ::testing::Values(EngineCase{Scheme::fp16, "fp16.gemv", 0, "tiny-qwen2"},
+                                           EngineCase{Scheme::fp16, "fp16.cublas", 0, "tiny-qwen2"},
+                                           EngineCase{Scheme::int8, "int8.gemv", 0, "tiny-qwen2"},
+                                           EngineCase{Scheme::int4, "int4.gemv", 0, "tiny-qwen2"},
+                                           EngineCase{Scheme::int4, "int4.dequant-cublas", 0, "tiny-qwen2"},
+                                           EngineCase{Scheme::int4, "int4.gemv", 150, "tiny-qwen2"}),
+                         [](const auto& info) {
+                           std::string n = fmt::format("{}_ctx{}", info.param.kernel, info.param.context);
+                           for (char& ch : n)
+                             if (ch == '.' || ch == '-') ch = '_';
+                           return n;
+                         });
 
 // Attention for every head size a Llama/Qwen checkpoint uses and any number of query heads
 // per kv head, on the short path and past one split (the merge): the fast kernel (32, 64, 96,
@@ -231,7 +274,9 @@ INSTANTIATE_TEST_SUITE_P(
                       HeadCase{Arch::llama, 80, 6, 2, 150}, HeadCase{Arch::llama, 160, 2, 2, 150},
                       HeadCase{Arch::qwen3, 256, 4, 2, 0}, HeadCase{Arch::qwen3, 256, 4, 2, 300},
                       HeadCase{Arch::llama, 64, 16, 1, 0}, HeadCase{Arch::llama, 64, 16, 1, 150},
-                      HeadCase{Arch::llama, 128, 12, 2, 150}, HeadCase{Arch::llama, 8, 4, 4, 150}),
+                      HeadCase{Arch::llama, 128, 12, 2, 150}, HeadCase{Arch::llama, 8, 4, 4, 150},
+                      // qwen2's biases through the plain kernel, and Qwen2.5-0.5B's 7:1 group
+                      HeadCase{Arch::qwen2, 80, 6, 2, 150}, HeadCase{Arch::qwen2, 64, 14, 2, 150}),
     [](const auto& info) {
       const HeadCase& p = info.param;
       return fmt::format("{}_hd{}_h{}_kv{}_ctx{}", to_string(p.arch), p.head_dim, p.heads, p.kv_heads,
@@ -323,15 +368,16 @@ TEST(EngineGolden, Fp16GivesTransformersTokens) {
 
 TEST(Engine, GraphAndEagerGiveIdenticalTokensAndLogits) {
   REQUIRE_GPU();
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
-    const WeightSource ws(tiny(s), "", 11);
-    Engine e(ws, resolve_kernel("auto", s), 100 + 24);
-    const Trace eager = run_engine(e, 100, 24, false);
-    const Trace graph = run_engine(e, 100, 24, true);
-    EXPECT_EQ(eager.tokens, graph.tokens) << to_string(s);
-    for (size_t i = 0; i < eager.logits.size(); ++i)
-      ASSERT_EQ(eager.logits[i], graph.logits[i]) << to_string(s);
-  }
+  for (const char* preset : {"tiny", "tiny-qwen2"})
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+      const WeightSource ws(tiny(s, preset), "", 11);
+      Engine e(ws, resolve_kernel("auto", s), 100 + 24);
+      const Trace eager = run_engine(e, 100, 24, false);
+      const Trace graph = run_engine(e, 100, 24, true);
+      EXPECT_EQ(eager.tokens, graph.tokens) << preset << " " << to_string(s);
+      for (size_t i = 0; i < eager.logits.size(); ++i)
+        ASSERT_EQ(eager.logits[i], graph.logits[i]) << preset << " " << to_string(s);
+    }
 }
 
 TEST(Engine, RefusesWhatDoesNotFitWithBytesNeededAndFree) {

@@ -110,6 +110,31 @@ TEST(Accounting, Qwen4bAtEachSchemeTiedEmbedding) {
             k4bElems / 2 + k4bElems / 128 * 3);
 }
 
+// Qwen2.5-7B shape, int4 g128: 28 layers, hidden 3584, q 28 x 128, kv 4 x 128, intermediate
+// 18944, vocab 152064, untied. Its q/k/v biases are read every step and stored once.
+TEST(Accounting, Qwen2BiasesAreReadEveryStepAndStored) {
+  const ModelConfig c = db::load_model_config("qwen2-7b-int4");
+  const ByteAccount a = account_bytes(c, {}, {}, 0, 0);
+  const uint64_t biases = 28ull * (3584 + 2 * 512) * 2;  // 258,048
+  EXPECT_EQ(a.per_token.biases, biases);
+  EXPECT_EQ(a.stored.biases, biases);
+  const uint64_t layer_elems = 3584ull * 3584 * 2 + 512ull * 3584 * 2 + 3ull * 18944 * 3584;
+  const uint64_t elems = 28 * layer_elems;
+  const uint64_t lm_head = 152064ull * 3584 * 2;
+  const uint64_t norms = (2 * 28 + 1) * 3584ull * 2;
+  const uint64_t kv = 2ull * 28 * 512 * 2;
+  EXPECT_EQ(a.per_token.norms, norms);
+  EXPECT_EQ(a.per_token.total, elems / 2 + elems / 128 * 3 + lm_head + 3584 * 2 + norms + biases + 2 * kv);
+  EXPECT_EQ(a.stored.total, elems / 2 + elems / 128 * 3 + 152064ull * 3584 * 2 + lm_head + norms + biases);
+  // The same shapes as llama: only the biases differ.
+  ModelConfig llama = c;
+  llama.arch = Arch::llama;
+  const ByteAccount l = account_bytes(llama, {}, {}, 0, 0);
+  EXPECT_EQ(l.per_token.biases, 0u);
+  EXPECT_EQ(a.per_token.total - l.per_token.total, biases);
+  EXPECT_EQ(a.stored.total - l.stored.total, biases);
+}
+
 TEST(Accounting, KvReadGrowsLinearlyWithPosition) {
   const ModelConfig c = llama8b(Scheme::int4);
   for (int64_t pos : {0, 1, 127, 4095, 32767}) {

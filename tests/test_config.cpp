@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "decodebench/config.h"
@@ -89,9 +90,16 @@ class BadConfig : public ::testing::Test {
 TEST(Presets, AllLoadAndValidateInDisplayOrder) {
   const std::vector<std::string> names = db::preset_names();
   ASSERT_GE(names.size(), 20u);
-  const char* first[] = {"tiny",    "tiny-fp16", "tiny-int8", "tiny-int4", "1b",       "1b-fp16", "1b-int8",
-                         "1b-int4", "4b",        "4b-fp16",   "4b-int8",   "4b-int4",  "8b",      "8b-fp16",
-                         "8b-int8", "8b-int4",   "70b",       "70b-fp16",  "70b-int8", "70b-int4"};
+  ASSERT_GE(names.size(), 36u);
+  const char* first[] = {"tiny",       "tiny-fp16",       "tiny-int8",       "tiny-int4",
+                         "tiny-qwen2", "tiny-qwen2-fp16", "tiny-qwen2-int8", "tiny-qwen2-int4",
+                         "1b",         "1b-fp16",         "1b-int8",         "1b-int4",
+                         "4b",         "4b-fp16",         "4b-int8",         "4b-int4",
+                         "8b",         "8b-fp16",         "8b-int8",         "8b-int4",
+                         "70b",        "70b-fp16",        "70b-int8",        "70b-int4",
+                         "qwen2-0.5b", "qwen2-0.5b-fp16", "qwen2-0.5b-int8", "qwen2-0.5b-int4",
+                         "qwen2-1.5b", "qwen2-1.5b-fp16", "qwen2-1.5b-int8", "qwen2-1.5b-int4",
+                         "qwen2-7b",   "qwen2-7b-fp16",   "qwen2-7b-int8",   "qwen2-7b-int4"};
   for (size_t i = 0; i < std::size(first); ++i) EXPECT_EQ(names[i], first[i]);
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
@@ -106,14 +114,15 @@ TEST(Presets, AllLoadAndValidateInDisplayOrder) {
 }
 
 TEST(Presets, SchemeVariantsCarryTheirScheme) {
-  for (const char* base : {"tiny", "1b", "4b", "8b", "70b"}) {
+  for (const char* base :
+       {"tiny", "tiny-qwen2", "1b", "4b", "8b", "70b", "qwen2-0.5b", "qwen2-1.5b", "qwen2-7b"}) {
     const ModelConfig b = db::load_model_config(base);
     EXPECT_EQ(b.quant.scheme, Scheme::fp16) << base;
     for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
       const std::string name = std::string(base) + "-" + db::to_string(s);
       const ModelConfig c = db::load_model_config(name);
       EXPECT_EQ(c.quant.scheme, s) << name;
-      EXPECT_EQ(c.quant.group_size, std::string(base) == "tiny" ? 64 : 128) << name;
+      EXPECT_EQ(c.quant.group_size, std::string(base).rfind("tiny", 0) == 0 ? 64 : 128) << name;
       EXPECT_TRUE(c.quant.zero_point) << name;
       EXPECT_EQ(c.quant.lm_head, Scheme::fp16) << name;
       // The variant changes the scheme only: the architecture is the base's.
@@ -121,6 +130,7 @@ TEST(Presets, SchemeVariantsCarryTheirScheme) {
       EXPECT_EQ(c.num_hidden_layers, b.num_hidden_layers) << name;
       EXPECT_EQ(c.vocab_size, b.vocab_size) << name;
       EXPECT_EQ(c.tie_word_embeddings, b.tie_word_embeddings) << name;
+      EXPECT_EQ(c.arch, b.arch) << name;
     }
   }
 }
@@ -217,7 +227,7 @@ TEST(ModelNames, HfTensorNames) {
 TEST(EnumStrings, RoundTrip) {
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4})
     EXPECT_EQ(db::parse_scheme(db::to_string(s)), s);
-  for (Arch a : {Arch::llama, Arch::qwen3}) EXPECT_EQ(db::parse_arch(db::to_string(a)), a);
+  for (Arch a : {Arch::llama, Arch::qwen2, Arch::qwen3}) EXPECT_EQ(db::parse_arch(db::to_string(a)), a);
   EXPECT_EQ(db::scheme_bits(Scheme::fp16), 16);
   EXPECT_EQ(db::scheme_bits(Scheme::int8), 8);
   EXPECT_EQ(db::scheme_bits(Scheme::int4), 4);
@@ -282,6 +292,62 @@ TEST(HfConfig, Qwen3MatchesThe4bPreset) {
   EXPECT_EQ(db::parameter_count(hf), db::parameter_count(p));
 }
 
+// Published totals (the model cards' safetensors metadata): embedding, linears, norms, the
+// q/k/v biases, and an lm_head only where it is not tied (7B).
+TEST(Presets, Qwen2ParameterCountsAreThePublishedOnes) {
+  EXPECT_EQ(db::parameter_count(db::load_model_config("qwen2-0.5b")), 494'032'768);
+  EXPECT_EQ(db::parameter_count(db::load_model_config("qwen2-1.5b")), 1'543'714'304);
+  EXPECT_EQ(db::parameter_count(db::load_model_config("qwen2-7b")), 7'615'616'512);
+  EXPECT_EQ(db::parameter_count(db::load_model_config("qwen2-7b-int4")), 7'615'616'512);
+  // The biases are what sets qwen2 apart from llama of the same shape: q_dim + 2 kv_dim a layer.
+  ModelConfig llama = db::load_model_config("qwen2-0.5b");
+  llama.arch = Arch::llama;
+  EXPECT_EQ(db::parameter_count(db::load_model_config("qwen2-0.5b")) - db::parameter_count(llama),
+            24 * (14 * 64 + 2 * 2 * 64));
+}
+
+TEST(HfConfig, Qwen25MatchesTheQwen2Preset) {
+  // Sliding-window fields present but off (use_sliding_window false): accepted, full attention,
+  // max_position_embeddings unchanged; head_dim derived from hidden_size / heads.
+  const ModelConfig hf = db::load_model_config(kConfigs + "/qwen25_0_5b.json");
+  const ModelConfig p = db::load_model_config("qwen2-0.5b");
+  EXPECT_EQ(hf.arch, Arch::qwen2);
+  EXPECT_EQ(hf.source, "hf");
+  EXPECT_EQ(hf.head_dim, 64);
+  EXPECT_EQ(hf.hidden_size, p.hidden_size);
+  EXPECT_EQ(hf.num_hidden_layers, p.num_hidden_layers);
+  EXPECT_EQ(hf.num_attention_heads, p.num_attention_heads);
+  EXPECT_EQ(hf.num_key_value_heads, p.num_key_value_heads);
+  EXPECT_EQ(hf.intermediate_size, p.intermediate_size);
+  EXPECT_EQ(hf.vocab_size, p.vocab_size);
+  EXPECT_EQ(hf.max_position_embeddings, 32768);
+  EXPECT_DOUBLE_EQ(hf.rope_theta, 1e6);
+  EXPECT_DOUBLE_EQ(hf.rms_norm_eps, 1e-6);
+  EXPECT_TRUE(hf.tie_word_embeddings);
+  EXPECT_EQ(db::parameter_count(hf), 494'032'768);
+}
+
+TEST(HfConfig, Qwen2SlidingWindowOnIsRefusedInOneLine) {
+  std::ifstream in(kConfigs + "/qwen25_0_5b.json");
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  const std::string off = "\"use_sliding_window\": false";
+  const size_t at = text.find(off);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, off.size(), "\"use_sliding_window\": true");
+  const std::string e = error_of([&] { db::parse_model_config(text, "qwen-swa/config.json"); });
+  EXPECT_NE(e.find("qwen-swa/config.json"), std::string::npos) << e;
+  EXPECT_NE(e.find("use_sliding_window true is not supported"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  // transformers 5 writes the layers' kinds: full attention in every layer is accepted.
+  text.replace(text.find("\"use_sliding_window\": true"), 26,
+               "\"use_sliding_window\": false, \"layer_types\": [\"full_attention\", \"full_attention\"]");
+  EXPECT_EQ(db::parse_model_config(text, "qwen-full/config.json").arch, Arch::qwen2);
+  const size_t second = text.rfind("\"full_attention\"");
+  text.replace(second, 16, "\"sliding_attention\"");
+  const std::string e2 = error_of([&] { db::parse_model_config(text, "qwen-swa/config.json"); });
+  EXPECT_NE(e2.find("layer_types holds 'sliding_attention', not supported"), std::string::npos) << e2;
+}
+
 TEST(HfConfig, ModelDirectoryAndTransformers5RopeParameters) {
   // A directory resolves to its config.json; transformers 5 moves rope_theta and the
   // scaling into rope_parameters.
@@ -297,7 +363,9 @@ TEST(HfConfig, UnsupportedArchitectureIsRefusedByName) {
   const std::string e = error_of([&] { db::load_model_config(path); });
   EXPECT_NE(e.find("architecture Gemma2ForCausalLM is not supported"), std::string::npos) << e;
   EXPECT_NE(e.find(path), std::string::npos) << e;
-  EXPECT_NE(e.find("LlamaForCausalLM, MistralForCausalLM, Qwen3ForCausalLM"), std::string::npos) << e;
+  EXPECT_NE(e.find("LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM"),
+            std::string::npos)
+      << e;
 }
 
 TEST(UserConfig, ExtendsAPresetAndARelativeFile) {

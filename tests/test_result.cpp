@@ -87,9 +87,9 @@ db::Result populated_result() {
   r.config.kernel_fallbacks = {"o_proj [128 x 376]: int8.naive, since the input is ragged"};
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
-  r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576,   8192,   532'480,
-                       41'943'040,    67'174'400,  131'072,    4'686'823'424, 123'456};
-  r.bytes.stored = {4'051'697'664, 525'336'576, 1'050'673'152, 532'480, 41'943'040, 5'670'183'000};
+  r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576, 8192,          532'480,
+                       258'048,       41'943'040,  67'174'400, 131'072,     4'687'081'472, 123'456};
+  r.bytes.stored = {4'051'697'664, 525'336'576, 1'050'673'152, 532'480, 258'048, 41'943'040, 5'670'441'048};
   r.timing.samples_ms = {1.5, 1.25, 1.375, 1.625, 1.5, 1.3125, 1.4375, 1.75};
   r.timing.tpot_ms = db::compute_stats(r.timing.samples_ms);
   r.timing.tokens_per_s = 1000 / r.timing.tpot_ms.median;
@@ -288,7 +288,9 @@ const std::vector<std::string> kAddedFields = {"timing.weights_reused",
                                                "config.max_noise",
                                                "config.max_time_s",
                                                "config.group_size_note",
-                                               "config.kernel_fallbacks"};
+                                               "config.kernel_fallbacks",
+                                               "bytes.per_token.biases",
+                                               "bytes.stored.biases"};
 
 TEST(Result, MissingFieldIsAnErrorNamingItsPath) {
   const json full = populated_result();

@@ -32,6 +32,7 @@ struct PerTokenBytes {
   uint64_t lm_head = 0;         // output projection, scales included
   uint64_t embedding_row = 0;   // one fp16 row of the embedding table
   uint64_t norms = 0;           // fp16 RMSNorm weights (and qwen3 q/k norms)
+  uint64_t biases = 0;          // fp16 q/k/v biases (qwen2)
   uint64_t adapter = 0;         // LoRA A and B, external mode only
   uint64_t kv_read = 0;         // fp16 K and V for positions 0..pos
   uint64_t kv_write = 0;        // fp16 K and V of the new token
@@ -44,6 +45,7 @@ struct StoredBytes {
   uint64_t lm_head = 0;    // 0 when tied to an fp16 embedding
   uint64_t embedding = 0;  // fp16 table
   uint64_t norms = 0;
+  uint64_t biases = 0;   // qwen2's q/k/v biases
   uint64_t adapter = 0;  // external adapter A and B
   uint64_t total = 0;
 };

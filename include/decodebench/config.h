@@ -12,7 +12,8 @@
 
 namespace db {
 
-enum class Arch { llama, qwen3 };
+// qwen2: llama plus biases on q_proj, k_proj and v_proj; qwen3: llama plus per-head q/k RMSNorm.
+enum class Arch { llama, qwen2, qwen3 };
 enum class Scheme { fp16, int8, int4 };
 
 const char* to_string(Arch a);
@@ -105,12 +106,14 @@ inline constexpr int64_t kMaxGroupSize = int64_t{1} << 20;
 // The HF `architectures` names accepted for `a` ("LlamaForCausalLM", ...).
 std::vector<std::string> hf_architectures(Arch a);
 
-// Preset names in display order (tiny, 1b, 4b, 8b, 70b; each with -fp16/-int8/-int4).
+// Preset names in display order (tiny, tiny-qwen2, 1b, 4b, 8b, 70b, qwen2-0.5b, qwen2-1.5b,
+// qwen2-7b; each with -fp16/-int8/-int4).
 std::vector<std::string> preset_names();
 // The embedded JSON text of a preset, or empty when there is no such preset.
 std::string preset_text(std::string_view name);
 
-// Total parameters of the model (embedding, linears, norms, lm_head when untied).
+// Total parameters of the model (embedding, linears, norms, qwen2's q/k/v biases, lm_head
+// when untied).
 int64_t parameter_count(const ModelConfig& c);
 
 }  // namespace db

@@ -49,6 +49,7 @@ class CpuModel {
   struct Layer {
     std::vector<float> attn_norm, mlp_norm;  // [hidden]
     std::vector<float> q_norm, k_norm;       // [head_dim], qwen3
+    std::vector<float> qkv_bias;             // [q_dim + 2 kv_dim]: q, k, v biases (qwen2), or empty
     QuantMatrix wq, wk, wv, wo, gate, up, down;
     std::array<const LoraPair*, kLinears.size()> lora{};  // external adapter, by Linear; nullptr: none
   };

@@ -30,6 +30,12 @@ MatShape linear_shape(const ModelConfig& c, Linear l);
 std::string linear_name(int64_t layer, Linear l);            // model.layers.N.self_attn.q_proj.weight
 std::string layer_norm_name(int64_t layer, bool post_attn);  // input_layernorm / post_attention_layernorm
 std::string qk_norm_name(int64_t layer, bool k);             // model.layers.N.self_attn.q_norm.weight (qwen3)
+// qwen2's q_proj, k_proj and v_proj biases: model.layers.N.self_attn.q_proj.bias ([q_dim],
+// [kv_dim], [kv_dim]). Backends hold them as one [q_dim + 2 kv_dim] vector in the fused QKV
+// output's order: q, then k, then v.
+std::string bias_name(int64_t layer, Linear l);
+constexpr Linear kBiasedLinears[] = {Linear::q, Linear::k, Linear::v};
+int64_t qkv_bias_size(const ModelConfig& c);  // q_dim + 2 kv_dim
 inline const char* kEmbedName = "model.embed_tokens.weight";
 inline const char* kFinalNormName = "model.norm.weight";
 inline const char* kLmHeadName = "lm_head.weight";

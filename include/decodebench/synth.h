@@ -2,7 +2,8 @@
 // integer hashing and one correctly rounded fmaf, so the host and the device produce the
 // same bits. Values are never zero (zeros hide unwritten outputs): matrices draw
 // |w| uniform in [0.002, 0.0346) with a random sign (std ~0.0206, close to trained
-// Llama weights); norm weights draw uniform in [0.9, 1.1).
+// Llama weights); norm weights, and qwen2's q/k/v biases, draw uniform in [0.9, 1.1): a bias
+// that large moves every logit, so a backend that leaves it out fails its comparison.
 #pragma once
 
 #include <cmath>

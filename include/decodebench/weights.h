@@ -87,6 +87,9 @@ class WeightSource {
   Origin lm_head() const;                        // in config.quant.lm_head (tied: the embedding)
   Origin embedding() const;                      // fp16 [vocab, hidden]
   Origin vector(const std::string& name, int64_t size) const;  // norm weights
+  // qwen2: the bias of q_proj, k_proj or v_proj in `layer` (bias_name), an fp16 vector of
+  // that linear's rows; synthetic ones draw as norm weights do.
+  Origin bias(int64_t layer, Linear l) const;
 
   // Host materialization (the CPU reference, tests, file writers). With a merged adapter,
   // a targeted linear is W + scale * B A (adapter.h merge_adapter) before it is quantized;

@@ -76,6 +76,8 @@ void write_model(const WeightSource& src, const std::string& path, const std::st
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     add_vector(w, src, src.vector(layer_norm_name(l, false), c.hidden_size));
     for (Linear lin : kLinears) add_matrix(w, src, src.linear(l, lin), linear_name(l, lin), c.quant.scheme);
+    if (c.arch == Arch::qwen2)
+      for (Linear lin : kBiasedLinears) add_vector(w, src, src.bias(l, lin));
     if (c.arch == Arch::qwen3) {
       add_vector(w, src, src.vector(qk_norm_name(l, false), c.head_dim));
       add_vector(w, src, src.vector(qk_norm_name(l, true), c.head_dim));

@@ -29,14 +29,14 @@ std::string human_bytes(uint64_t n) {
 }
 
 void list_presets() {
-  fmt::print("{:<12} {:<6} {:>8} {:<6} {:>5} {:<7} {:>10}\n", "preset", "arch", "params", "scheme", "group",
+  fmt::print("{:<16} {:<6} {:>8} {:<6} {:>5} {:<7} {:>10}\n", "preset", "arch", "params", "scheme", "group",
              "lm_head", "stored");
   for (const std::string& name : preset_names()) {
     const ModelConfig c = load_model_config(name);
     // What the weights occupy on the device (embedding, quantized linears, norms, lm_head).
     const ByteAccount b = account_bytes(c, AdapterShape{}, KernelTraffic{}, 0, 0);
     const bool grouped = c.quant.scheme == Scheme::int4 || c.quant.lm_head == Scheme::int4;
-    fmt::print("{:<12} {:<6} {:>8} {:<6} {:>5} {:<7} {:>10}\n", name, to_string(c.arch),
+    fmt::print("{:<16} {:<6} {:>8} {:<6} {:>5} {:<7} {:>10}\n", name, to_string(c.arch),
                human_count(parameter_count(c)), to_string(c.quant.scheme),
                grouped ? std::to_string(c.quant.group_size) : "-", to_string(c.quant.lm_head),
                human_bytes(b.stored.total));
@@ -50,6 +50,7 @@ void list_archs() {
   };
   const Row rows[] = {
       {Arch::llama, "Llama 2/3/3.1/3.2, Mistral, TinyLlama: GQA, RoPE (llama3 scaling), SiLU MLP"},
+      {Arch::qwen2, "Qwen2, Qwen2.5: llama plus biases on q_proj, k_proj and v_proj"},
       {Arch::qwen3, "Qwen3: llama plus per-head q/k RMSNorm; head_dim independent of hidden_size"},
   };
   fmt::print("{:<6} {:<80} {}\n", "arch", "summary", "HF architectures");

@@ -23,6 +23,9 @@ CpuModel::Plan CpuModel::plan(const ModelConfig& c, int64_t max_positions) {
   const QuantConfig& q = c.quant;
   p.weights = b.stored.linear +
               matrix_bytes(c.vocab_size, c.hidden_size, q.lm_head, q.group_size, q.zero_point).total();
+  if (c.arch == Arch::qwen2)  // the q/k/v biases, held as float
+    p.weights +=
+        sizeof(float) * static_cast<uint64_t>(c.num_hidden_layers) * static_cast<uint64_t>(qkv_bias_size(c));
   p.kv_cache = 2 * sizeof(float) * static_cast<uint64_t>(c.num_hidden_layers) *
                static_cast<uint64_t>(max_positions) * static_cast<uint64_t>(c.kv_dim());
   const uint64_t vectors = 5 * static_cast<uint64_t>(c.hidden_size) + 2 * static_cast<uint64_t>(c.q_dim()) +
@@ -56,6 +59,12 @@ CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int thread
     if (c_.arch == Arch::qwen3) {
       L.q_norm = source.host_vector(source.vector(qk_norm_name(l, false), c_.head_dim));
       L.k_norm = source.host_vector(source.vector(qk_norm_name(l, true), c_.head_dim));
+    }
+    if (c_.arch == Arch::qwen2) {
+      for (Linear lin : kBiasedLinears) {
+        const std::vector<float> b = source.host_vector(source.bias(l, lin));
+        L.qkv_bias.insert(L.qkv_bias.end(), b.begin(), b.end());
+      }
     }
     L.wq = source.host_matrix(source.linear(l, Linear::q), s);
     L.wk = source.host_matrix(source.linear(l, Linear::k), s);
@@ -94,7 +103,8 @@ CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int thread
 uint64_t CpuModel::weight_bytes() const {
   auto m = [](const QuantMatrix& q) { return q.qweight.size() + 2 * q.scales.size() + q.zeros.size(); };
   uint64_t b = m(lm_head_);
-  for (const Layer& L : layers_) b += m(L.wq) + m(L.wk) + m(L.wv) + m(L.wo) + m(L.gate) + m(L.up) + m(L.down);
+  for (const Layer& L : layers_)
+    b += m(L.wq) + m(L.wk) + m(L.wv) + m(L.wo) + m(L.gate) + m(L.up) + m(L.down) + 4 * L.qkv_bias.size();
   if (external_) b += external_->host_bytes();
   return b;
 }
@@ -171,6 +181,12 @@ const std::vector<float>& CpuModel::step(int32_t token, int64_t pos) {
     linear(L, Linear::q, L.wq, h_.data(), q_.data());
     linear(L, Linear::k, L.wk, h_.data(), k_.data());
     linear(L, Linear::v, L.wv, h_.data(), v_.data());
+    if (!L.qkv_bias.empty()) {  // qwen2: before the RoPE, as transformers adds it inside q/k/v_proj
+      const float* b = L.qkv_bias.data();
+      for (int64_t i = 0; i < c_.q_dim(); ++i) q_[i] += b[i];
+      for (int64_t i = 0; i < kvd; ++i) k_[i] += b[c_.q_dim() + i];
+      for (int64_t i = 0; i < kvd; ++i) v_[i] += b[c_.q_dim() + kvd + i];
+    }
     if (c_.arch == Arch::qwen3) {
       for (int64_t h = 0; h < heads; ++h) rmsnorm(&q_[h * hd], L.q_norm.data(), hd, &q_[h * hd]);
       for (int64_t h = 0; h < c_.num_key_value_heads; ++h)

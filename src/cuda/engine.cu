@@ -245,6 +245,7 @@ DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws) {
   const ModelConfig& c = ws.config();
   const Shapes sh = shapes(c);
   uint64_t per_layer = 2 * c.hidden_size * 2 + (c.arch == Arch::qwen3 ? 2 * c.head_dim * 2 : 0);  // norms
+  if (c.arch == Arch::qwen2) per_layer += qkv_bias_size(c) * 2;  // fp16 q/k/v biases
   for (const DeviceMatrix& m : sh.block) per_layer += device_matrix_bytes(m).total();
   const LoraBytes lora = lora_bytes(ws);
   Plan p;
@@ -319,14 +320,17 @@ void DeviceWeights::fill(const WeightSource& ws) {
     else
       produce(ws, o, dst, map, stager, s);
   };
-  auto vec = [&](const Origin& o) {
-    auto* p = static_cast<__half*>(alloc(o.shape[0] * 2));
+  auto vec_into = [&](__half* p, const Origin& o) {
     if (o.kind == OriginKind::synthetic) {
       fill_synthetic_f16(p, o.shape[0], SyntheticSource{ws.seed(), o.tensor_id, o.dist}, s);
     } else {
       const void* d = stager.upload(o.dense->data, o.dense->nbytes, s);
       convert_to_f16(p, d, o.dense->dtype, o.shape[0], s);
     }
+  };
+  auto vec = [&](const Origin& o) {
+    auto* p = static_cast<__half*>(alloc(o.shape[0] * 2));
+    vec_into(p, o);
     return p;
   };
   const Shapes sh = shapes(c_);
@@ -341,6 +345,12 @@ void DeviceWeights::fill(const WeightSource& ws) {
     if (c_.arch == Arch::qwen3) {
       d.q_norm = vec(ws.vector(qk_norm_name(l, false), hd));
       d.k_norm = vec(ws.vector(qk_norm_name(l, true), hd));
+    }
+    if (c_.arch == Arch::qwen2) {  // one vector, q then k then v: the rows of d.qkv
+      d.qkv_bias = static_cast<__half*>(alloc(qkv_bias_size(c_) * 2));
+      vec_into(d.qkv_bias, ws.bias(l, Linear::q));
+      vec_into(d.qkv_bias + qd, ws.bias(l, Linear::k));
+      vec_into(d.qkv_bias + qd + kvd, ws.bias(l, Linear::v));
     }
     DeviceMatrix* ms[] = {&d.qkv, &d.o, &d.gate_up, &d.down};
     for (int i = 0; i < 4; ++i) {
@@ -522,6 +532,7 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
     d.mlp_norm = src.mlp_norm;
     d.q_norm = src.q_norm;
     d.k_norm = src.k_norm;
+    d.qkv_bias = src.qkv_bias;
     d.qkv = {src.qkv, impls.block[0]};
     d.o = {src.o, impls.block[1]};
     d.gate_up = {src.gate_up, impls.block[2]};
@@ -690,7 +701,8 @@ void Engine::enqueue_step() {
                with_addend({Epilogue::store, b.qkv}, qkv_delta));
 
     AttentionArgs a;
-    a.qkv = b.qkv;
+    a.qkv = b.qkv;  // W x, plus an external adapter's delta; attention adds the bias
+    a.qkv_bias = d.qkv_bias;
     a.q_norm = d.q_norm;
     a.k_norm = d.k_norm;
     a.eps = eps;

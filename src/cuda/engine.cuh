@@ -57,10 +57,11 @@ class DeviceWeights {
     __half* mlp_norm = nullptr;   // [hidden]
     __half* q_norm = nullptr;     // [head_dim], qwen3
     __half* k_norm = nullptr;
-    DeviceMatrix qkv;      // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
-    DeviceMatrix o;        // [hidden, q_dim]
-    DeviceMatrix gate_up;  // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
-    DeviceMatrix down;     // [hidden, intermediate]
+    __half* qkv_bias = nullptr;  // [q_dim + 2 kv_dim]: q, k, v biases (qwen2), in qkv's row order
+    DeviceMatrix qkv;            // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
+    DeviceMatrix o;              // [hidden, q_dim]
+    DeviceMatrix gate_up;        // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
+    DeviceMatrix down;           // [hidden, intermediate]
   };
   // What the weights occupy, and what loading them takes on top while it runs (the stager's
   // device buffer, a merge's temporary matrix and A, B), freed when the constructor returns.
@@ -130,11 +131,12 @@ struct DeviceLayer {
   const __half* mlp_norm = nullptr;   // [hidden]
   const __half* q_norm = nullptr;     // [head_dim], qwen3
   const __half* k_norm = nullptr;
-  LinearOp qkv;               // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
-  LinearOp o;                 // [hidden, q_dim]
-  LinearOp gate_up;           // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
-  LinearOp down;              // [hidden, intermediate]
-  __half* k_cache = nullptr;  // [positions, kv_dim]
+  const __half* qkv_bias = nullptr;  // [q_dim + 2 kv_dim] (qwen2), added to qkv's output by attention
+  LinearOp qkv;                      // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
+  LinearOp o;                        // [hidden, q_dim]
+  LinearOp gate_up;                  // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
+  LinearOp down;                     // [hidden, intermediate]
+  __half* k_cache = nullptr;         // [positions, kv_dim]
   __half* v_cache = nullptr;
 };
 

@@ -242,6 +242,8 @@ WeightSource::WeightSource(const ModelConfig& config, const std::string& path, u
       use(vector(qk_norm_name(l, false), config_.head_dim));
       use(vector(qk_norm_name(l, true), config_.head_dim));
     }
+    if (config_.arch == Arch::qwen2)
+      for (Linear lin : kBiasedLinears) use(bias(l, lin));
   }
   use(vector(kFinalNormName, config_.hidden_size));
   // Tensors the model does not read (an older checkpoint's rotary_emb.inv_freq, say) are
@@ -376,6 +378,15 @@ Origin WeightSource::vector(const std::string& name, int64_t size) const {
          shape_string({size}));
   o.kind = OriginKind::dense;
   o.dense = &t;
+  return o;
+}
+
+Origin WeightSource::bias(int64_t layer, Linear l) const {
+  if (l != Linear::q && l != Linear::k && l != Linear::v)
+    fail("model {}: only q_proj, k_proj and v_proj have a bias, not {}", config_.name, hf_module_name(l));
+  Origin o = vector(bias_name(layer, l), linear_shape(config_, l).rows);
+  o.layer = layer;
+  o.linear = l;
   return o;
 }
 

@@ -21,6 +21,11 @@ uint64_t norm_bytes(const ModelConfig& c) {
   return n * kF16;
 }
 
+// qwen2's q_proj, k_proj and v_proj biases: attention reads all of them every step.
+uint64_t bias_bytes(const ModelConfig& c) {
+  return c.arch == Arch::qwen2 ? u(c.num_hidden_layers) * u(qkv_bias_size(c)) * kF16 : 0;
+}
+
 uint64_t adapter_bytes_per_layer(const ModelConfig& c, const AdapterShape& a) {
   uint64_t b = 0;
   for (Linear l : a.targets) {
@@ -85,6 +90,7 @@ ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, con
   t.lm_head = head.total();
   t.embedding_row = u(c.hidden_size) * kF16;
   t.norms = norm_bytes(c);
+  t.biases = bias_bytes(c);
   const bool external = adapter.rank > 0 && adapter.mode == AdapterMode::external;
   t.adapter = external ? adapter_bytes_per_layer(c, adapter) * layers : 0;
 
@@ -95,8 +101,8 @@ ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, con
   t.kv_read = kv_per_position * u(position_first + position_last + 2) / 2;
   t.kv_write = kv_per_position;
 
-  t.total = t.linear_weights + t.scales + t.zeros + t.lm_head + t.embedding_row + t.norms + t.adapter +
-            t.kv_read + t.kv_write;
+  t.total = t.linear_weights + t.scales + t.zeros + t.lm_head + t.embedding_row + t.norms + t.biases +
+            t.adapter + t.kv_read + t.kv_write;
   // --kernel selects the block linears' kernel, and the lm_head's when it has the same
   // scheme (otherwise the lm_head runs its own scheme's default kernel, which moves nothing extra).
   const uint64_t head_elements = q.lm_head == q.scheme ? u(c.vocab_size) * u(c.hidden_size) : 0;
@@ -110,8 +116,9 @@ ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, con
   // keeps its own (quantized) copy.
   s.lm_head = (c.tie_word_embeddings && q.lm_head == Scheme::fp16) ? 0 : head.total();
   s.norms = t.norms;
+  s.biases = t.biases;
   s.adapter = t.adapter;
-  s.total = s.linear + s.embedding + s.lm_head + s.norms + s.adapter;
+  s.total = s.linear + s.embedding + s.lm_head + s.norms + s.biases + s.adapter;
   return a;
 }
 

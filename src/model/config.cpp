@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -33,7 +34,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-constexpr const char* kBasePresets[] = {"tiny", "1b", "4b", "8b", "70b"};
+// The Llama/Qwen3 presets by size, then the Qwen2 family by size.
+constexpr const char* kBasePresets[] = {"tiny", "tiny-qwen2", "1b",         "4b",      "8b",
+                                        "70b",  "qwen2-0.5b", "qwen2-1.5b", "qwen2-7b"};
 constexpr const char* kSchemeSuffixes[] = {"fp16", "int8", "int4"};
 
 struct HfArch {
@@ -43,8 +46,23 @@ struct HfArch {
 constexpr HfArch kHfArchs[] = {
     {"LlamaForCausalLM", Arch::llama},
     {"MistralForCausalLM", Arch::llama},
+    {"Qwen2ForCausalLM", Arch::qwen2},
     {"Qwen3ForCausalLM", Arch::qwen3},
 };
+
+constexpr Arch kArchs[] = {Arch::llama, Arch::qwen2, Arch::qwen3};
+
+std::optional<Arch> find_arch(std::string_view name) {
+  for (Arch a : kArchs)
+    if (name == to_string(a)) return a;
+  return std::nullopt;
+}
+
+std::string supported_arch_list() {
+  std::string s;
+  for (Arch a : kArchs) s += (s.empty() ? "" : ", ") + std::string(to_string(a));
+  return s;
+}
 
 std::string supported_hf_list() {
   std::string s;
@@ -334,12 +352,11 @@ ModelConfig parse_decodebench(const json& root, const std::string& label) {
     fail("config {}: missing field architectures (this looks like an HF config.json: model_type {})", label,
          brief(root["model_type"]));
   const std::string arch = f.string("architecture");
-  if (arch == "llama")
-    c.arch = Arch::llama;
-  else if (arch == "qwen3")
-    c.arch = Arch::qwen3;
-  else
-    fail("config {}: architecture '{}' is not supported (supported: llama, qwen3)", label, printable(arch));
+  const std::optional<Arch> a = find_arch(arch);
+  if (!a)
+    fail("config {}: architecture '{}' is not supported (supported: {})", label, printable(arch),
+         supported_arch_list());
+  c.arch = *a;
   reject_unknown_fields(
       root,
       {"description", "architecture", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -366,7 +383,8 @@ ModelConfig parse_hf(const json& root, const std::string& label) {
   c.arch = found->arch;
 
   const Fields f(root, label);
-  // What decodebench computes: SiLU MLP, no biases. Anything else would be benchmarked wrong.
+  // What decodebench computes: SiLU MLP, no biases but Qwen2's on q/k/v (which its config
+  // does not mention). Anything else would be benchmarked wrong.
   if (const std::string act = f.string("hidden_act", "silu"); act != "silu")
     fail("config {}: hidden_act '{}' is not supported (decodebench implements silu)", label, printable(act));
   for (const char* bias : {"attention_bias", "mlp_bias"})
@@ -389,8 +407,17 @@ ModelConfig parse_hf(const json& root, const std::string& label) {
     if (w <= 0) fail("config {}: sliding_window must be positive or null, got {}", label, w);
     c.max_position_embeddings = std::min(c.max_position_embeddings, w);
   }
+  // Qwen2 and Qwen3 carry sliding_window and max_window_layers always; they apply only with
+  // use_sliding_window true (then to the layers from max_window_layers on).
   if (f.boolean("use_sliding_window", false))
-    fail("config {}: use_sliding_window true is not supported (full attention only)", label);
+    fail("config {}: use_sliding_window true is not supported (decodebench attends to every position)",
+         label);
+  // transformers 5 also spells the choice out per layer.
+  if (const json* types = f.find("layer_types"); types && types->is_array())
+    for (const json& t : *types)
+      if (t.is_string() && t.get<std::string>() != "full_attention")
+        fail("config {}: layer_types holds '{}', not supported (decodebench attends to every position)",
+             label, printable(t.get<std::string>()));
 
   c.quant = parse_quant(root, label, /*strict=*/true);  // only present through a decodebench "extends"
   return c;
@@ -412,6 +439,8 @@ const char* to_string(Arch a) {
   switch (a) {
     case Arch::llama:
       return "llama";
+    case Arch::qwen2:
+      return "qwen2";
     case Arch::qwen3:
       return "qwen3";
   }
@@ -431,9 +460,8 @@ const char* to_string(Scheme s) {
 }
 
 Arch parse_arch(std::string_view s) {
-  if (s == "llama") return Arch::llama;
-  if (s == "qwen3") return Arch::qwen3;
-  fail("unknown architecture '{}' (supported: llama, qwen3)", s);
+  if (const std::optional<Arch> a = find_arch(s)) return *a;
+  fail("unknown architecture '{}' (supported: {})", printable(s), supported_arch_list());
 }
 
 Scheme parse_scheme(std::string_view s) {

@@ -72,6 +72,14 @@ std::string layer_norm_name(int64_t layer, bool post_attn) {
                      post_attn ? "post_attention_layernorm" : "input_layernorm");
 }
 
+std::string bias_name(int64_t layer, Linear l) {
+  return fmt::format("model.layers.{}.{}.bias", layer, hf_module_name(l));
+}
+
+int64_t qkv_bias_size(const ModelConfig& c) {
+  return checked_add(c.q_dim(), checked_mul(2, c.kv_dim(), "kv bias size"), "qkv bias size");
+}
+
 std::string qk_norm_name(int64_t layer, bool k) {
   return fmt::format("model.layers.{}.self_attn.{}.weight", layer, k ? "k_norm" : "q_norm");
 }
@@ -82,7 +90,8 @@ int64_t parameter_count(const ModelConfig& c) {
   constexpr const char* what = "parameter count";
   int64_t per_layer = checked_mul(2, c.hidden_size, what);  // input + post-attention RMSNorm
   if (c.arch == Arch::qwen3)
-    per_layer = checked_add(per_layer, checked_mul(2, c.head_dim, what), what);  // q_norm, k_norm
+    per_layer = checked_add(per_layer, checked_mul(2, c.head_dim, what), what);           // q_norm, k_norm
+  if (c.arch == Arch::qwen2) per_layer = checked_add(per_layer, qkv_bias_size(c), what);  // q/k/v biases
   for (Linear l : kLinears) per_layer = checked_add(per_layer, linear_shape(c, l).elements(), what);
   const int64_t embedding = checked_mul(c.vocab_size, c.hidden_size, what);
   const int64_t lm_head = c.tie_word_embeddings ? 0 : embedding;

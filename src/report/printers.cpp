@@ -395,7 +395,7 @@ std::string summary_text(const Result& r) {
       u.name, in_unit(b.linear_weights + b.scales + b.zeros, u), in_unit(b.linear_weights, u),
       in_unit(b.scales, u), in_unit(b.zeros, u), in_unit(b.lm_head, u), in_unit(b.kv_read + b.kv_write, u));
   if (b.adapter > 0) bytes += " + adapter " + in_unit(b.adapter, u);
-  bytes += " + other " + in_unit(b.embedding_row + b.norms, u);
+  bytes += " + other " + in_unit(b.embedding_row + b.norms + b.biases, u);
   line(out, "bytes", bytes);
   if (b.kernel_extra > 0)
     line(out, "",

@@ -120,6 +120,7 @@ void fields(V& v, PerTokenBytes& p) {
   v("lm_head", p.lm_head);
   v("embedding_row", p.embedding_row);
   v("norms", p.norms);
+  v("biases", p.biases, Added{});
   v("adapter", p.adapter);
   v("kv_read", p.kv_read);
   v("kv_write", p.kv_write);
@@ -133,6 +134,7 @@ void fields(V& v, StoredBytes& s) {
   v("lm_head", s.lm_head);
   v("embedding", s.embedding);
   v("norms", s.norms);
+  v("biases", s.biases, Added{});
   v("adapter", s.adapter);
   v("total", s.total);
 }
