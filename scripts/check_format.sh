@@ -10,7 +10,9 @@ cf=$(command -v clang-format-14 || command -v clang-format || true)
 if [ -z "$cf" ]; then echo "SKIPPED: no clang-format"; exit 77; fi
 major=$("$cf" --version | sed -n 's/.*version \([0-9]*\)\..*/\1/p')
 if [ "$major" != 14 ]; then echo "SKIPPED: $cf is version $major; the format is clang-format 14's"; exit 77; fi
-mapfile -t files < <(git ls-files src include kernels tests 2>/dev/null | grep -E '\.(h|cuh|cpp|cu)$' |
+# Tracked files and new ones not yet added (untracked, not ignored): a new file is checked too.
+mapfile -t files < <(git ls-files --cached --others --exclude-standard src include kernels tests 2>/dev/null |
+                     grep -E '\.(h|cuh|cpp|cu)$' |
                      grep -v -e '^tests/bench/' -e '^tests/data/')
 [ ${#files[@]} -gt 0 ] || mapfile -t files < <(find src include kernels tests -name '*.h' -o -name '*.cuh' \
                                                  -o -name '*.cpp' -o -name '*.cu' | grep -v -e tests/bench -e tests/data)
