@@ -59,6 +59,10 @@ const Model kModels[] = {
     {"awq", "awq", 2, 32, false},
 };
 
+void PrintTo(const Model& m, std::ostream* os) {
+  *os << m.dir;
+}
+
 ModelConfig config_of(const std::string& dir, RunSpec spec = {}) {
   spec.weights = dir;
   return apply_overrides(load_model_config(dir), spec);
@@ -214,6 +218,31 @@ TEST_F(Int4Refusal, PermutedGIdxIsRefusedInOneLineNamingTheFile) {
   expect_one_line(e, d);
 }
 
+// A qweight whose shape is not the config's (an extra row here; a hostile one could claim
+// any size its bytes back) is refused by name before anything is read or allocated.
+TEST_F(Int4Refusal, AQweightOfAnotherShapeIsRefusedInOneLine) {
+  const std::string d = path("ckpt");
+  std::filesystem::create_directories(d);
+  std::filesystem::copy_file(data("gptq-v1-asym") + "/config.json", d + "/config.json");
+  const std::string target = "model.layers.0.self_attn.q_proj.qweight";
+  const std::vector<int32_t> bigger(17 * 128, 0);
+  {
+    const SafetensorsFile in(data("gptq-v1-asym") + "/model.safetensors");
+    SafetensorsWriter w(d + "/model.safetensors");
+    for (const std::string& n : in.names()) {
+      const TensorInfo& t = in.get(n);
+      if (n == target)
+        w.add(n, DType::i32, {17, 128}, bigger.data());
+      else
+        w.add(n, t.dtype, t.shape, t.data);
+    }
+    w.finish();
+  }
+  const ModelConfig c = config_of(d);
+  expect_one_line(error_of([&] { WeightSource ws(c, d, 0); }),
+                  "tensor " + target + " has shape [17, 128], expected [16, 128]");
+}
+
 TEST_F(Int4Refusal, AwqVersionsOtherThanGemmAreRefused) {
   for (const char* v : {"gemv", "exllama", "marlin", "gemv_fast"}) {
     const std::string d =
@@ -260,15 +289,52 @@ TEST(Int4Overrides, QuantOrGroupSizeThatContradictTheFileIsRefused) {
   EXPECT_EQ(config_of(data("awq"), same).quant.group_size, 32);
 }
 
-// One group per row (group_size -1): canonical groups of the largest common divisor of the
-// inputs, each taking its row's scale and zero.
-TEST_F(Int4Refusal, GroupSizeMinusOneMapsEveryGroupOfARowToItsScale) {
+// One group per row (group_size -1): the canonical group is the largest common divisor of
+// the inputs, and every canonical group of a row takes the row's one scale and zero. The file
+// is gptq-v1-asym cut to its first group: qzeros and scales keep their first row, g_idx is 0.
+TEST_F(Int4Refusal, GroupSizeMinusOneGivesEveryGroupOfARowItsScaleAndZero) {
   const std::string d = copy_with_config(
       "gptq-v1-asym", [](nlohmann::json& j) { j["quantization_config"]["group_size"] = -1; });
+  {
+    const SafetensorsFile in(data("gptq-v1-asym") + "/model.safetensors");
+    std::filesystem::remove(d + "/model.safetensors");
+    SafetensorsWriter w(d + "/model.safetensors");
+    const std::vector<int32_t> zero_idx(256, 0);
+    for (const std::string& n : in.names()) {
+      const TensorInfo& t = in.get(n);
+      const auto ends = [&n](const char* suffix) {
+        return n.size() > std::strlen(suffix) &&
+               n.compare(n.size() - std::strlen(suffix), std::string::npos, suffix) == 0;
+      };
+      if (ends(".qzeros") || ends(".scales"))
+        w.add(n, t.dtype, {1, t.shape[1]}, t.data);  // the first group's row
+      else if (ends(".g_idx"))
+        w.add(n, t.dtype, t.shape, zero_idx.data());
+      else
+        w.add(n, t.dtype, t.shape, t.data);
+    }
+    w.finish();
+  }
   const ModelConfig c = config_of(d);
   EXPECT_EQ(c.quant.group_size, 128);  // gcd(hidden 128, intermediate 256, q_dim 128)
-  // The file's tensors have group 32's shapes, not one group per row: refused by shape.
-  expect_one_line(error_of([&] { WeightSource ws(c, d, 0); }), "qzeros has shape [4, 16], expected [1, 16]");
+  const WeightSource ws(c, d, 0);
+  for (Linear lin : {Linear::q, Linear::down}) {
+    const Origin o = ws.linear(1, lin);
+    const QuantMatrix m = ws.host_matrix(o, Scheme::int4);
+    const std::string name = o.name.substr(0, o.name.size() - 7);
+    const int64_t file_groups = m.cols / 32, groups = m.cols / 128;  // as written, and canonical
+    for (int64_t r = 0; r < m.rows; ++r)
+      for (int64_t g = 0; g < groups; ++g) {
+        const uint64_t first = static_cast<uint64_t>(r * file_groups);  // the row's group 0 in the script
+        ASSERT_EQ(m.scales[r * groups + g],
+                  f32_to_f16(std::ldexp(static_cast<float>(64 + (rand_at(2, name + ".s", first) & 63)), -14)))
+            << name << " row " << r << " group " << g;
+        ASSERT_EQ(m.zeros[r * groups + g], rand_at(2, name + ".z", first) & 15) << name << " row " << r;
+      }
+    for (int64_t k = 0; k < m.cols; ++k)
+      ASSERT_EQ(quant::unpack_int4(m.qweight[k / 2], static_cast<int>(k)), rand_at(2, name + ".q", k) & 15)
+          << name;
+  }
 }
 
 // Packed tensors without a quantization_config (a preset as --model): said, not misread.
