@@ -377,3 +377,23 @@ TEST(Int4Cli, ResultRecordsTheSourceFormatAndContradictionsAreOneLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// The committed files are what the script writes: run it again and compare byte for byte.
+class Int4Script : public db_test::TempDirTest {};
+
+TEST_F(Int4Script, RegeneratesTheCommittedFilesByteForByte) {
+  const db_test::Outcome o = db_test::run_script("make_int4_checkpoints.py", {path("out")});
+  ASSERT_EQ(o.code, 0) << o.err;
+  int files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(data(""))) {
+    if (!e.is_regular_file()) continue;
+    const std::string rel = std::filesystem::relative(e.path(), data("")).string();
+    EXPECT_EQ(db_test::slurp(path("out") + "/" + rel), db_test::slurp(e.path().string())) << rel;
+    ++files;
+  }
+  EXPECT_EQ(files, 12);
+}
+
+}  // namespace
