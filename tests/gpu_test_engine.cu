@@ -338,6 +338,27 @@ INSTANTIATE_TEST_SUITE_P(
       return fmt::format("{}_i{}", to_string(info.param.scheme), info.param.intermediate);
     });
 
+// GPTQ and AWQ checkpoints (tests/data/int4) converted on load: the engine's weights are the
+// host's converted matrices bit for bit, and its teacher-forced logits stay within the bound
+// of the CPU reference on the same file, with the same argmax outside a tie.
+TEST(EngineInt4Checkpoint, GptqAndAwqFilesMatchTheCpuReference) {
+  REQUIRE_GPU();
+  for (const char* model : {"gptq-v1-sym", "gptq-v1-asym", "gptq-v2-asym", "awq"}) {
+    const std::string d = std::string(DB_TEST_DATA) + "/int4/" + model;
+    RunSpec spec;
+    spec.weights = d;
+    const ModelConfig c = apply_overrides(load_model_config(d), spec);
+    ASSERT_EQ(c.quant.scheme, Scheme::int4) << model;
+    const WeightSource ws(c, d, 0);
+    const int64_t context = 8, steps = 16;
+    const Trace cpu = run_cpu(ws, context, steps);
+    std::vector<int32_t> inputs = {prompt_token(context, c.vocab_size)};
+    inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
+    Engine e(ws, resolve_kernel("auto", Scheme::int4), context + steps);
+    expect_reference_logits(forced_logits(e, context, inputs), cpu, model);
+  }
+}
+
 // transformers' goldens (scripts/make_goldens.py) on the GPU: the fp16 checkpoint loaded
 // through the file path generates exactly transformers' greedy tokens.
 TEST(EngineGolden, Fp16GivesTransformersTokens) {

@@ -85,6 +85,7 @@ db::Result populated_result() {
   r.config.max_time_s = 30;
   r.config.group_size_note = "int4 group size 64 instead of 128: 128 does not divide hidden_size 576";
   r.config.kernel_fallbacks = {"o_proj [128 x 376]: int8.naive, since the input is ragged"};
+  r.config.weights_format = "gptq";
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
   r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576, 8192,          532'480,
@@ -289,6 +290,7 @@ const std::vector<std::string> kAddedFields = {"timing.weights_reused",
                                                "config.max_time_s",
                                                "config.group_size_note",
                                                "config.kernel_fallbacks",
+                                               "config.weights_format",
                                                "bytes.per_token.biases",
                                                "bytes.stored.biases"};
 

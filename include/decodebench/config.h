@@ -40,6 +40,14 @@ struct QuantConfig {
   Scheme lm_head = Scheme::fp16;  // the output projection has its own scheme
 };
 
+// An HF config.json's quantization_config, for an int4 checkpoint published by GPTQ or AWQ
+// tools (docs/weights.md#gptq-and-awq-checkpoints). `format` empty: none.
+struct HfInt4 {
+  std::string format;  // "gptq" (zeros stored minus 1), "gptq_v2" or "awq" (GEMM packing)
+  int group_size = 0;  // the file's group size; -1: one group per row
+  bool sym = false;    // gptq: every zero is 8
+};
+
 struct ModelConfig {
   std::string name;    // preset name or the path it was read from
   std::string source;  // "preset" | "file" | "hf"
@@ -59,6 +67,7 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   int64_t max_position_embeddings = 0;
   QuantConfig quant;
+  HfInt4 hf_int4;  // an HF config.json's GPTQ/AWQ quantization_config; the run converts its weights
 
   int64_t q_dim() const {
     return checked_mul(num_attention_heads, head_dim, "num_attention_heads * head_dim");

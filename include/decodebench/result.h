@@ -56,6 +56,9 @@ struct RunConfig {
   std::string model;    // as given: preset name or path
   std::string arch;     // "llama" | "qwen3"
   std::string weights;  // "synthetic" or the weights path
+  // what the weights file is: "synthetic", "hf", "decodebench", "gptq", "gptq_v2", "awq";
+  // "" in a result from before the field
+  std::string weights_format;
   uint64_t seed = 0;
   std::string scheme;           // "fp16" | "int8" | "int4"
   int group_size = 0;           // int4 only, else 0

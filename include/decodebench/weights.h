@@ -4,7 +4,9 @@
 // dtype, shape) before anything is computed, then describes each one as an Origin:
 //   synthetic  - generated from (seed, tensor id) by include/decodebench/synth.h
 //   dense      - an f32/f16/bf16 tensor in a checkpoint, quantized on load
-//   quantized  - decodebench's own .qweight/.scales/.zeros tensors, used as they are
+//   quantized  - decodebench's own .qweight/.scales/.zeros tensors, used as they are, or a
+//                GPTQ/AWQ checkpoint's .qweight/.qzeros/.scales (packing), converted on load to
+//                the canonical int4 layout with the same integers, zeros and scales
 // Backends turn origins into weights where they need them: the CPU reference with the
 // host functions below, the CUDA backend with device kernels that run the same arithmetic.
 // A source may carry a LoRA adapter (adapter.h): host_matrix merges it into the linears it
@@ -52,6 +54,15 @@ void dense_row(const TensorInfo& t, int64_t row, int64_t cols, float* out);
 
 enum class OriginKind { synthetic, dense, quantized };
 
+// How a quantized origin's tensors are packed (docs/weights.md#gptq-and-awq-checkpoints).
+enum class Int4Packing {
+  canonical,  // decodebench's own layout
+  gptq,       // qweight I32 [in/8, out], qzeros I32 [in/g, out/8] holding zero - 1, scales F16 [in/g, out]
+  gptq_v2,    // as gptq, the zeros stored as they are
+  awq,        // qweight I32 [in, out/8], qzeros I32 [in/g, out/8], both in AWQ's nibble order
+};
+const char* to_string(Int4Packing p);
+
 struct Origin {
   OriginKind kind = OriginKind::synthetic;
   std::string name;        // HF tensor name
@@ -60,8 +71,11 @@ struct Origin {
   std::vector<int64_t> shape;
   const TensorInfo* dense = nullptr;                                         // kind == dense
   const TensorInfo *qweight = nullptr, *scales = nullptr, *zeros = nullptr;  // kind == quantized
-  int64_t layer = -1;         // a transformer-block linear: its layer (else -1) ...
-  Linear linear = Linear::q;  // ... and which one (LoRA targets)
+  Int4Packing packing = Int4Packing::canonical;  // kind == quantized; not canonical: zeros is qzeros
+  const TensorInfo* g_idx = nullptr;             // gptq, where the file has one (checked: i / file_group)
+  int64_t file_group = 0;                        // gptq, awq: the file's group size (cols for -1)
+  int64_t layer = -1;                            // a transformer-block linear: its layer (else -1) ...
+  Linear linear = Linear::q;                     // ... and which one (LoRA targets)
 };
 
 class WeightSource {
@@ -80,7 +94,10 @@ class WeightSource {
   bool synthetic() const { return !checkpoint_; }
   uint64_t seed() const { return seed_; }
   const std::string& path() const { return path_; }
-  std::string describe() const;                        // "synthetic (seed 0)" or the path with its format
+  std::string describe() const;  // "synthetic (seed 0)" or the path with its format
+  // Where the values come from: "synthetic", "hf" (an f32/f16/bf16 checkpoint), "decodebench",
+  // or the int4 checkpoint's packing: "gptq", "gptq_v2", "awq".
+  std::string format() const;
   const Adapter* adapter() const { return adapter_; }  // nullptr: none
 
   Origin linear(int64_t layer, Linear l) const;  // in config.quant.scheme
@@ -101,11 +118,13 @@ class WeightSource {
 
  private:
   Origin matrix_origin(const std::string& name, int64_t rows, int64_t cols, Scheme scheme) const;
+  Origin packed_origin(const std::string& name, int64_t rows, int64_t cols) const;  // GPTQ/AWQ
   ModelConfig config_;
   std::string path_;
   uint64_t seed_ = 0;
   std::unique_ptr<Checkpoint> checkpoint_;
   bool decodebench_format_ = false;
+  Int4Packing packing_ = Int4Packing::canonical;  // a GPTQ/AWQ checkpoint's block linears
   const Adapter* adapter_ = nullptr;
 };
 
@@ -121,6 +140,12 @@ struct FileQuant {
   std::optional<Scheme> lm_head;   // "lm_head"
 };
 FileQuant decodebench_file_quant(const Checkpoint& file);
+
+// A GPTQ or AWQ linear (an origin whose packing is not canonical) in the canonical int4
+// layout: the file's integers, zeros (GPTQ v1's plus 1) and scales, bit for bit; each
+// canonical group of `group_size` columns takes the scale and zero of the file's group that
+// holds it. Without a zero point every zero must be 8 (checked when the origin is made).
+QuantMatrix convert_packed_int4(const Origin& o, int group_size, bool zero_point);
 
 // Synthetic values of a tensor element, rounded as stored: matrices and the embedding are
 // fp16-rounded before quantization, norms too.

@@ -128,6 +128,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   rc.model = spec.model;
   rc.arch = to_string(cfg.arch);
   rc.weights = spec.weights.empty() ? "synthetic" : spec.weights;
+  rc.weights_format = weights.format();
   rc.seed = spec.seed;
   rc.scheme = to_string(cfg.quant.scheme);
   rc.group_size = cfg.quant.scheme == Scheme::int4 ? cfg.quant.group_size : 0;

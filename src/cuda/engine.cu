@@ -102,21 +102,36 @@ void produce(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, R
       return;
     }
     case OriginKind::quantized: {
-      auto copy_rows = [&](const TensorInfo* t, void* base) {
-        if (!t) return;
-        const size_t row_bytes = t->nbytes / static_cast<size_t>(rows);
+      auto copy_rows = [&](const uint8_t* data, size_t nbytes, void* base) {
+        if (!data || nbytes == 0) return;
+        const size_t row_bytes = nbytes / static_cast<size_t>(rows);
         const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kStageBytes / row_bytes));
         for (int64_t r = 0; r < rows; r += chunk) {
           const int64_t n = std::min(chunk, rows - r);
-          const void* d = stager.upload(t->data + r * row_bytes, n * row_bytes, s);
+          const void* d = stager.upload(data + r * row_bytes, n * row_bytes, s);
           uint8_t* out = static_cast<uint8_t*>(base) + (map.offset + r * map.stride) * row_bytes;
           CUDA_CHECK(cudaMemcpy2DAsync(out, map.stride * row_bytes, d, row_bytes, row_bytes, n,
                                        cudaMemcpyDeviceToDevice, s));
         }
       };
-      copy_rows(o.qweight, dst.qweight);
-      copy_rows(o.scales, dst.scales);
-      copy_rows(o.zeros, dst.zeros);
+      if (o.packing != Int4Packing::canonical) {
+        // A GPTQ/AWQ linear: converted on the host (one matrix at a time, never merged with an
+        // adapter here: the merge, where there is one, reads this as its base), then copied
+        // as a decodebench file's canonical tensors are (the stager copies from host memory
+        // before it returns).
+        const QuantMatrix m =
+            convert_packed_int4(o, ws.config().quant.group_size, ws.config().quant.zero_point);
+        copy_rows(m.qweight.data(), m.qweight.size(), dst.qweight);
+        copy_rows(reinterpret_cast<const uint8_t*>(m.scales.data()), 2 * m.scales.size(), dst.scales);
+        copy_rows(m.zeros.data(), m.zeros.size(), dst.zeros);
+        return;
+      }
+      const auto file_rows = [&](const TensorInfo* t, void* base) {
+        if (t) copy_rows(t->data, t->nbytes, base);
+      };
+      file_rows(o.qweight, dst.qweight);
+      file_rows(o.scales, dst.scales);
+      file_rows(o.zeros, dst.zeros);
       return;
     }
   }

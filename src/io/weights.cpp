@@ -166,6 +166,94 @@ float synthetic_value(uint64_t seed, const Origin& o, int64_t index) {
   return f16_to_f32(f32_to_f16(synth::value(seed, o.tensor_id, static_cast<uint64_t>(index), o.dist)));
 }
 
+// ---------------------------------------------------------------------------- GPTQ and AWQ
+
+const char* to_string(Int4Packing p) {
+  switch (p) {
+    case Int4Packing::canonical:
+      return "decodebench";
+    case Int4Packing::gptq:
+      return "gptq";
+    case Int4Packing::gptq_v2:
+      return "gptq_v2";
+    case Int4Packing::awq:
+      return "awq";
+  }
+  return "?";
+}
+
+namespace {
+
+// AWQ's GEMM packing puts output column 8w + [0, 2, 4, 6, 1, 3, 5, 7][k] in nibble k of word w:
+// the nibble of column 8w + j is kAwqNibble[j].
+constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+uint32_t word_at(const TensorInfo& t, int64_t index) {
+  uint32_t w;
+  std::memcpy(&w, t.data + 4 * index, 4);
+  return w;
+}
+
+uint16_t half_at(const TensorInfo& t, int64_t index) {
+  uint16_t h;
+  std::memcpy(&h, t.data + 2 * index, 2);
+  return h;
+}
+
+// The zero point of output row r in the file's group fg, as the reference code reads it.
+int packed_zero(const Origin& o, int64_t r, int64_t fg) {
+  const int64_t rows = o.shape[0];
+  const uint32_t w = word_at(*o.zeros, fg * (rows / 8) + r / 8);
+  const int nibble = o.packing == Int4Packing::awq ? kAwqNibble[r % 8] : static_cast<int>(r % 8);
+  const int z = static_cast<int>((w >> (4 * nibble)) & 0xf);
+  return o.packing == Int4Packing::gptq ? ((z + 1) & 0xf) : z;  // GPTQ v1 stores zero - 1
+}
+
+// The integer weight of output row r, input column c.
+uint8_t packed_weight(const Origin& o, int64_t r, int64_t c) {
+  const int64_t rows = o.shape[0];
+  if (o.packing == Int4Packing::awq) {
+    const uint32_t w = word_at(*o.qweight, c * (rows / 8) + r / 8);
+    return static_cast<uint8_t>((w >> (4 * kAwqNibble[r % 8])) & 0xf);
+  }
+  const uint32_t w = word_at(*o.qweight, (c / 8) * rows + r);
+  return static_cast<uint8_t>((w >> (4 * (c % 8))) & 0xf);
+}
+
+}  // namespace
+
+QuantMatrix convert_packed_int4(const Origin& o, int group_size, bool zero_point) {
+  const int64_t rows = o.shape.at(0), cols = o.shape.at(1);
+  if (o.kind != OriginKind::quantized || o.packing == Int4Packing::canonical || !o.qweight || !o.zeros ||
+      !o.scales)
+    fail("tensor {}: not a GPTQ or AWQ linear", o.name);
+  if (group_size <= 0 || group_size % 2 != 0 || o.file_group % group_size != 0 || cols % o.file_group != 0)
+    fail("tensor {}: int4 group size {} does not divide the file's group size {} of {} columns", o.name,
+         group_size, o.file_group, cols);
+  QuantMatrix m;
+  m.scheme = Scheme::int4;
+  m.rows = rows;
+  m.cols = cols;
+  m.group_size = group_size;
+  m.zero_point = zero_point;
+  const int64_t groups = cols / group_size;
+  m.qweight.assign(static_cast<size_t>(rows * cols / 2), 0);
+  m.scales.resize(static_cast<size_t>(rows * groups));
+  if (zero_point) m.zeros.resize(static_cast<size_t>(rows * groups));
+  parallel_rows(rows, 0, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t fg = g * group_size / o.file_group;
+        m.scales[r * groups + g] = half_at(*o.scales, fg * rows + r);
+        if (zero_point) m.zeros[r * groups + g] = static_cast<uint8_t>(packed_zero(o, r, fg));
+      }
+      for (int64_t c = 0; c < cols; c += 2)
+        m.qweight[(r * cols + c) / 2] = quant::pack_int4(packed_weight(o, r, c), packed_weight(o, r, c + 1));
+    }
+  });
+  return m;
+}
+
 // ---------------------------------------------------------------------------- WeightSource
 
 namespace {
@@ -226,10 +314,26 @@ WeightSource::WeightSource(const ModelConfig& config, const std::string& path, u
       fail("weights file {} holds a {} lm_head but the run asks for {} (pass --lm-head {})", path,
            to_string(*q.lm_head), to_string(config_.quant.lm_head), to_string(*q.lm_head));
   }
+  const std::string& int4 = config_.hf_int4.format;
+  if (!decodebench_format_ && !int4.empty()) {
+    packing_ = int4 == "awq"       ? Int4Packing::awq
+               : int4 == "gptq_v2" ? Int4Packing::gptq_v2
+                                   : Int4Packing::gptq;
+    if (config_.quant.scheme != Scheme::int4)
+      fail("weights {} hold {} int4 weights but the run asks for {} (they are converted, not re-quantized)",
+           path, int4, to_string(config_.quant.scheme));
+  } else if (!decodebench_format_) {
+    const std::string q = module_of(linear_name(0, Linear::q));
+    if (!checkpoint_->find(q + ".weight") && checkpoint_->find(q + ".qweight"))
+      fail(
+          "weights {} hold packed int4 tensors ({}.qweight) but config {} has no GPTQ or AWQ "
+          "quantization_config (pass the checkpoint's own config.json as --model)",
+          path, q, config_.name);
+  }
   // Fail at load time: resolve every tensor once now, and note the ones the model reads.
   std::set<std::string> used;
   const auto use = [&used](const Origin& o) {
-    for (const TensorInfo* t : {o.dense, o.qweight, o.scales, o.zeros})
+    for (const TensorInfo* t : {o.dense, o.qweight, o.scales, o.zeros, o.g_idx})
       if (t) used.insert(t->name);
   };
   use(embedding());
@@ -293,7 +397,61 @@ WeightSource::~WeightSource() = default;
 
 std::string WeightSource::describe() const {
   if (synthetic()) return fmt::format("synthetic (seed {})", seed_);
+  if (packing_ != Int4Packing::canonical)
+    return fmt::format("{} ({} checkpoint)", path_, to_string(packing_));
   return fmt::format("{} ({})", path_, decodebench_format_ ? "decodebench" : "checkpoint");
+}
+
+std::string WeightSource::format() const {
+  if (synthetic()) return "synthetic";
+  if (decodebench_format_) return "decodebench";
+  return packing_ == Int4Packing::canonical ? "hf" : to_string(packing_);
+}
+
+Origin WeightSource::packed_origin(const std::string& name, int64_t rows, int64_t cols) const {
+  Origin o;
+  o.name = name;
+  o.tensor_id = synth::tensor_id(name);
+  o.dist = synth::Dist::matrix;
+  o.shape = {rows, cols};
+  o.kind = OriginKind::quantized;
+  o.packing = packing_;
+  const std::string m = module_of(name);
+  const int64_t fg = config_.hf_int4.group_size == -1 ? cols : config_.hf_int4.group_size;
+  // The shapes come from the (bounded) config: a file's tensor must match them exactly, so a
+  // hostile shape is refused before anything is read or allocated.
+  if (rows % 8 != 0 || cols % 8 != 0 || fg <= 0 || cols % fg != 0 || fg % config_.quant.group_size != 0)
+    fail("weights {}: {} [{} x {}] cannot hold {} int4 groups of {} (8 values per 32-bit word)", path_, m,
+         rows, cols, to_string(packing_), fg);
+  o.file_group = fg;
+  if (packing_ == Int4Packing::awq)
+    o.qweight = &checkpoint_->get(m + ".qweight", DType::i32, {cols, rows / 8});
+  else
+    o.qweight = &checkpoint_->get(m + ".qweight", DType::i32, {cols / 8, rows});
+  o.zeros = &checkpoint_->get(m + ".qzeros", DType::i32, {cols / fg, rows / 8});
+  o.scales = &checkpoint_->get(m + ".scales", DType::f16, {cols / fg, rows});
+  if (packing_ != Int4Packing::awq && checkpoint_->find(m + ".g_idx")) {
+    o.g_idx = &checkpoint_->get(m + ".g_idx", DType::i32, {cols});
+    for (int64_t i = 0; i < cols; ++i) {
+      int32_t v;
+      std::memcpy(&v, o.g_idx->data + 4 * i, 4);
+      if (v != i / fg)
+        fail(
+            "weights {}: tensor {} maps input {} to group {}, not {}: act-order (desc_act) GPTQ is not "
+            "supported",
+            path_, o.g_idx->name, i, v, i / fg);
+    }
+  }
+  if (!config_.quant.zero_point)  // symmetric GPTQ: the canonical form has no zeros, and means 8
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t g = 0; g < cols / fg; ++g)
+        if (const int z = packed_zero(o, r, g); z != quant::kInt4SymmetricZero)
+          fail(
+              "weights {}: tensor {} holds the zero point {} (row {}, group {}) but the config says sym "
+              "true, "
+              "where every zero is 8",
+              path_, o.zeros->name, z, r, g);
+  return o;
 }
 
 Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_t cols, Scheme scheme) const {
@@ -342,7 +500,9 @@ Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_
 
 Origin WeightSource::linear(int64_t layer, Linear l) const {
   const MatShape s = linear_shape(config_, l);
-  Origin o = matrix_origin(linear_name(layer, l), s.rows, s.cols, config_.quant.scheme);
+  Origin o = packing_ != Int4Packing::canonical
+                 ? packed_origin(linear_name(layer, l), s.rows, s.cols)
+                 : matrix_origin(linear_name(layer, l), s.rows, s.cols, config_.quant.scheme);
   o.layer = layer;
   o.linear = l;
   return o;
@@ -394,6 +554,17 @@ QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
   const int64_t rows = o.shape.at(0), cols = o.shape.at(1);
   const bool merge = adapter_ && adapter_->mode == AdapterMode::merged && o.layer >= 0 &&
                      adapter_->find(o.layer, o.linear) != nullptr;
+  if (o.kind == OriginKind::quantized && o.packing != Int4Packing::canonical) {
+    if (scheme != Scheme::int4)
+      fail("tensor {}: a {} int4 linear cannot be read as {}", o.name, to_string(o.packing),
+           to_string(scheme));
+    QuantMatrix m = convert_packed_int4(o, config_.quant.group_size, config_.quant.zero_point);
+    if (!merge) return m;
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) m.row(r, w.data() + r * cols);
+    merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols);
+    return quantize_matrix(w.data(), rows, cols, scheme, config_.quant.group_size, config_.quant.zero_point);
+  }
   if (o.kind == OriginKind::quantized) {
     QuantMatrix m;
     m.scheme = scheme;

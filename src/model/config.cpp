@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <utility>
@@ -368,6 +369,60 @@ ModelConfig parse_decodebench(const json& root, const std::string& label) {
   return c;
 }
 
+// An HF config.json's quantization_config: GPTQ (symmetric or not, desc_act false, checkpoint
+// format gptq or gptq_v2) or AWQ (GEMM packing, zero point), 4 bits. Anything else would be
+// read wrong or timed as a different computation, and is refused naming the field.
+HfInt4 parse_quantization_config(const json& v, const std::string& label) {
+  if (!v.is_object())
+    fail("config {}: field quantization_config must be an object, got {} ({})", label, brief(v),
+         type_name(v));
+  const Fields f(v, label, "quantization_config.");
+  HfInt4 q;
+  const std::string method = f.string("quant_method");
+  if (method != "gptq" && method != "awq")
+    fail(
+        "config {}: quantization_config.quant_method '{}' is not supported (decodebench reads gptq and awq "
+        "int4 checkpoints)",
+        label, printable(method));
+  if (const int64_t bits = f.integer("bits", 4); bits != 4)
+    fail("config {}: quantization_config.bits {} is not supported (decodebench reads 4-bit {} checkpoints)",
+         label, bits, method);
+  const int64_t g = f.integer("group_size", 128);
+  if (g != -1 && (g <= 0 || g > kMaxGroupSize || g % 8 != 0))
+    fail("config {}: quantization_config.group_size {} must be -1 or a positive multiple of 8 up to {}",
+         label, g, kMaxGroupSize);
+  q.group_size = static_cast<int>(g);
+  if (method == "gptq") {
+    if (f.boolean("desc_act", false))
+      fail(
+          "config {}: quantization_config.desc_act true (act-order GPTQ) is not supported: its groups follow "
+          "a permutation of the input columns",
+          label);
+    if (f.boolean("lm_head", false))
+      fail("config {}: quantization_config.lm_head true (a GPTQ-quantized lm_head) is not supported", label);
+    q.sym = f.boolean("sym", true);
+    const std::string format = f.string("checkpoint_format", "gptq");
+    if (format != "gptq" && format != "gptq_v2")
+      fail("config {}: quantization_config.checkpoint_format '{}' is not supported (gptq or gptq_v2)", label,
+           printable(format));
+    q.format = format;
+  } else {
+    std::string version = f.string("version", "gemm");
+    std::transform(version.begin(), version.end(), version.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (version != "gemm")
+      fail(
+          "config {}: quantization_config.version '{}' is not supported (decodebench reads AWQ's gemm "
+          "packing)",
+          label, printable(f.string("version")));
+    if (!f.boolean("zero_point", true))
+      fail("config {}: quantization_config.zero_point false is not supported (AWQ gemm files hold zeros)",
+           label);
+    q.format = "awq";
+  }
+  return q;
+}
+
 ModelConfig parse_hf(const json& root, const std::string& label) {
   ModelConfig c;
   const json& archs = root.at("architectures");
@@ -420,6 +475,7 @@ ModelConfig parse_hf(const json& root, const std::string& label) {
              label, printable(t.get<std::string>()));
 
   c.quant = parse_quant(root, label, /*strict=*/true);  // only present through a decodebench "extends"
+  if (const json* qc = f.find("quantization_config")) c.hf_int4 = parse_quantization_config(*qc, label);
   return c;
 }
 
@@ -682,9 +738,37 @@ static void fit_group_size(ModelConfig& c) {
   }
 }
 
+// A GPTQ/AWQ config.json fixes the scheme of the block linears: int4 with the file's group
+// size (one group per row: the largest even common divisor of the inputs, every group of a
+// row with the row's scale and zero) and zero point (none for symmetric GPTQ: every zero is 8).
+// Its weights are converted, never re-quantized, so a --quant or --group-size that
+// contradicts it is refused.
+static bool quant_from_hf_int4(ModelConfig& c, const RunSpec& spec, std::string& overrides) {
+  if (c.hf_int4.format.empty()) return false;
+  const std::string what = fmt::format("config {} holds {} int4 weights (quantization_config)", c.name,
+                                       c.hf_int4.format == "awq" ? "AWQ" : "GPTQ");
+  if (spec.quant && *spec.quant != Scheme::int4)
+    fail("{}: --quant {} contradicts it (they are converted, not re-quantized)", what,
+         to_string(*spec.quant));
+  c.quant.scheme = Scheme::int4;
+  int group = c.hf_int4.group_size;
+  if (group == -1) {
+    int64_t d = 0;
+    for (const auto& in : int4_inputs(c)) d = std::gcd(d, in.second);
+    group = static_cast<int>(std::min<int64_t>(d, kMaxGroupSize));
+  }
+  if (spec.group_size && *spec.group_size != group)
+    fail("{} with group size {}: --group-size {} contradicts it", what, group, *spec.group_size);
+  c.quant.group_size = group;
+  c.quant.zero_point = !(c.hf_int4.format != "awq" && c.hf_int4.sym);
+  overrides += fmt::format(" the {} quantization_config", c.hf_int4.format);
+  return true;
+}
+
 ModelConfig apply_overrides(ModelConfig c, const RunSpec& spec) {
   std::string overrides;
-  const bool from_file = quant_from_weights_file(c, spec, overrides);
+  const bool from_file =
+      quant_from_weights_file(c, spec, overrides) || quant_from_hf_int4(c, spec, overrides);
   if (spec.quant) {
     c.quant.scheme = *spec.quant;
     overrides += fmt::format(" --quant {}", to_string(*spec.quant));

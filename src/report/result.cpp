@@ -110,6 +110,7 @@ void fields(V& v, RunConfig& c) {
   v("max_time_s", c.max_time_s, Added{});
   v("group_size_note", c.group_size_note, Added{});
   v("kernel_fallbacks", c.kernel_fallbacks, Added{});
+  v("weights_format", c.weights_format, Added{});
 }
 
 template <class V>
