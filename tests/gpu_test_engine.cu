@@ -363,7 +363,7 @@ TEST(EngineInt4Checkpoint, GptqAndAwqFilesMatchTheCpuReference) {
 // through the file path generates exactly transformers' greedy tokens.
 TEST(EngineGolden, Fp16GivesTransformersTokens) {
   REQUIRE_GPU();
-  for (const char* model : {"tiny-llama", "tiny-qwen3"}) {
+  for (const char* model : {"tiny-llama", "tiny-qwen2", "tiny-qwen3"}) {
     const std::string d = std::string(DB_TEST_DATA) + "/hf/" + model;
     const SafetensorsFile golden(d + "/golden.safetensors");
     const TensorInfo& t = golden.get("tokens");

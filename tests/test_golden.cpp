@@ -199,11 +199,12 @@ TEST(GoldenLora, PeftAdapterReproducesTransformersPlusPeftInBothModes) {
   EXPECT_GT(worst, 10 * merged_bound) << "the adapter barely changes the model";
 }
 
-INSTANTIATE_TEST_SUITE_P(Hf, GoldenTest, ::testing::Values("tiny-llama", "tiny-qwen3"), [](const auto& info) {
-  std::string n = info.param;
-  for (char& ch : n)
-    if (ch == '-') ch = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Hf, GoldenTest, ::testing::Values("tiny-llama", "tiny-qwen2", "tiny-qwen3"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
 
 }  // namespace
