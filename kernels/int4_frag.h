@@ -71,6 +71,19 @@ DB_HD Source source(int i, int lane, int u, int n) {
   return {2 * p + ((n >> 1) & 1), g * kSegmentCols + 16 * j + 2 * c + 8 * (n & 1) + (n >> 2)};
 }
 
+// Where a nibble lies, the inverse of source(): the block's "row" i, chunk `lane` of the
+// span, word u of the chunk, nibble n of the word, for row `row` (within the block of 8) and
+// column `col` (within the span of 1024).
+struct Place {
+  int i, lane, u, n;
+};
+
+DB_HD Place locate(int row, int col) {
+  const int g = col / kSegmentCols, k = col % kSegmentCols, j = k / 16, kk = k % 16;
+  return {2 * (row / 2) + j / 4, 4 * g + ((kk >> 1) & 3), j % 4,
+          ((kk & 1) << 2) | ((row & 1) << 1) | ((kk >> 3) & 1)};
+}
+
 // The column of x in B register r (0: k-slots 2c, 2c+1; 1: 2c+8, 2c+9), half h, at k-step j,
 // of lane `lane` (segment g = lane / 4), within the span.
 DB_HD int x_col(int lane, int j, int r, int h) {

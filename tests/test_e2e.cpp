@@ -86,6 +86,24 @@ TEST_F(E2e, CpuRunWritesAResultThatReadsBack) {
   EXPECT_EQ(r.check.tokens_hash.size(), 16u);
 }
 
+// The prefill's figures: the CPU backend takes a decode step a token and says so; the rate
+// is the context over the time; the summary prints them.
+TEST_F(E2e, AContextReportsHowAndHowFastItWasReached) {
+  const Outcome o = run({"--model", "tiny-int4", "--backend", "cpu", "--context", "24", "--tokens", "4",
+                         "--warmup", "1", "--repeat", "1", "-o", path("out.json")});
+  ASSERT_EQ(o.code, 0) << "stderr: " << o.err;
+  const db::Result r = db::read_results(path("out.json")).at(0);
+  EXPECT_EQ(r.timing.prefill, "steps");
+  ASSERT_GT(r.timing.prefill_s, 0.0);
+  EXPECT_DOUBLE_EQ(r.timing.prefill_tokens_per_s, 24 / r.timing.prefill_s);
+  EXPECT_NE(o.out.find("prefill   24 tokens in "), std::string::npos) << o.out;
+  const Outcome none = run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "4", "--warmup", "1",
+                            "--repeat", "1", "-o", path("none.json")});
+  ASSERT_EQ(none.code, 0) << "stderr: " << none.err;
+  EXPECT_EQ(db::read_results(path("none.json")).at(0).timing.prefill_tokens_per_s, 0.0);
+  EXPECT_EQ(none.out.find("prefill "), std::string::npos) << none.out;
+}
+
 TEST_F(E2e, HfCheckpointRunsThroughWeights) {
   const db::Result r =
       run_ok({"--model", kTinyLlama, "--weights", kTinyLlama, "--tokens", "4", "--repeat", "1"}, "hf.json");

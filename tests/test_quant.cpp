@@ -186,6 +186,14 @@ TEST(Int4Frag, SourceIsAPermutationOfEachBlockAndSpan) {
           ++hits[static_cast<size_t>(s.row * int4_frag::kSpanCols + s.col)];
         }
   for (int h : hits) ASSERT_EQ(h, 1);
+  // locate() is its inverse (the prefill's dequantization reads the layout through it).
+  for (int row = 0; row < int4_frag::kRows; ++row)
+    for (int col = 0; col < int4_frag::kSpanCols; ++col) {
+      const int4_frag::Place p = int4_frag::locate(row, col);
+      const int4_frag::Source s = int4_frag::source(p.i, p.lane, p.u, p.n);
+      ASSERT_EQ(s.row, row) << col;
+      ASSERT_EQ(s.col, col) << row;
+    }
   EXPECT_TRUE(int4_frag::eligible(4096, 14336, 128));
   EXPECT_FALSE(int4_frag::eligible(2560, 9728, 128));  // 9728 is not whole spans
   EXPECT_FALSE(int4_frag::eligible(4100, 4096, 128));  // rows not whole blocks

@@ -96,6 +96,8 @@ db::Result populated_result() {
   r.timing.tokens_per_s = 1000 / r.timing.tpot_ms.median;
   r.timing.load_s = 2.75;
   r.timing.prefill_s = 0.3125;
+  r.timing.prefill = "batched";
+  r.timing.prefill_tokens_per_s = 1024;
   r.timing.clock = "cuda-events";
   r.timing.weights_reused = true;
   r.timing.repetition_medians_ms = {1.4375, 1.46875};
@@ -292,7 +294,9 @@ const std::vector<std::string> kAddedFields = {"timing.weights_reused",
                                                "config.kernel_fallbacks",
                                                "config.weights_format",
                                                "bytes.per_token.biases",
-                                               "bytes.stored.biases"};
+                                               "bytes.stored.biases",
+                                               "timing.prefill",
+                                               "timing.prefill_tokens_per_s"};
 
 TEST(Result, MissingFieldIsAnErrorNamingItsPath) {
   const json full = populated_result();

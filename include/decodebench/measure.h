@@ -45,6 +45,7 @@ struct DecoderFacts {
   double launch_overhead_us = 0;              // measured cost of one launch in the mode used
   std::string cublas;                         // cuBLAS version where the kernel calls it, else empty
   std::vector<std::string> kernel_fallbacks;  // matrices that run another kernel, with why
+  std::string prefill = "steps";              // how prefill() reaches the context (timing.prefill)
 };
 
 // One run's decode loop on a backend. Steps may run asynchronously (the CUDA backend
@@ -52,7 +53,8 @@ struct DecoderFacts {
 class Decoder {
  public:
   virtual ~Decoder() = default;
-  // Feeds prompt_token(0 .. n-1) at positions 0 .. n-1, untimed, and waits for them.
+  // Writes the KV cache of prompt_token(0 .. n-1) at positions 0 .. n-1, untimed, and waits
+  // for it: a step a token, or the whole prompt in batched chunks (DecoderFacts::prefill).
   virtual void prefill(int64_t n) = 0;
   // The next step decodes `token` at `position`; tokens() counts the steps from here.
   virtual void restart(int64_t position, int32_t token) = 0;

@@ -162,6 +162,8 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.timing.load_s = facts.load_s;
   r.timing.weights_reused = facts.weights_reused;
   r.timing.prefill_s = m.prefill_s;
+  r.timing.prefill = facts.prefill;
+  r.timing.prefill_tokens_per_s = m.prefill_s > 0 ? static_cast<double>(spec.context) / m.prefill_s : 0;
   r.timing.clock = m.clock;
   r.timing.repetition_medians_ms = m.repetition_medians_ms;
   r.timing.noise = repetition_noise(m.repetition_medians_ms);

@@ -140,15 +140,12 @@ class CudaDecoder final : public Decoder {
     load_s_ = std::chrono::duration<double>(Clock::now() - load_start).count();
   }
 
-  // The prompt one token per step, eagerly (the same kernels as the graph).
+  // The prompt in chunks through GEMMs and causal attention (Engine::prefill).
   void prefill(int64_t n) override {
     const int64_t vocab = engine_.config().vocab_size;
-    engine_.set_first_position(0);
-    for (int64_t i = 0; i < n; ++i) {
-      engine_.set_input(i, prompt_token(i, vocab));
-      engine_.enqueue_step();
-    }
-    engine_.synchronize();
+    std::vector<int32_t> tokens(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = prompt_token(i, vocab);
+    engine_.prefill(tokens);
   }
   void restart(int64_t position, int32_t token) override {
     engine_.set_first_position(position);
@@ -174,6 +171,7 @@ class CudaDecoder final : public Decoder {
     f.launch_overhead_us = measure_launch_us(graph_);
     if (cublas_) f.cublas = cublas_version();
     f.kernel_fallbacks = fallbacks_;
+    f.prefill = "batched";
     return f;
   }
 

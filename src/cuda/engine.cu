@@ -17,13 +17,6 @@
 
 namespace db::cuda {
 
-#define CUBLAS_CHECK(expr)                                                                                  \
-  do {                                                                                                      \
-    const cublasStatus_t db_st_ = (expr);                                                                   \
-    if (db_st_ != CUBLAS_STATUS_SUCCESS)                                                                    \
-      ::db::fail("cuBLAS error {} in {} at {}:{}", cublasGetStatusName(db_st_), #expr, __FILE__, __LINE__); \
-  } while (0)
-
 LinearImpl linear_impl(const KernelInfo& k) {
   const std::string v = k.name.substr(k.name.find('.') + 1);
   if (v == "gemv") return LinearImpl::gemv_fast;
@@ -622,6 +615,10 @@ void Engine::release() {
   allocations_.clear();
   if (stream_) cudaStreamDestroy(stream_);
   stream_ = nullptr;
+}
+
+const float* Engine::rope() const {
+  return buf_->rope;
 }
 
 void Engine::set_input(int64_t pos, int32_t token) {

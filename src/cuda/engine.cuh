@@ -22,6 +22,13 @@
 
 namespace db::cuda {
 
+#define CUBLAS_CHECK(expr)                                                                                  \
+  do {                                                                                                      \
+    const cublasStatus_t db_st_ = (expr);                                                                   \
+    if (db_st_ != CUBLAS_STATUS_SUCCESS)                                                                    \
+      ::db::fail("cuBLAS error {} in {} at {}:{}", cublasGetStatusName(db_st_), #expr, __FILE__, __LINE__); \
+  } while (0)
+
 enum class LinearImpl { gemv_fast, gemv_naive, cublas, dequant_cublas };
 LinearImpl linear_impl(const KernelInfo& k);
 
@@ -161,6 +168,14 @@ class Engine {
   void set_input(int64_t pos, int32_t token);
   // First position whose generated token tokens() reports.
   void set_first_position(int64_t pos);
+  // Writes the KV cache of positions 0 .. tokens.size() - 1 for `tokens` at once (the batched
+  // prefill, src/cuda/engine_prefill.cu): chunks of `chunk` rows (0: kPrefillChunk, fewer when
+  // free memory is short) through cuBLAS GEMMs and causal attention, instead of one decode step
+  // a token. Leaves the step state alone: set_input() the next position and token after it.
+  void prefill(const std::vector<int32_t>& tokens, int64_t chunk = 0);
+  static constexpr int64_t kPrefillChunk = 4096;
+  // Device memory prefill() allocates for a chunk of `rows` (freed when it returns).
+  uint64_t prefill_scratch_bytes(int64_t rows) const;
   void enqueue_step();   // eager: the kernels of one step
   void capture_graph();  // captures enqueue_step() once
   void launch_graph();   // one replay
@@ -193,6 +208,7 @@ class Engine {
   struct Buffers;
   void release();  // frees the engine's own resources (the destructor, or a constructor that throws)
   void run_linear(const LinearOp& op, const GemvInput& in, const GemvOutput& out);
+  const float* rope() const;  // the device's rope_table(positions_)
 
   ModelConfig c_;
   int64_t positions_ = 0;

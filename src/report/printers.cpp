@@ -416,6 +416,11 @@ std::string summary_text(const Result& r) {
   if (!r.roofline.regime_reason.empty()) regime += ": " + r.roofline.regime_reason;
   line(out, "regime", regime);
 
+  if (c.context > 0 && r.timing.prefill_s > 0)
+    line(out, "prefill",
+         fmt::format("{} tokens in {:.2f} s, {:.0f} tok/s ({}, untimed)", c.context, r.timing.prefill_s,
+                     r.timing.prefill_tokens_per_s, r.timing.prefill.empty() ? "steps" : r.timing.prefill));
+
   const MemoryUse& m = r.memory;
   const ByteUnit mu = unit_for(static_cast<double>(m.total_bytes));
   line(

@@ -175,6 +175,8 @@ void fields(V& v, Timing& t) {
   v("repetitions", t.repetitions, Added{});
   v("stop", t.stop, Added{});
   v("warnings", t.warnings, Added{});
+  v("prefill", t.prefill, Added{});
+  v("prefill_tokens_per_s", t.prefill_tokens_per_s, Added{});
 }
 
 template <class V>

@@ -1,0 +1,493 @@
+// The batched prefill's kernels (see prefill.cuh).
+#include "common.cuh"
+#include "decodebench/quant.h"
+#include "int4_frag.h"
+#include "int4_meta.h"
+#include "prefill.cuh"
+#include "weights.cuh"
+
+namespace db::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void embed_rows_kernel(const __half* table, int64_t hidden, const int32_t* tokens, float* resid) {
+  const int64_t t = blockIdx.y;
+  const __half* row = table + static_cast<int64_t>(tokens[t]) * hidden;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < hidden;
+       i += int64_t{gridDim.x} * blockDim.x)
+    resid[t * hidden + i] = __half2float(row[i]);
+}
+
+// One block per row.
+__global__ void rmsnorm_rows_kernel(const float* resid, const __half* w, float eps, int64_t n, __half* out) {
+  __shared__ float red[kWarp];
+  const float* x = resid + blockIdx.x * n;
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
+  ss = block_sum(ss, red);
+  const float inv = rsqrtf(ss / static_cast<float>(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    out[blockIdx.x * n + i] = __float2half_rn(x[i] * inv * __half2float(w[i]));
+}
+
+// One warp per head vector of a row: blockIdx.x is the row, warp w of the block's four takes
+// vectors w, w + 4, ... of the row's heads + 2 kv_heads (q heads, then k, then v). The
+// vector goes through shared memory so that RoPE's partner i +- hd/2 is any lane's.
+constexpr int kQkvWarps = 4;
+constexpr int kMaxHeadDim = 256;
+
+__global__ void __launch_bounds__(kQkvWarps* kWarp) prefill_qkv_kernel(PrefillQkvArgs a) {
+  __shared__ float vec[kQkvWarps][kMaxHeadDim];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int hd = a.head_dim, half_hd = hd / 2;
+  const int64_t t = blockIdx.x, pos = a.p0 + t;
+  const int q_dim = a.heads * hd, kv_dim = a.kv_heads * hd, width = q_dim + 2 * kv_dim;
+  const float* row = a.qkv + t * width;
+  const float* cosp = a.rope + pos * half_hd;
+  const float* sinp = a.rope + (a.rope_positions + pos) * half_hd;
+  const float scale = rsqrtf(static_cast<float>(hd));
+  float* v = vec[warp];
+  for (int item = warp; item < a.heads + 2 * a.kv_heads; item += kQkvWarps) {
+    const int base = item * hd;  // the vector's first column in the row (q, k, v heads in order)
+    for (int i = lane; i < hd; i += kWarp) {
+      float x = row[base + i];
+      if (a.qkv_bias) x += __half2float(a.qkv_bias[base + i]);
+      v[i] = x;
+    }
+    __syncwarp();
+    if (item >= a.heads + a.kv_heads) {  // v: the bias only
+      const int64_t dst = pos * kv_dim + (base - q_dim - kv_dim);
+      for (int i = lane; i < hd; i += kWarp) a.v_cache[dst + i] = __float2half_rn(v[i]);
+      __syncwarp();
+      continue;
+    }
+    const bool is_q = item < a.heads;
+    const __half* norm_w = is_q ? a.q_norm : a.k_norm;
+    float inv = 1.f;
+    if (norm_w) {
+      float ss = 0.f;
+      for (int i = lane; i < hd; i += kWarp) ss += v[i] * v[i];
+      inv = rsqrtf(warp_sum(ss) / hd + a.eps);
+    }
+    float out[kMaxHeadDim / kWarp];
+    int n = 0;
+    for (int i = lane; i < hd; i += kWarp, ++n) {
+      const int j = i < half_hd ? i : i - half_hd, partner = i < half_hd ? i + half_hd : i - half_hd;
+      const float x = norm_w ? v[i] * inv * __half2float(norm_w[i]) : v[i];
+      const float y = norm_w ? v[partner] * inv * __half2float(norm_w[partner]) : v[partner];
+      out[n] = i < half_hd ? x * cosp[j] - y * sinp[j] : x * cosp[j] + y * sinp[j];
+    }
+    __syncwarp();  // every lane has read v before the next item overwrites it
+    n = 0;
+    if (is_q) {
+      __half* dst = a.q + t * q_dim + base;
+      for (int i = lane; i < hd; i += kWarp, ++n) dst[i] = __float2half_rn(out[n] * scale);
+    } else {
+      __half* dst = a.k_cache + pos * kv_dim + (base - q_dim);
+      for (int i = lane; i < hd; i += kWarp, ++n) dst[i] = __float2half_rn(out[n]);
+    }
+  }
+}
+
+// --- causal attention on the tensor cores (mma.sync m16n8k16, fp16 in, fp32 accumulate),
+// flash-attention style: a block holds 64 queries of one head (16 per warp) and walks the
+// keys 0 .. its last query's position in tiles of 64, double-buffered in shared memory
+// (cp.async), with an online softmax, so the scores never leave registers.
+constexpr int kFlashWarps = 4;
+constexpr int kBM = 16 * kFlashWarps;  // queries of a block
+constexpr int kBN = 64;                // keys of a tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __half* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __half* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  return h2_bits(__floats2half2_rn(lo, hi));
+}
+
+// Shared memory of the kernel for head size HD: K and V tiles, two of each, with rows padded
+// by 16 bytes so that the 8 rows an ldmatrix phase reads start in 8 different bank groups.
+template <int HD>
+constexpr int flash_stride() {
+  return HD + 8;
+}
+template <int HD>
+constexpr size_t flash_smem() {
+  return size_t{4} * kBN * flash_stride<HD>() * sizeof(__half);
+}
+
+// Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16"), lane = 4 g + c: A holds rows g
+// and g + 8, columns 2c, 2c + 1 and 2c + 8, 2c + 9; B columns g, rows 2c, 2c + 1 and + 8; the
+// accumulator rows g and g + 8, columns 2c, 2c + 1. S = Q K^T takes K rows (keys) as B
+// columns, read by ldmatrix; P V takes the score accumulators, rounded to fp16, as the A
+// operand directly (the accumulator of two adjacent 8-key tiles is the A fragment of their
+// 16 keys), and V through ldmatrix.trans.
+template <int HD>
+__global__ void __launch_bounds__(kFlashWarps* kWarp) flash_prefill_kernel(PrefillAttentionArgs a) {
+  constexpr int kStride = flash_stride<HD>();
+  constexpr int KS = HD / 16;  // k-steps of Q K^T
+  constexpr int NT = HD / 8;   // 8-column tiles of the output
+  static_assert(HD % 16 == 0 && HD <= 128, "head size");
+  extern __shared__ __align__(16) unsigned char smem[];
+  __half* k_s = reinterpret_cast<__half*>(smem);  // [2][kBN][kStride]
+  __half* v_s = k_s + 2 * kBN * kStride;          // [2][kBN][kStride]
+
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, c = lane % 4;
+  const int qblock = gridDim.x - 1 - blockIdx.x;  // the blocks with the most keys start first
+  const int h = blockIdx.y, kvh = h / (a.heads / a.kv_heads);
+  const int64_t q_dim = int64_t{a.heads} * HD, kv_dim = int64_t{a.kv_heads} * HD;
+  const int64_t row0 = int64_t{qblock} * kBM + warp * 16;  // the warp's first query row
+  const int64_t block_last = min(a.rows, int64_t{qblock + 1} * kBM) - 1;
+  const int64_t keys = a.p0 + block_last + 1;  // positions the block attends to
+  const int tiles = static_cast<int>((keys + kBN - 1) / kBN);
+  const int64_t warp_first_pos = a.p0 + row0;
+  const int64_t warp_last_pos = a.p0 + min(row0 + 15, a.rows - 1);
+  const int64_t pos0 = a.p0 + row0 + g, pos1 = pos0 + 8;  // this lane's two query rows
+
+  // The queries stay in registers for the whole walk (rows past the chunk are zeros).
+  uint32_t qf[KS][4];
+  {
+    const int64_t r0 = row0 + g, r1 = r0 + 8;
+    const __half* q0 = a.q + r0 * q_dim + h * HD;
+    const __half* q1 = a.q + r1 * q_dim + h * HD;
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      const int col = 16 * kk + 2 * c;
+      qf[kk][0] = r0 < a.rows ? *reinterpret_cast<const uint32_t*>(q0 + col) : 0u;
+      qf[kk][1] = r1 < a.rows ? *reinterpret_cast<const uint32_t*>(q1 + col) : 0u;
+      qf[kk][2] = r0 < a.rows ? *reinterpret_cast<const uint32_t*>(q0 + col + 8) : 0u;
+      qf[kk][3] = r1 < a.rows ? *reinterpret_cast<const uint32_t*>(q1 + col + 8) : 0u;
+    }
+  }
+
+  auto load_tile = [&](int tile, int buf) {
+    constexpr int kPieces = HD / 8;  // 16-byte pieces of a row
+    __half* kd = k_s + buf * kBN * kStride;
+    __half* vd = v_s + buf * kBN * kStride;
+    for (int e = threadIdx.x; e < kBN * kPieces; e += kFlashWarps * kWarp) {
+      const int r = e / kPieces, p = e % kPieces;
+      const int64_t key = int64_t{tile} * kBN + r;
+      if (key < keys) {
+        const int64_t src = key * kv_dim + kvh * HD + 8 * p;
+        cp_async16(kd + r * kStride + 8 * p, a.k_cache + src);
+        cp_async16(vd + r * kStride + 8 * p, a.v_cache + src);
+      } else {  // zeros, not whatever the cache holds there: 0 x NaN would reach the output
+        *reinterpret_cast<uint4*>(kd + r * kStride + 8 * p) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(vd + r * kStride + 8 * p) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    cp_async_commit();
+  };
+
+  float o[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // running max (log2 units) and sum
+
+  load_tile(0, 0);
+  for (int j = 0; j < tiles; ++j) {
+    if (j + 1 < tiles) {
+      load_tile(j + 1, (j + 1) & 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int64_t key0 = int64_t{j} * kBN;
+    if (key0 <= warp_last_pos) {  // else every key of the tile is after the warp's queries
+      const __half* kt = k_s + (j & 1) * kBN * kStride;
+      const __half* vt = v_s + (j & 1) * kBN * kStride;
+      float s[kBN / 8][4];
+#pragma unroll
+      for (int n = 0; n < kBN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+        for (int np = 0; np < kBN / 16; ++np) {
+          uint32_t b[4];
+          ldmatrix_x4(b, kt + (16 * np + (lane & 7) + ((lane >> 4) << 3)) * kStride + 16 * kk +
+                             ((lane >> 3) & 1) * 8);
+          mma16816(s[2 * np], qf[kk], b[0], b[1]);
+          mma16816(s[2 * np + 1], qf[kk], b[2], b[3]);
+        }
+      }
+      if (key0 + kBN - 1 > warp_first_pos) {  // the causal edge crosses the tile
+#pragma unroll
+        for (int n = 0; n < kBN / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t key = key0 + 8 * n + 2 * c + (e & 1);
+            if (key > (e < 2 ? pos0 : pos1)) s[n][e] = -INFINITY;
+          }
+      }
+      // Online softmax in base 2 (the queries carry 1/sqrt(hd) already): rows g (e 0, 1) and
+      // g + 8 (e 2, 3); a row's 64 scores lie in the 4 lanes of a quad.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int n = 0; n < kBN / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[r], mx * kLog2e);  // finite: key 0 is in every row's first tile
+        const float corr = exp2f(m[r] - m_new);
+        m[r] = m_new;
+        l[r] *= corr;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          o[n][2 * r] *= corr;
+          o[n][2 * r + 1] *= corr;
+        }
+#pragma unroll
+        for (int n = 0; n < kBN / 8; ++n) {
+          s[n][2 * r] = exp2f(s[n][2 * r] * kLog2e - m_new);
+          s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] * kLog2e - m_new);
+          l[r] += s[n][2 * r] + s[n][2 * r + 1];
+        }
+      }
+#pragma unroll
+      for (int ks = 0; ks < kBN / 16; ++ks) {
+        const uint32_t p[4] = {pack_half2(s[2 * ks][0], s[2 * ks][1]), pack_half2(s[2 * ks][2], s[2 * ks][3]),
+                               pack_half2(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+                               pack_half2(s[2 * ks + 1][2], s[2 * ks + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < NT / 2; ++dp) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(
+              b, vt + (16 * ks + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + 16 * dp + (lane >> 4) * 8);
+          mma16816(o[2 * dp], p, b[0], b[1]);
+          mma16816(o[2 * dp + 1], p, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // the tile's buffer is refilled by the next iteration's load
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+  const int64_t r0 = row0 + g, r1 = r0 + 8;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const int col = h * HD + 8 * n + 2 * c;
+    if (r0 < a.rows)
+      *reinterpret_cast<uint32_t*>(a.out + r0 * q_dim + col) = pack_half2(o[n][0] / l[0], o[n][1] / l[0]);
+    if (r1 < a.rows)
+      *reinterpret_cast<uint32_t*>(a.out + r1 * q_dim + col) = pack_half2(o[n][2] / l[1], o[n][3] / l[1]);
+  }
+}
+
+// Any head size (a multiple of 8 up to 256): one warp per query and head, a key at a time,
+// fp32 throughout. For the shapes the tensor-core kernel does not take (small models).
+__global__ void plain_prefill_attention_kernel(PrefillAttentionArgs a) {
+  constexpr int E = kMaxHeadDim / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t item = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp;
+  if (item >= a.rows * a.heads) return;
+  const int64_t t = item / a.heads;
+  const int h = static_cast<int>(item % a.heads), kvh = h / (a.heads / a.kv_heads), hd = a.head_dim;
+  const int64_t q_dim = int64_t{a.heads} * hd, kv_dim = int64_t{a.kv_heads} * hd, pos = a.p0 + t;
+  float q[E], o[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int i = lane + kWarp * e;
+    q[e] = i < hd ? __half2float(a.q[t * q_dim + h * hd + i]) : 0.f;
+    o[e] = 0.f;
+  }
+  float m = -INFINITY, l = 0.f;
+  for (int64_t key = 0; key <= pos; ++key) {
+    const __half* k = a.k_cache + key * kv_dim + kvh * hd;
+    float dot = 0.f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int i = lane + kWarp * e;
+      if (i < hd) dot += q[e] * __half2float(k[i]);
+    }
+    dot = warp_sum(dot);
+    const float m_new = fmaxf(m, dot), corr = expf(m - m_new), p = expf(dot - m_new);
+    m = m_new;
+    l = l * corr + p;
+    const __half* v = a.v_cache + key * kv_dim + kvh * hd;
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int i = lane + kWarp * e;
+      o[e] = o[e] * corr + (i < hd ? p * __half2float(v[i]) : 0.f);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int i = lane + kWarp * e;
+    if (i < hd) a.out[t * q_dim + h * hd + i] = __float2half_rn(o[e] / l);
+  }
+}
+
+// fp16 copy of a matrix in a repacked int4 layout: eight columns a thread (one 16-byte
+// store), rows over blockIdx.y; each nibble is found where the repack put it, each scale and
+// zero point in the packed meta layout (int4_meta.h).
+__global__ void dequantize_repacked_kernel(DeviceMatrix m, __half* out) {
+  const int64_t pieces = m.cols / 8, groups = m.cols / m.group_size;
+  const uint32_t* words = static_cast<const uint32_t*>(m.qweight);
+  for (int64_t r = blockIdx.y; r < m.rows; r += gridDim.y) {
+    for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pieces;
+         p += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t c0 = p * 8;
+      const int64_t gi = int4_meta::packed_index(groups, r, c0 / m.group_size);
+      const float scale = __half2float(m.scales[gi]);
+      const int zero = m.zero_point ? m.zeros[gi] : quant::kInt4SymmetricZero;
+      uint32_t h[4];
+      for (int j = 0; j < 8; j += 2) {
+        float v[2];
+        for (int k = 0; k < 2; ++k) {
+          const int64_t col = c0 + j + k;
+          uint32_t word;
+          int nibble;
+          if (m.int4_frag) {
+            const int64_t block_row = r / int4_frag::kRows * int4_frag::kRows;
+            const int64_t span = col / int4_frag::kSpanCols;
+            const int4_frag::Place pl = int4_frag::locate(static_cast<int>(r - block_row),
+                                                          static_cast<int>(col % int4_frag::kSpanCols));
+            word = words[((block_row + pl.i) * m.cols / 2 + span * (int4_frag::kSpanCols / 2)) / 4 +
+                         pl.lane * 4 + pl.u];
+            nibble = pl.n;
+          } else {  // columns 0..7 of a word in the order 0, 2, 4, 6, 1, 3, 5, 7
+            word = words[(r * m.cols + col) / 8];
+            const int w = static_cast<int>(col % 8);
+            nibble = (w % 2) * 4 + w / 2;
+          }
+          v[k] = quant::dequantize_int4(static_cast<uint8_t>((word >> (4 * nibble)) & 0xfu), scale, zero);
+        }
+        h[j / 2] = pack_half2(v[0], v[1]);
+      }
+      *reinterpret_cast<uint4*>(out + r * m.cols + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+  }
+}
+
+__global__ void lora_expand_rows_kernel(LoraGroup g, const float* tmp, float* y, int64_t ldy, int64_t fused) {
+  const int64_t t = blockIdx.y, row = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (row >= fused) return;
+  for (int i = 0; i < g.segments; ++i) {
+    const LoraSegment& seg = g.seg[i];
+    const int64_t d = row - seg.offset;
+    if (!seg.b || d < 0 || d % seg.stride != 0 || d / seg.stride >= seg.rows) continue;
+    const __half* b = seg.b + d / seg.stride * g.rank;
+    const float* x = tmp + t * int64_t{g.targets} * g.rank + seg.slot * g.rank;
+    float acc = 0.f;
+    for (int k = 0; k < g.rank; ++k) acc += __half2float(b[k]) * x[k];
+    y[t * ldy + row] += g.scale * acc;
+  }
+}
+
+}  // namespace
+
+void lora_expand_rows(const LoraGroup& g, const float* tmp, int64_t rows, float* y, int64_t ldy,
+                      cudaStream_t s) {
+  int64_t fused = 0;
+  for (int i = 0; i < g.segments; ++i)
+    fused = std::max(fused, g.seg[i].offset + (g.seg[i].rows - 1) * g.seg[i].stride + 1);
+  const dim3 grid(static_cast<unsigned>((fused + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
+  lora_expand_rows_kernel<<<grid, kThreads, 0, s>>>(g, tmp, y, ldy, fused);
+  CUDA_CHECK_LAUNCH();
+}
+
+void embed_rows(const __half* table, int64_t hidden, const int32_t* tokens, int64_t rows, float* resid,
+                cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
+  embed_rows_kernel<<<grid, kThreads, 0, s>>>(table, hidden, tokens, resid);
+  CUDA_CHECK_LAUNCH();
+}
+
+void rmsnorm_rows(const float* resid, const __half* w, float eps, int64_t rows, int64_t n, __half* out,
+                  cudaStream_t s) {
+  rmsnorm_rows_kernel<<<static_cast<unsigned>(rows), 1024, 0, s>>>(resid, w, eps, n, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+void prefill_qkv(const PrefillQkvArgs& a, cudaStream_t s) {
+  if (a.head_dim > kMaxHeadDim || a.head_dim % 2 != 0)
+    fail("prefill: head_dim {} is not supported", a.head_dim);
+  prefill_qkv_kernel<<<static_cast<unsigned>(a.rows), kQkvWarps * kWarp, 0, s>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+bool prefill_attention_mma(int head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128;
+}
+
+namespace {
+template <int HD>
+void launch_flash(const PrefillAttentionArgs& a, cudaStream_t s) {
+  constexpr size_t smem = flash_smem<HD>();
+  static bool configured = false;  // per device would be exact; decodebench runs on one
+  if (!configured) {
+    CUDA_CHECK(cudaFuncSetAttribute(flash_prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem)));
+    configured = true;
+  }
+  const dim3 grid(static_cast<unsigned>((a.rows + kBM - 1) / kBM), static_cast<unsigned>(a.heads));
+  flash_prefill_kernel<HD><<<grid, kFlashWarps * kWarp, smem, s>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
+void prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s) {
+  if (a.rows <= 0) return;
+  switch (a.head_dim) {
+    case 32:
+      return launch_flash<32>(a, s);
+    case 64:
+      return launch_flash<64>(a, s);
+    case 80:
+      return launch_flash<80>(a, s);
+    case 96:
+      return launch_flash<96>(a, s);
+    case 128:
+      return launch_flash<128>(a, s);
+    default:
+      break;
+  }
+  if (a.head_dim > kMaxHeadDim) fail("prefill: head_dim {} is not supported", a.head_dim);
+  const int64_t warps = a.rows * a.heads;
+  const int per_block = 4;
+  plain_prefill_attention_kernel<<<static_cast<unsigned>((warps + per_block - 1) / per_block),
+                                   per_block * kWarp, 0, s>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
+  if (!m.int4_repacked) return dequantize_to_f16(m, out, s);
+  const int64_t pieces = m.cols / 8;
+  const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min<int64_t>(m.rows, 65535)));
+  dequantize_repacked_kernel<<<grid, kThreads, 0, s>>>(m, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace db::cuda

@@ -1,0 +1,69 @@
+// The kernels of the batched prefill (src/cuda/engine_prefill.cu): a chunk of prompt tokens
+// goes through each layer at once, its linears as cuBLAS GEMMs and these kernels between
+// them: the embedding rows, RMSNorm by row, the chunk's q/k/v (bias, q/k norm, RoPE, the K
+// and V rows written to the cache) and causal attention of the chunk's queries over the
+// cache on the tensor cores.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gemv.cuh"
+#include "lora.cuh"
+
+namespace db::cuda {
+
+// resid[t, :] = embedding[tokens[t], :] for t < rows.
+void embed_rows(const __half* table, int64_t hidden, const int32_t* tokens, int64_t rows, float* resid,
+                cudaStream_t s);
+
+// out[t, :] = fp16(resid[t, :] / rms(resid[t, :]) * w), as the decode step's RMSNorm.
+void rmsnorm_rows(const float* resid, const __half* w, float eps, int64_t rows, int64_t n, __half* out,
+                  cudaStream_t s);
+
+struct PrefillQkvArgs {
+  const float* qkv = nullptr;        // [rows, q_dim + 2 kv_dim]: the QKV GEMM's output
+  const __half* qkv_bias = nullptr;  // [q_dim + 2 kv_dim] (qwen2), or null
+  const __half* q_norm = nullptr;    // [head_dim] (qwen3), or null
+  const __half* k_norm = nullptr;
+  float eps = 0.f;
+  const float* rope = nullptr;  // rope_table(): [positions, hd/2] cos, then [positions, hd/2] sin
+  int64_t rope_positions = 0;
+  int64_t p0 = 0;  // position of row 0
+  int64_t rows = 0;
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  __half* q = nullptr;        // [rows, q_dim]: the queries after norm and RoPE, times 1/sqrt(head_dim)
+  __half* k_cache = nullptr;  // [positions, kv_dim]: rows p0 .. p0 + rows - 1 are written
+  __half* v_cache = nullptr;
+};
+// The decode attention's prologue (attention.cu) for every row of the chunk at once.
+void prefill_qkv(const PrefillQkvArgs& a, cudaStream_t s);
+
+struct PrefillAttentionArgs {
+  const __half* q = nullptr;  // [rows, q_dim], as prefill_qkv leaves it
+  const __half* k_cache = nullptr;
+  const __half* v_cache = nullptr;
+  int64_t p0 = 0;  // row t is the query at position p0 + t; it attends to positions 0 .. p0 + t
+  int64_t rows = 0;
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  __half* out = nullptr;  // [rows, q_dim]
+};
+// Whether prefill_attention() runs the tensor-core kernel for this head size (32, 64, 80, 96
+// or 128); any other takes a plain kernel, one warp per query and head.
+bool prefill_attention_mma(int head_dim);
+void prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s);
+
+// An external LoRA adapter on a chunk: y[t, fused row] += g.scale * B t_t for every row of
+// an adapted linear of the group, where t_t = tmp[t, :] is row t of the shrink X A^T
+// ([rows, targets * rank], a GEMM) and y is the base GEMM's float output (ldy per row).
+void lora_expand_rows(const LoraGroup& g, const float* tmp, int64_t rows, float* y, int64_t ldy,
+                      cudaStream_t s);
+
+// fp16 copy of a matrix in either int4 layout the fast GEMV reads (the repacked nibble order
+// or the tensor-core fragment layout, with the packed meta) or in the canonical layout of
+// any scheme (dequantize_to_f16).
+void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
+
+}  // namespace db::cuda

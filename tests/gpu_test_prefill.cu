@@ -1,0 +1,199 @@
+// The batched prefill (Engine::prefill) against the step path: the same KV cache within the
+// arithmetic's rounding and the same tokens after it, for every kernel's weight layout, head
+// sizes on both attention kernels, chunks that split the prompt, and an external adapter;
+// and the dequantization of both repacked int4 layouts against the canonical one.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "decodebench/adapter.h"
+#include "decodebench/cpu_reference.h"
+#include "decodebench/half.h"
+#include "decodebench/quant.h"
+#include "engine.cuh"
+#include "gpu_common.cuh"
+#include "gpu_engine_trace.cuh"
+#include "prefill.cuh"
+#include "weights.cuh"
+
+using namespace db;
+using namespace db::cuda;
+using dbtest::DeviceBuffer;
+using dbtest::DeviceQuant;
+using dbtest::run_engine;
+using dbtest::tiny;
+using dbtest::Trace;
+
+namespace {
+
+// As run_engine, with the prompt through the batched prefill in chunks of `chunk` rows.
+Trace run_batched(Engine& e, int64_t context, int64_t steps, int64_t chunk) {
+  const int64_t vocab = e.config().vocab_size;
+  std::vector<int32_t> prompt(static_cast<size_t>(context));
+  for (int64_t i = 0; i < context; ++i) prompt[static_cast<size_t>(i)] = prompt_token(i, vocab);
+  e.prefill(prompt, chunk);
+  e.set_first_position(context);
+  e.set_input(context, prompt_token(context, vocab));
+  Trace t;
+  for (int64_t i = 0; i < steps; ++i) {
+    e.launch_graph();
+    t.logits.push_back(e.logits());
+    t.tokens.push_back(e.next_token());
+  }
+  return t;
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d = std::max(d, double(std::fabs(a[i] - b[i])));
+    m = std::max(m, double(std::fabs(b[i])));
+  }
+  return d / m;
+}
+
+std::vector<float> cache_rows(const __half* cache, int64_t rows, int64_t kv_dim) {
+  std::vector<uint16_t> h(static_cast<size_t>(rows * kv_dim));
+  CUDA_CHECK(cudaMemcpy(h.data(), cache, 2 * h.size(), cudaMemcpyDeviceToHost));
+  std::vector<float> f(h.size());
+  for (size_t i = 0; i < h.size(); ++i) f[i] = f16_to_f32(h[i]);
+  return f;
+}
+
+// The two paths round differently (GEMM against GEMV sums, fp16 queries against fp32 ones,
+// one softmax against split ones), each within the engine's bound against the CPU
+// reference (gpu_test_engine.cu, 1e-2 of the largest logit); so are they against each other.
+constexpr double kBound = 1e-2;
+
+// The step path's tokens after the batched prefill, and its logits and cache within kBound.
+void expect_same_as_steps(const WeightSource& ws, const KernelInfo& kernel, int64_t context, int64_t chunk,
+                          const std::string& what) {
+  const int64_t steps = 16;
+  Engine s(ws, kernel, context + steps, true), b(ws, kernel, context + steps, true);
+  const Trace step = run_engine(s, context, steps, true);
+  const Trace batched = run_batched(b, context, steps, chunk);
+  const ModelConfig& c = ws.config();
+  for (int64_t l : {int64_t{0}, c.num_hidden_layers - 1}) {
+    const DeviceLayer& ls = s.device_layers()[l];
+    const DeviceLayer& lb = b.device_layers()[l];
+    EXPECT_LE(
+        rel_err(cache_rows(lb.k_cache, context, c.kv_dim()), cache_rows(ls.k_cache, context, c.kv_dim())),
+        kBound)
+        << what << " K of layer " << l;
+    EXPECT_LE(
+        rel_err(cache_rows(lb.v_cache, context, c.kv_dim()), cache_rows(ls.v_cache, context, c.kv_dim())),
+        kBound)
+        << what << " V of layer " << l;
+  }
+  for (int64_t i = 0; i < steps; ++i) {
+    ASSERT_LE(rel_err(batched.logits[i], step.logits[i]), kBound) << what << " step " << i;
+    const std::vector<float>& ref = step.logits[i];
+    std::vector<float> sorted = ref;
+    std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
+    ASSERT_EQ(batched.tokens[i], step.tokens[i])
+        << what << " step " << i << " (the step path's top-2 gap there: " << sorted[0] - sorted[1] << ")";
+  }
+}
+
+struct PrefillCase {
+  const char* preset;
+  Scheme scheme;
+  const char* kernel;
+  int64_t context, chunk;
+  int64_t head_dim = 0, heads = 0, kv_heads = 0;  // 0: the preset's
+  bool qwen3 = false;                             // the preset's shapes with qwen3's q/k norms
+};
+
+class PrefillVsSteps : public ::testing::TestWithParam<PrefillCase> {};
+
+TEST_P(PrefillVsSteps, SameCacheSameTokens) {
+  REQUIRE_GPU();
+  const PrefillCase p = GetParam();
+  ModelConfig c = tiny(p.scheme, p.preset);
+  if (p.qwen3) c.arch = Arch::qwen3;
+  if (p.head_dim) {
+    c.head_dim = p.head_dim;
+    c.num_attention_heads = p.heads;
+    c.num_key_value_heads = p.kv_heads;
+  }
+  validate(c, "test");
+  const WeightSource ws(c, "", 11);
+  expect_same_as_steps(ws, resolve_kernel(p.kernel, p.scheme), p.context, p.chunk, p.kernel);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kernels, PrefillVsSteps,
+    ::testing::Values(
+        // every weight layout the GEMMs dequantize: fp16, int8, int4 canonical and repacked
+        PrefillCase{"tiny", Scheme::fp16, "auto", 300, 64},
+        PrefillCase{"tiny", Scheme::fp16, "fp16.cublas", 300, 64},
+        PrefillCase{"tiny", Scheme::int8, "auto", 300, 64},
+        PrefillCase{"tiny", Scheme::int8, "int8.dequant-cublas", 200, 0},
+        PrefillCase{"tiny", Scheme::int4, "auto", 300, 64},
+        PrefillCase{"tiny", Scheme::int4, "int4.naive", 300, 100},
+        PrefillCase{"tiny", Scheme::int4, "int4.dequant-cublas", 130, 0},
+        // one token; one chunk; chunks of one row
+        PrefillCase{"tiny", Scheme::fp16, "auto", 1, 0}, PrefillCase{"tiny", Scheme::fp16, "auto", 1000, 0},
+        PrefillCase{"tiny", Scheme::int4, "auto", 40, 1},
+        // qwen2's biases, qwen3's q/k norms
+        PrefillCase{"tiny-qwen2", Scheme::int4, "auto", 300, 64},
+        PrefillCase{"tiny-qwen2", Scheme::fp16, "auto", 150, 0},
+        PrefillCase{"tiny", Scheme::fp16, "auto", 300, 64, 0, 0, 0, true},
+        PrefillCase{"tiny", Scheme::int8, "auto", 150, 0, 0, 0, 0, true},
+        // head sizes: the tensor-core kernel (64, 80, 96, 128) and the plain one (24, 160, 256)
+        PrefillCase{"tiny", Scheme::fp16, "auto", 200, 64, 24, 4, 2},
+        PrefillCase{"tiny", Scheme::fp16, "auto", 200, 64, 96, 4, 1},
+        PrefillCase{"tiny", Scheme::fp16, "auto", 200, 0, 80, 6, 2},
+        PrefillCase{"tiny", Scheme::fp16, "auto", 200, 64, 160, 2, 2},
+        PrefillCase{"tiny", Scheme::fp16, "auto", 300, 128, 256, 4, 2, true},
+        PrefillCase{"tiny", Scheme::fp16, "auto", 300, 0, 64, 16, 1},
+        PrefillCase{"tiny", Scheme::int4, "auto", 300, 64, 128, 12, 2}),
+    [](const auto& info) {
+      const PrefillCase& p = info.param;
+      std::string k = p.kernel;
+      std::replace_if(
+          k.begin(), k.end(), [](char ch) { return ch == '.' || ch == '-'; }, '_');
+      std::string preset = p.preset;
+      std::replace(preset.begin(), preset.end(), '-', '_');
+      return fmt::format("{}{}_{}_{}_ctx{}_chunk{}_hd{}", preset, p.qwen3 ? "_qwen3" : "",
+                         to_string(p.scheme), k, p.context, p.chunk, p.head_dim);
+    });
+
+// An external LoRA adapter: the prefill adds its low-rank term to every adapted linear.
+TEST(Prefill, ExternalAdapterGivesTheStepPathsTokens) {
+  REQUIRE_GPU();
+  for (Scheme s : {Scheme::fp16, Scheme::int4}) {
+    const ModelConfig c = tiny(s);
+    const Adapter a = load_adapter("synthetic:rank=8,alpha=24", c, 5, AdapterMode::external);
+    const WeightSource ws(c, "", 5, &a);
+    expect_same_as_steps(ws, resolve_kernel("auto", s), 200, 64, fmt::format("{} external", to_string(s)));
+  }
+}
+
+// The repacked int4 layouts (the nibble order, the tensor-core fragments) dequantize to the
+// canonical layout's values exactly, for every scale and zero point.
+TEST(Prefill, RepackedInt4DequantizesLikeTheCanonicalLayout) {
+  REQUIRE_GPU();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 0.05f);
+  for (bool fragments : {false, true})
+    for (bool zero_point : {false, true}) {
+      const int64_t rows = 24, cols = 2048;
+      std::vector<float> w(static_cast<size_t>(rows * cols));
+      for (float& v : w) v = nd(rng);
+      const QuantMatrix h = quantize_matrix(w.data(), rows, cols, Scheme::int4, 128, zero_point);
+      DeviceQuant canon(h), packed(h);
+      repack_int4(packed.m, nullptr, fragments);
+      ASSERT_EQ(packed.m.int4_frag, fragments);
+      DeviceBuffer<uint16_t> want(static_cast<size_t>(rows * cols)), got(static_cast<size_t>(rows * cols));
+      got.poison();
+      dequantize_any_to_f16(canon.m, reinterpret_cast<__half*>(want.p), nullptr);
+      dequantize_any_to_f16(packed.m, reinterpret_cast<__half*>(got.p), nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      EXPECT_EQ(got.download(), want.download()) << "fragments " << fragments << " zero point " << zero_point;
+    }
+}
+
+}  // namespace
