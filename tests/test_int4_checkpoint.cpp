@@ -253,6 +253,35 @@ TEST_F(Int4Refusal, AwqVersionsOtherThanGemmAreRefused) {
   }
 }
 
+// modules_to_not_convert: entries outside the blocks' linears load as before; one that names
+// a linear (HF's substring rule) is refused, naming the entry and a module it covers.
+TEST_F(Int4Refusal, UnquantizedLinearsAreRefusedOtherModulesAreNot) {
+  for (const char* skip : {"null", "[]", "[\"lm_head\"]", "[\"visual\", \"lm_head\"]"}) {
+    const std::string d = copy_with_config("awq", [skip](nlohmann::json& j) {
+      j["quantization_config"]["modules_to_not_convert"] = nlohmann::json::parse(skip);
+    });
+    EXPECT_NO_THROW(config_of(d)) << skip;
+    std::filesystem::remove_all(d);
+  }
+  const std::pair<const char*, const char*> refused[] = {
+      {"mlp.down_proj", "model.layers.0.mlp.down_proj"},
+      {"layers.1.self_attn", "model.layers.1.self_attn.q_proj"},
+  };
+  for (const auto& [entry, module] : refused) {
+    const std::string d = copy_with_config("gptq-v1-asym", [entry = entry](nlohmann::json& j) {
+      j["quantization_config"]["modules_to_not_convert"] = {entry};
+    });
+    expect_one_line(
+        error_of([&] { config_of(d); }),
+        fmt::format("modules_to_not_convert leaves '{}' unquantized ({} among them)", entry, module));
+    std::filesystem::remove_all(d);
+  }
+  const std::string d = copy_with_config(
+      "awq", [](nlohmann::json& j) { j["quantization_config"]["modules_to_not_convert"] = "mlp"; });
+  expect_one_line(error_of([&] { config_of(d); }), "modules_to_not_convert must be an array or null");
+  std::filesystem::remove_all(d);
+}
+
 TEST_F(Int4Refusal, OtherBitsAndMethodsAreRefused) {
   std::string d =
       copy_with_config("gptq-v1-asym", [](nlohmann::json& j) { j["quantization_config"]["bits"] = 8; });

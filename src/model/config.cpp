@@ -372,7 +372,7 @@ ModelConfig parse_decodebench(const json& root, const std::string& label) {
 // An HF config.json's quantization_config: GPTQ (symmetric or not, desc_act false, checkpoint
 // format gptq or gptq_v2) or AWQ (GEMM packing, zero point), 4 bits. Anything else would be
 // read wrong or timed as a different computation, and is refused naming the field.
-HfInt4 parse_quantization_config(const json& v, const std::string& label) {
+HfInt4 parse_quantization_config(const json& v, const std::string& label, int64_t layers) {
   if (!v.is_object())
     fail("config {}: field quantization_config must be an object, got {} ({})", label, brief(v),
          type_name(v));
@@ -419,6 +419,32 @@ HfInt4 parse_quantization_config(const json& v, const std::string& label) {
       fail("config {}: quantization_config.zero_point false is not supported (AWQ gemm files hold zeros)",
            label);
     q.format = "awq";
+  }
+  // Modules left unquantized: HF skips every module whose name contains an entry. Those
+  // outside the blocks' linears (lm_head, a vision tower) change nothing here; a linear among
+  // them would be an fp16 matrix in an int4 model, which decodebench does not run.
+  if (const json* skip = f.find("modules_to_not_convert"); skip && !skip->is_null()) {
+    if (!skip->is_array())
+      fail(
+          "config {}: field quantization_config.modules_to_not_convert must be an array or null, got {} ({})",
+          label, brief(*skip), type_name(*skip));
+    for (const json& m : *skip) {
+      if (!m.is_string())
+        fail("config {}: quantization_config.modules_to_not_convert holds {} ({}), not a module name", label,
+             brief(m), type_name(m));
+      const std::string name = m.get<std::string>();
+      for (int64_t l = 0; l < layers; ++l)
+        for (const char* linear : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                   "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
+          const std::string module = fmt::format("model.layers.{}.{}", l, linear);
+          if (!name.empty() && module.find(name) != std::string::npos)
+            fail(
+                "config {}: quantization_config.modules_to_not_convert leaves '{}' unquantized ({} among "
+                "them): "
+                "decodebench runs every linear of a model in one scheme",
+                label, printable(name), module);
+        }
+    }
   }
   return q;
 }
@@ -475,7 +501,8 @@ ModelConfig parse_hf(const json& root, const std::string& label) {
              label, printable(t.get<std::string>()));
 
   c.quant = parse_quant(root, label, /*strict=*/true);  // only present through a decodebench "extends"
-  if (const json* qc = f.find("quantization_config")) c.hf_int4 = parse_quantization_config(*qc, label);
+  if (const json* qc = f.find("quantization_config"))
+    c.hf_int4 = parse_quantization_config(*qc, label, c.num_hidden_layers);
   return c;
 }
 
