@@ -29,10 +29,22 @@ TEST(CpuMemoryPlan, CountsWeightsKvCacheAndScratchOfTinyByHand) {
   const db::CpuModel::Plan p = db::CpuModel::plan(c, 100);
   // tiny: 2 layers, hidden 128, q 4 x 32, kv 2 x 32, intermediate 256, vocab 512, fp16.
   const uint64_t per_layer = 2ull * (128 * 128 + 64 * 128 + 64 * 128 + 128 * 128 + 3 * 256 * 128);
-  EXPECT_EQ(p.weights, 2 * per_layer + 2ull * 512 * 128);
+  const uint64_t norms = 4ull * (2 * 2 * 128 + 128);  // float: 2 a layer, the final one
+  EXPECT_EQ(p.weights, 2 * per_layer + 2ull * 512 * 128 + norms);
   EXPECT_EQ(p.kv_cache, 2ull * 4 * 2 * 100 * 64);
   EXPECT_GT(p.scratch, 4ull * (512 + 100));
   EXPECT_EQ(p.total(), p.weights + p.kv_cache + p.scratch);
+}
+
+// The plan is what the model holds once built, for llama and for qwen3's q/k norms.
+TEST(CpuMemoryPlan, WeightsAreWhatTheModelMaterializes) {
+  for (db::Arch arch : {db::Arch::llama, db::Arch::qwen3}) {
+    db::ModelConfig c = db::load_model_config("tiny-int4");
+    c.arch = arch;
+    const db::WeightSource ws(c, "", 0);
+    const db::CpuModel m(ws, 10, 1);
+    EXPECT_EQ(m.weight_bytes(), db::CpuModel::plan(c, 10).weights) << db::to_string(arch);
+  }
 }
 
 TEST_F(CpuMemory, AContextWhoseKvCacheCannotFitIsRefusedBeforeAllocating) {

@@ -23,6 +23,12 @@ CpuModel::Plan CpuModel::plan(const ModelConfig& c, int64_t max_positions) {
   const QuantConfig& q = c.quant;
   p.weights = b.stored.linear +
               matrix_bytes(c.vocab_size, c.hidden_size, q.lm_head, q.group_size, q.zero_point).total();
+  // The norms' weights, held as float: two per layer (and qwen3's q and k norms), the final one.
+  const uint64_t norm_floats = static_cast<uint64_t>(c.num_hidden_layers) *
+                                   (2 * static_cast<uint64_t>(c.hidden_size) +
+                                    (c.arch == Arch::qwen3 ? 2 * static_cast<uint64_t>(c.head_dim) : 0)) +
+                               static_cast<uint64_t>(c.hidden_size);
+  p.weights += sizeof(float) * norm_floats;
   if (c.arch == Arch::qwen2)  // the q/k/v biases, held as float
     p.weights +=
         sizeof(float) * static_cast<uint64_t>(c.num_hidden_layers) * static_cast<uint64_t>(qkv_bias_size(c));
@@ -102,9 +108,10 @@ CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int thread
 
 uint64_t CpuModel::weight_bytes() const {
   auto m = [](const QuantMatrix& q) { return q.qweight.size() + 2 * q.scales.size() + q.zeros.size(); };
-  uint64_t b = m(lm_head_);
+  uint64_t b = m(lm_head_) + 4 * final_norm_.size();
   for (const Layer& L : layers_)
-    b += m(L.wq) + m(L.wk) + m(L.wv) + m(L.wo) + m(L.gate) + m(L.up) + m(L.down) + 4 * L.qkv_bias.size();
+    b += m(L.wq) + m(L.wk) + m(L.wv) + m(L.wo) + m(L.gate) + m(L.up) + m(L.down) + 4 * L.qkv_bias.size() +
+         4 * (L.attn_norm.size() + L.mlp_norm.size() + L.q_norm.size() + L.k_norm.size());
   if (external_) b += external_->host_bytes();
   return b;
 }
