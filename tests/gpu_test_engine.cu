@@ -105,18 +105,11 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return d / m;
 }
 
+// The reference's steps as run_engine takes them: the backends' prompt up to `context`, then
+// `steps` greedy steps from there, recorded.
 Trace run_cpu(const WeightSource& ws, int64_t context, int64_t steps) {
-  CpuModel cpu(ws, context + steps);
-  const int64_t vocab = ws.config().vocab_size;
-  for (int64_t i = 0; i < context; ++i) cpu.step(prompt_token(i, vocab), i);
-  int32_t token = prompt_token(context, vocab);
-  Trace t;
-  for (int64_t i = 0; i < steps; ++i) {
-    t.logits.push_back(cpu.step(token, context + i));
-    token = CpuModel::argmax(t.logits.back());
-    t.tokens.push_back(token);
-  }
-  return t;
+  return db_test::cpu_trace(ws, db_test::backend_prompt(context + 1, ws.config().vocab_size), context + steps,
+                            context);
 }
 
 // Feeds the engine the given tokens (teacher forcing) from `context` and returns its logits.
