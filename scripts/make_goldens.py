@@ -1,13 +1,26 @@
 #!/usr/bin/env python3
 """Golden data from an independent implementation (HF transformers), for decodebench's tests.
 
-Builds tiny random Llama (GQA, llama3 rope scaling, untied), Qwen2 (q/k/v biases, tied
-embeddings) and Qwen3 (q/k norm, head_dim independent of hidden, tied embeddings) models in float32 with fixed seeds, rounds every
-parameter to an fp16-representable value (so the fp16 checkpoint holds exactly the weights
-the float32 reference ran), saves each as config.json + model.safetensors, and records:
+Builds tiny random models in float32 with fixed seeds, rounds every parameter to a value
+that the saved checkpoint's dtype represents exactly (so the checkpoint holds exactly the
+weights the float32 reference ran), saves each with save_pretrained, and records:
   - tokens: the prompt followed by 16 greedy tokens
   - logits: float32 logits at every position of that sequence but the last
-in golden.safetensors beside the model.
+in golden.safetensors beside the model. The models, each in tests/data/hf/<name>/:
+  tiny-llama          Llama: GQA, llama3 rope scaling, untied lm_head; F16 model.safetensors
+  tiny-llama-bf16     Llama, the tiny-llama shape but head_dim 24 (q_dim 96, not hidden 128;
+                      on the GPU, a head size for the plain attention kernel); BF16
+                      model.safetensors, config dtype bfloat16. Its values are representable
+                      in both bf16 and fp16 (rounded to fp16, then to bf16), so decodebench,
+                      which holds dense weights in fp16, runs exactly them
+  tiny-llama-sharded  Llama, the tiny-llama shape but with tied embeddings (no lm_head.weight,
+                      so the tests hold a tied and an untied Llama); F16 tensors in
+                      model-0000k-of-0000n.safetensors shards (at least 2) that
+                      model.safetensors.index.json names, as save_pretrained(max_shard_size=...)
+                      writes a large checkpoint
+  tiny-qwen2          Qwen2: q/k/v biases, tied embeddings; F16 model.safetensors
+  tiny-qwen3          Qwen3: q/k norm, head_dim independent of hidden, tied embeddings; F16
+                      model.safetensors
 
 The seed of each model is the first whose greedy steps all have a top-1/top-2 logit gap of
 at least 1% of the largest logit (and whose tokens do not just repeat), so fp16 kernels
@@ -28,6 +41,8 @@ on the CPU in float32 with eager attention):
     python3 scripts/make_goldens.py tests/data/hf --lora-only  # only the LoRA golden, for the
                                                                # committed tiny-llama
     python3 scripts/make_goldens.py tests/data/hf --only=tiny-qwen2  # one model's golden
+    python3 scripts/make_goldens.py tests/data/hf --only=tiny-llama-bf16 --only=tiny-llama-sharded
+--only=NAME (repeatable) writes only the models named, and no LoRA golden.
 """
 import json
 import os
@@ -42,10 +57,11 @@ NEW_TOKENS = 16
 MIN_RELATIVE_GAP = 0.01
 
 
-def llama_config():
+def llama_config(**overrides):
     kw = dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
               rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=False, mlp_bias=False)
+    kw.update(overrides)
     rope = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
             "original_max_position_embeddings": 64}
     if int(transformers.__version__.split(".")[0]) >= 5:
@@ -71,7 +87,15 @@ def qwen2_config():
     return transformers.Qwen2Config(**kw, rope_theta=1000000.0)
 
 
-def build(cls, config, seed, linear_std):
+def representable(p, dtype):
+    """p's values rounded to ones that `dtype` holds exactly, and fp16 too (decodebench keeps
+    dense weights in fp16). Rounding an fp16 value to bf16 keeps it in fp16: 8 significant bits
+    at an exponent fp16 reaches, or a multiple of fp16's smallest subnormal."""
+    p = p.half().float()
+    return p if dtype == torch.float16 else p.to(dtype).float()
+
+
+def build(cls, config, seed, linear_std, dtype):
     torch.manual_seed(seed)
     config._attn_implementation = "eager"
     model = cls(config).float().eval()
@@ -85,7 +109,7 @@ def build(cls, config, seed, linear_std):
                 p.copy_(torch.randn_like(p))
             else:
                 p.copy_(linear_std * torch.randn_like(p))
-            p.copy_(p.half().float())  # exactly representable in fp16
+            p.copy_(representable(p, dtype))
     return model
 
 
@@ -107,9 +131,36 @@ def min_relative_gap(logits, first):
     return min(gaps)
 
 
-def make(out_dir, name, cls, config_fn, linear_std):
+def check_saved(d, name, dtype, sharded):
+    """What the tests rely on: the files save_pretrained wrote are the form `name` stands for."""
+    from safetensors import safe_open
+    index = os.path.join(d, "model.safetensors.index.json")
+    if sharded:
+        if not os.path.exists(index):
+            sys.exit(f"{name}: save_pretrained wrote no model.safetensors.index.json")
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+        if len(files) < 2:
+            sys.exit(f"{name}: {len(files)} shard, expected at least 2 (lower its max_shard_size)")
+    else:
+        if os.path.exists(index):
+            sys.exit(f"{name}: save_pretrained sharded the checkpoint, expected one model.safetensors")
+        files = ["model.safetensors"]
+    for file in files:
+        with safe_open(os.path.join(d, file), framework="pt") as f:
+            for key in f.keys():
+                if f.get_tensor(key).dtype != dtype:
+                    sys.exit(f"{name}: {file} holds {key} in {f.get_tensor(key).dtype}, expected {dtype}")
+    with open(os.path.join(d, "config.json")) as f:
+        config = json.load(f)
+    saved, want = config.get("dtype", config.get("torch_dtype")), str(dtype).split(".")[1]
+    if saved != want:
+        sys.exit(f"{name}: config.json says dtype {saved}, expected {want}")
+
+
+def make(out_dir, name, cls, config_fn, linear_std, dtype=torch.float16, max_shard_size=None):
     for seed in range(1000):
-        model = build(cls, config_fn(), seed, linear_std)
+        model = build(cls, config_fn(), seed, linear_std, dtype)
         seq, logits = greedy(model)
         gap = min_relative_gap(logits, len(PROMPT) - 1)
         if gap >= MIN_RELATIVE_GAP and len(set(seq[len(PROMPT):])) > NEW_TOKENS // 2:
@@ -118,7 +169,13 @@ def make(out_dir, name, cls, config_fn, linear_std):
         sys.exit(f"{name}: no seed gives decisive greedy steps")
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
-    model.to(torch.float16).save_pretrained(d, safe_serialization=True)
+    # An earlier save in another form (one file, or other shards) would be left beside the new one.
+    for old in os.listdir(d):
+        if old.startswith("model") and (old.endswith(".safetensors") or old.endswith(".index.json")):
+            os.remove(os.path.join(d, old))
+    shard = {} if max_shard_size is None else {"max_shard_size": max_shard_size}
+    model.to(dtype).save_pretrained(d, safe_serialization=True, **shard)
+    check_saved(d, name, dtype, sharded=max_shard_size is not None)
     for extra in ("generation_config.json",):
         p = os.path.join(d, extra)
         if os.path.exists(p):
@@ -200,15 +257,25 @@ def main():
     only = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
     out = args[0] if args else "tests/data/hf"
     torch.set_num_threads(4)
-    # Tied embeddings (qwen2, qwen3): with small layers the residual stays close to the input
-    # token's embedding and greedy decoding repeats it; larger layers make the tokens move.
-    models = [("tiny-llama", transformers.LlamaForCausalLM, llama_config, 0.05),
-              ("tiny-qwen2", transformers.Qwen2ForCausalLM, qwen2_config, 0.15),
-              ("tiny-qwen3", transformers.Qwen3ForCausalLM, qwen3_config, 0.15)]
+    # Tied embeddings (tiny-llama-sharded, qwen2, qwen3): with small layers the residual stays
+    # close to the input token's embedding and greedy decoding repeats it; larger layers make
+    # the tokens move.
+    llama = transformers.LlamaForCausalLM
+    # (name, class, config, linear_std, how it is saved)
+    models = [("tiny-llama", llama, llama_config, 0.05, {}),
+              ("tiny-llama-bf16", llama, lambda: llama_config(head_dim=24), 0.05, {"dtype": torch.bfloat16}),
+              # ~720 KB of fp16 tensors in shards of at most 300 KB: three or more
+              ("tiny-llama-sharded", llama, lambda: llama_config(tie_word_embeddings=True), 0.15,
+               {"max_shard_size": "300KB"}),
+              ("tiny-qwen2", transformers.Qwen2ForCausalLM, qwen2_config, 0.15, {}),
+              ("tiny-qwen3", transformers.Qwen3ForCausalLM, qwen3_config, 0.15, {})]
+    unknown = sorted(set(only) - {m[0] for m in models})
+    if unknown:
+        sys.exit(f"--only: no model named {', '.join(unknown)} (known: {', '.join(m[0] for m in models)})")
     if not lora_only:
-        for name, cls, config_fn, linear_std in models:
+        for name, cls, config_fn, linear_std, save in models:
             if not only or name in only:
-                make(out, name, cls, config_fn, linear_std)
+                make(out, name, cls, config_fn, linear_std, **save)
     # On the checkpoint as saved (and committed): the adapter golden must fit those weights.
     if not only:
         make_lora(out, "tiny-llama", transformers.LlamaForCausalLM)

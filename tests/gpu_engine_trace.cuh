@@ -9,8 +9,11 @@
 #include "decodebench/config.h"
 #include "decodebench/run_spec.h"
 #include "engine.cuh"
+#include "reference_trace.h"
 
 namespace dbtest {
+
+using db_test::Trace;
 
 // The tiny preset (or another: "tiny-qwen2") with its weights in scheme `s`.
 inline db::ModelConfig tiny(db::Scheme s, const char* preset = "tiny") {
@@ -18,11 +21,6 @@ inline db::ModelConfig tiny(db::Scheme s, const char* preset = "tiny") {
   spec.quant = s;
   return db::apply_overrides(db::load_model_config(preset), spec);
 }
-
-struct Trace {
-  std::vector<int32_t> tokens;
-  std::vector<std::vector<float>> logits;  // every step's
-};
 
 // `steps` greedy steps from `context` on the engine (the prefill eagerly, then by graph
 // replay or eagerly), with the prompt tokens the backends use.

@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_helpers.h"
-#include "decodebench/cpu_reference.h"
 #include "decodebench/error.h"
 #include "decodebench/half.h"
 #include "decodebench/quant.h"
@@ -22,6 +21,7 @@
 #include "decodebench/run_spec.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/weights.h"
+#include "reference_trace.h"
 #include "temp_dir.h"
 
 using namespace db;
@@ -143,22 +143,19 @@ TEST_P(Int4Checkpoint, CpuDecodeEqualsTheDequantizedCheckpointInFp16) {
   // A prompt, then greedy tokens: both runs must choose the same ones.
   const std::vector<int32_t> prompt = {1, 17, 250, 3, 99, 411, 7, 42};
   constexpr int64_t kSteps = 24;
-  CpuModel a(ws, kSteps), b(ref, kSteps);
-  int32_t ta = prompt[0], tb = prompt[0];
-  std::vector<float> first;
+  const db_test::Trace a = db_test::cpu_trace(ws, prompt, kSteps);
+  const db_test::Trace b = db_test::cpu_trace(ref, prompt, kSteps);
+  ASSERT_EQ(a.logits.size(), size_t{kSteps});
+  ASSERT_EQ(b.logits.size(), size_t{kSteps});
   double moved = 0;  // how far the logits move from position 0: the comparison is not of a constant
-  for (int64_t pos = 0; pos < kSteps; ++pos) {
-    const std::vector<float> la = a.step(ta, pos);
-    const std::vector<float>& lb = b.step(tb, pos);
+  for (size_t pos = 0; pos < a.logits.size(); ++pos) {
+    const std::vector<float>& la = a.logits[pos];
+    const std::vector<float>& lb = b.logits[pos];
     ASSERT_EQ(la.size(), lb.size());
     for (size_t i = 0; i < la.size(); ++i)
       ASSERT_EQ(la[i], lb[i]) << p.dir << " position " << pos << " logit " << i;
-    if (pos == 0) first = la;
-    for (size_t i = 0; i < la.size(); ++i) moved = std::max(moved, double(std::fabs(la[i] - first[i])));
-    ta = CpuModel::argmax(la);
-    tb = CpuModel::argmax(lb);
-    ASSERT_EQ(ta, tb) << p.dir << " position " << pos;
-    if (pos + 1 < static_cast<int64_t>(prompt.size())) ta = tb = prompt[pos + 1];
+    for (size_t i = 0; i < la.size(); ++i) moved = std::max(moved, double(std::fabs(la[i] - a.logits[0][i])));
+    ASSERT_EQ(a.tokens[pos], b.tokens[pos]) << p.dir << " position " << pos;
   }
   EXPECT_GT(moved, 1e-3) << p.dir;
 }

@@ -18,6 +18,7 @@
 #include "decodebench/run_spec.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/weights.h"
+#include "reference_trace.h"
 
 using namespace db;
 
@@ -37,10 +38,9 @@ ModelConfig as_llama(ModelConfig c) {
 
 // Logits of `steps` teacher-forced steps over the backends' prompt, one vector per step.
 std::vector<std::vector<float>> logits(const WeightSource& ws, int64_t steps = 4) {
-  CpuModel m(ws, steps, 1);
-  std::vector<std::vector<float>> out;
-  for (int64_t i = 0; i < steps; ++i) out.push_back(m.step(prompt_token(i, ws.config().vocab_size), i));
-  return out;
+  return db_test::cpu_trace(ws, db_test::backend_prompt(steps, ws.config().vocab_size), steps,
+                            /*record_from=*/0, /*threads=*/1)
+      .logits;
 }
 
 // Largest |a - b| relative to the largest |b|.

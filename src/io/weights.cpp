@@ -68,6 +68,29 @@ void QuantMatrix::row(int64_t r, float* out) const {
   }
 }
 
+namespace {
+
+// The canonical int4 matrix that a producer (the quantizer, the GPTQ/AWQ conversion) fills:
+// qweight [rows, cols/2] zeroed, two values a byte; scales [rows, cols/group]; zeros
+// [rows, cols/group] with a zero point, else empty.
+QuantMatrix empty_int4(int64_t rows, int64_t cols, int group_size, bool zero_point) {
+  if (group_size <= 0 || cols % group_size != 0 || group_size % 2 != 0)
+    fail("int4 group size {} does not divide the input dimension {}", group_size, cols);
+  QuantMatrix m;
+  m.scheme = Scheme::int4;
+  m.rows = rows;
+  m.cols = cols;
+  m.group_size = group_size;
+  m.zero_point = zero_point;
+  const int64_t groups = cols / group_size;
+  m.qweight.assign(static_cast<size_t>(rows * cols / 2), 0);
+  m.scales.resize(static_cast<size_t>(rows * groups));
+  if (zero_point) m.zeros.resize(static_cast<size_t>(rows * groups));
+  return m;
+}
+
+}  // namespace
+
 QuantMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, Scheme scheme, int group_size,
                             bool zero_point, int threads) {
   QuantMatrix m;
@@ -102,14 +125,8 @@ QuantMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, Scheme s
       break;
     }
     case Scheme::int4: {
-      if (group_size <= 0 || cols % group_size != 0 || group_size % 2 != 0)
-        fail("int4 group size {} does not divide the input dimension {}", group_size, cols);
-      m.group_size = group_size;
-      m.zero_point = zero_point;
+      m = empty_int4(rows, cols, group_size, zero_point);
       const int64_t groups = cols / group_size;
-      m.qweight.assign(static_cast<size_t>(rows * cols / 2), 0);
-      m.scales.resize(static_cast<size_t>(rows * groups));
-      if (zero_point) m.zeros.resize(static_cast<size_t>(rows * groups));
       parallel_rows(rows, threads, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           for (int64_t g = 0; g < groups; ++g) {
@@ -230,16 +247,8 @@ QuantMatrix convert_packed_int4(const Origin& o, int group_size, bool zero_point
   if (group_size <= 0 || group_size % 2 != 0 || o.file_group % group_size != 0 || cols % o.file_group != 0)
     fail("tensor {}: int4 group size {} does not divide the file's group size {} of {} columns", o.name,
          group_size, o.file_group, cols);
-  QuantMatrix m;
-  m.scheme = Scheme::int4;
-  m.rows = rows;
-  m.cols = cols;
-  m.group_size = group_size;
-  m.zero_point = zero_point;
+  QuantMatrix m = empty_int4(rows, cols, group_size, zero_point);
   const int64_t groups = cols / group_size;
-  m.qweight.assign(static_cast<size_t>(rows * cols / 2), 0);
-  m.scales.resize(static_cast<size_t>(rows * groups));
-  if (zero_point) m.zeros.resize(static_cast<size_t>(rows * groups));
   parallel_rows(rows, 0, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t g = 0; g < groups; ++g) {

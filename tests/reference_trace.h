@@ -1,0 +1,47 @@
+// The tokens and logits of decode steps (Trace), and the CPU reference's over a prompt then
+// greedy steps: what the CPU tests compare two models by, and what the GPU tests hold the
+// engine to. Host code only, so both suites build it.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "decodebench/cpu_reference.h"
+#include "decodebench/measure.h"
+
+namespace db_test {
+
+struct Trace {
+  std::vector<int32_t> tokens;             // each recorded step's argmax
+  std::vector<std::vector<float>> logits;  // each recorded step's
+};
+
+// The prompt the backends feed before the timed steps: prompt_token(0 .. n-1).
+inline std::vector<int32_t> backend_prompt(int64_t n, int64_t vocab) {
+  std::vector<int32_t> p;
+  for (int64_t i = 0; i < n; ++i) p.push_back(db::prompt_token(i, vocab));
+  return p;
+}
+
+// `steps` steps of the CPU reference from position 0: the prompt's tokens first (teacher
+// forcing), then greedy, each step's input the argmax of the step before. Records every step's
+// logits and argmax from position `record_from` on, prompt positions included.
+inline Trace cpu_trace(const db::WeightSource& ws, const std::vector<int32_t>& prompt, int64_t steps,
+                       int64_t record_from = 0, int threads = 0) {
+  if (prompt.empty()) throw std::invalid_argument("cpu_trace: an empty prompt has no first token");
+  db::CpuModel m(ws, steps, threads);
+  Trace t;
+  int32_t token = prompt[0];
+  for (int64_t pos = 0; pos < steps; ++pos) {
+    if (pos < static_cast<int64_t>(prompt.size())) token = prompt[static_cast<size_t>(pos)];
+    const std::vector<float>& logits = m.step(token, pos);
+    token = db::CpuModel::argmax(logits);
+    if (pos < record_from) continue;
+    t.logits.push_back(logits);
+    t.tokens.push_back(token);
+  }
+  return t;
+}
+
+}  // namespace db_test
