@@ -277,6 +277,43 @@ INSTANTIATE_TEST_SUITE_P(
                          p.context);
     });
 
+// A cache of more than 64 splits (8192 positions) takes the wide merge (a kernel of its own):
+// against the reference at positions of one split and of several, and graph against eager.
+TEST(AttentionWide, ALongCacheMergesInAKernelOfItsOwn) {
+  REQUIRE_GPU();
+  struct Shape {
+    Arch arch;
+    int64_t head_dim, heads, kv_heads;
+  };
+  for (const Shape& sh : {Shape{Arch::llama, 128, 12, 2}, Shape{Arch::qwen3, 96, 4, 1},
+                          Shape{Arch::llama, 32, 4, 2}, Shape{Arch::qwen2, 64, 14, 2}}) {
+    ModelConfig c = tiny(Scheme::fp16);
+    c.arch = sh.arch;
+    c.head_dim = sh.head_dim;
+    c.num_attention_heads = sh.heads;
+    c.num_key_value_heads = sh.kv_heads;
+    c.max_position_embeddings = 16384;
+    validate(c, "test");
+    ASSERT_TRUE(attention_fast_path(static_cast<int>(sh.head_dim), static_cast<int>(sh.heads),
+                                    static_cast<int>(sh.kv_heads)));
+    const WeightSource ws(c, "", 11);
+    const int64_t positions = 9000, steps = 8;
+    ASSERT_GT(attention_splits(positions), 64);
+    for (int64_t context : {int64_t{100}, int64_t{700}}) {
+      const std::string what = fmt::format("{} hd {} context {}", to_string(sh.arch), sh.head_dim, context);
+      const Trace cpu = run_cpu(ws, context, steps);
+      std::vector<int32_t> inputs = {prompt_token(context, c.vocab_size)};
+      inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
+      Engine e(ws, resolve_kernel("auto", Scheme::fp16), positions);
+      expect_reference_logits(forced_logits(e, context, inputs), cpu, what);
+      Engine g(ws, resolve_kernel("auto", Scheme::fp16), positions);
+      Engine n(ws, resolve_kernel("auto", Scheme::fp16), positions);
+      EXPECT_EQ(run_engine(g, context, steps, true).tokens, run_engine(n, context, steps, false).tokens)
+          << what;
+    }
+  }
+}
+
 // --kernel auto never refuses a shape the CPU backend runs: a matrix the fast GEMV cannot take
 // (an input that is not a multiple of 16 bytes of weights, an int4 group under 32) runs the
 // plain GEMV, the run names it, and the tokens are the reference's. A named kernel is refused.
@@ -350,6 +387,26 @@ TEST(EngineInt4Checkpoint, GptqAndAwqFilesMatchTheCpuReference) {
     inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
     Engine e(ws, resolve_kernel("auto", Scheme::int4), context + steps);
     expect_reference_logits(forced_logits(e, context, inputs), cpu, model);
+    // And against transformers on the dequantized weights (scripts/make_goldens.py --int4),
+    // teacher-forced with its sequence: the same bound and argmax rule.
+    const std::string ref = std::string(DB_TEST_DATA) + "/int4/" +
+                            (c.quant.zero_point ? "dequant-asym" : "dequant-sym") + "/golden.safetensors";
+    const db_test::Golden g = db_test::read_golden(ref);
+    const int64_t n = static_cast<int64_t>(g.tokens.size()) - 1;
+    Trace hf;
+    for (int64_t pos = 0; pos < n; ++pos) {
+      hf.logits.emplace_back(g.at(pos), g.at(pos) + g.vocab);
+      hf.tokens.push_back(g.tokens[static_cast<size_t>(pos + 1)]);
+    }
+    Engine t(ws, resolve_kernel("auto", Scheme::int4), n);
+    t.set_first_position(0);
+    std::vector<std::vector<float>> got;
+    for (int64_t pos = 0; pos < n; ++pos) {
+      t.set_input(pos, g.tokens[static_cast<size_t>(pos)]);
+      t.launch_graph();
+      got.push_back(t.logits());
+    }
+    expect_reference_logits(got, hf, std::string(model) + " vs transformers");
   }
 }
 
@@ -360,14 +417,9 @@ TEST(EngineInt4Checkpoint, GptqAndAwqFilesMatchTheCpuReference) {
 // through the index to its shards, with the lm_head tied to the embedding.
 TEST(EngineGolden, Fp16GivesTransformersTokens) {
   REQUIRE_GPU();
-  std::vector<std::string> missing;
   for (const char* model :
        {"tiny-llama", "tiny-llama-bf16", "tiny-llama-sharded", "tiny-qwen2", "tiny-qwen3"}) {
     const std::string d = std::string(DB_TEST_DATA) + "/hf/" + model;
-    if (!std::filesystem::exists(d + "/golden.safetensors")) {
-      missing.push_back(model);
-      continue;
-    }
     const SafetensorsFile golden(d + "/golden.safetensors");
     const TensorInfo& t = golden.get("tokens");
     std::vector<int32_t> seq(static_cast<size_t>(t.elements()));
@@ -392,11 +444,6 @@ TEST(EngineGolden, Fp16GivesTransformersTokens) {
     const std::vector<int32_t> got = e.tokens(n - prompt);
     EXPECT_EQ(got, std::vector<int32_t>(seq.begin() + prompt, seq.end())) << model;
   }
-  if (!missing.empty())
-    GTEST_SKIP() << "checked the models that are there; tests/data/hf has no golden yet for "
-                 << fmt::format("{}", fmt::join(missing, ", "))
-                 << ": run `python3 scripts/make_goldens.py tests/data/hf --only=NAME` where torch and "
-                 << "transformers are installed, and commit tests/data/hf/NAME";
 }
 
 TEST(Engine, GraphAndEagerGiveIdenticalTokensAndLogits) {

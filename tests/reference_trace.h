@@ -4,11 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "decodebench/cpu_reference.h"
 #include "decodebench/measure.h"
+#include "decodebench/safetensors.h"
 
 namespace db_test {
 
@@ -42,6 +45,29 @@ inline Trace cpu_trace(const db::WeightSource& ws, const std::vector<int32_t>& p
     t.tokens.push_back(token);
   }
   return t;
+}
+
+// A transformers golden (scripts/make_goldens.py): the prompt and the greedy tokens after it,
+// and float32 logits at every position but the last.
+struct Golden {
+  std::vector<int32_t> tokens;  // prompt + generated
+  std::vector<float> logits;    // [tokens - 1, vocab]
+  int64_t prompt = 0, vocab = 0;
+  const float* at(int64_t pos) const { return &logits[static_cast<size_t>(pos * vocab)]; }
+};
+
+inline Golden read_golden(const std::string& file) {
+  const db::SafetensorsFile f(file);
+  const db::TensorInfo& t = f.get("tokens");
+  const db::TensorInfo& l = f.get("logits");
+  Golden g;
+  g.tokens.resize(static_cast<size_t>(t.elements()));
+  std::memcpy(g.tokens.data(), t.data, t.nbytes);
+  g.logits.resize(static_cast<size_t>(l.elements()));
+  std::memcpy(g.logits.data(), l.data, l.nbytes);
+  g.prompt = std::stoll(f.metadata().at("prompt_length"));
+  g.vocab = l.shape.at(1);
+  return g;
 }
 
 }  // namespace db_test

@@ -160,6 +160,37 @@ TEST_P(Int4Checkpoint, CpuDecodeEqualsTheDequantizedCheckpointInFp16) {
   EXPECT_GT(moved, 1e-3) << p.dir;
 }
 
+// Against transformers (scripts/make_goldens.py --int4) on the dequantized weights: the int4
+// file, teacher-forced with transformers' sequence, gives its float32 logits within 1e-4 of
+// the largest (only the summation order differs), and its argmax is transformers' next
+// token wherever transformers' own top-2 gap is wider than that.
+TEST_P(Int4Checkpoint, CpuDecodeGivesTransformersTokensOnTheDequantizedWeights) {
+  const Model& p = GetParam();
+  const std::string golden = data(p.sym ? "dequant-sym" : "dequant-asym") + "/golden.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(golden))
+      << golden << ": run `python3 scripts/make_goldens.py tests/data/int4 --int4`";
+  const db_test::Golden g = db_test::read_golden(golden);
+  const ModelConfig c = config_of(data(p.dir));
+  const WeightSource ws(c, data(p.dir), 0);
+  const int64_t steps = static_cast<int64_t>(g.tokens.size()) - 1;
+  CpuModel m(ws, steps, 1);
+  for (int64_t pos = 0; pos < steps; ++pos) {
+    const std::vector<float>& l = m.step(g.tokens[static_cast<size_t>(pos)], pos);
+    const float* want = g.at(pos);
+    double d = 0, mx = 0;
+    for (int64_t i = 0; i < g.vocab; ++i) {
+      d = std::max(d, double(std::fabs(l[static_cast<size_t>(i)] - want[i])));
+      mx = std::max(mx, double(std::fabs(want[i])));
+    }
+    ASSERT_LE(d, 1e-4 * mx) << p.dir << " position " << pos;
+    if (pos < g.prompt - 1) continue;
+    std::vector<float> sorted(want, want + g.vocab);
+    std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
+    if (sorted[0] - sorted[1] > 1e-4 * mx)
+      EXPECT_EQ(CpuModel::argmax(l), g.tokens[static_cast<size_t>(pos + 1)]) << p.dir << " position " << pos;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Int4Checkpoint, ::testing::ValuesIn(kModels),
                          [](const ::testing::TestParamInfo<Model>& i) {
                            std::string n = i.param.dir;
