@@ -42,7 +42,10 @@ __device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const flo
 // times without a guard, the heads past G reading zero queries (their results are unused),
 // so the heads' dot products interleave as independent chains. BIAS: qwen2's q/k/v biases,
 // a template switch so that a model without them runs exactly the kernel it would otherwise.
-template <int HD, int MAXG, bool BIAS>
+// WIDE: a cache of more than kWideSplits splits; the blocks only write their partials, and
+// attention_wide_merge_kernel merges them with many blocks (the last block of a kv head
+// merging a thousand splits alone was most of a long-context step's attention time).
+template <int HD, int MAXG, bool BIAS, bool WIDE>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   constexpr int E = HD / kWarp;  // elements per lane
   // The position and the cached K and V rows (below pos) are only written by earlier steps,
@@ -279,6 +282,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
       a.part_ml[(h * a.max_splits + split) * 2 + 1] = l_s[g];
     }
   }
+  if constexpr (WIDE) return;  // attention_wide_merge_kernel merges
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(&a.counters[kvh], 1u) == static_cast<unsigned>(splits - 1);
@@ -528,6 +532,42 @@ __global__ void __launch_bounds__(kThreads) attention_any_merge_kernel(Attention
   }
 }
 
+// The partials of many splits merged by log-sum-exp: one block per (query head, 32 output
+// elements), its warps taking every kWideWarps-th split, so the loads of 16 splits are in
+// flight at once in each of heads x HD / 32 blocks.
+constexpr int kWideWarps = 16;
+
+__global__ void __launch_bounds__(kWideWarps* kWarp) attention_wide_merge_kernel(AttentionArgs a) {
+  pdl_wait();  // the partials
+  const int splits = __ldcg(a.pos) / kAttentionChunk + 1;
+  if (splits == 1) return;  // the attention kernel wrote the output
+  __shared__ float scratch[kWarp];
+  __shared__ float red[kWideWarps][kWarp];
+  const int64_t h = blockIdx.x;
+  const float* ml = a.part_ml + h * a.max_splits * 2;
+  float mx = -INFINITY;
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) mx = fmaxf(mx, __ldcg(ml + 2 * s));
+  const float M = block_max(mx, scratch);
+  float sum = 0.f;
+  for (int s = threadIdx.x; s < splits; s += blockDim.x)
+    sum += __ldcg(ml + 2 * s + 1) * expf(__ldcg(ml + 2 * s) - M);
+  const float L = block_sum(sum, scratch);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int i = blockIdx.y * kWarp + lane;  // the output element
+  const float* po = a.part_o + h * a.max_splits * a.head_dim + i;
+  float o = 0.f;
+#pragma unroll 8
+  for (int s = warp; s < splits; s += kWideWarps)
+    o += __ldcg(po + int64_t{s} * a.head_dim) * expf(__ldcg(ml + 2 * s) - M);
+  red[warp][lane] = o;
+  __syncthreads();
+  if (warp != 0) return;
+  float total = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWideWarps; ++w) total += red[w][lane];
+  a.out[h * a.head_dim + i] = __float2half_rn(total / L);
+}
+
 void launch_any(const AttentionArgs& a, cudaStream_t s) {
   if (a.head_dim % 8 != 0 || a.head_dim < 8 || a.head_dim > kMaxAnyHeadDim)
     fail("attention: head_dim {} is not supported (a multiple of 8 up to {})", a.head_dim, kMaxAnyHeadDim);
@@ -535,26 +575,37 @@ void launch_any(const AttentionArgs& a, cudaStream_t s) {
   launch(attention_any_merge_kernel, dim3(a.heads), kThreads, 0, s, a);
 }
 
-template <int MAXG, bool BIAS>
+template <int MAXG, bool BIAS, bool WIDE>
 void launch_hd(const AttentionArgs& a, cudaStream_t s) {
   const dim3 grid(a.kv_heads, a.max_splits);
   switch (a.head_dim) {
     case 32:
-      return launch(attention_kernel<32, MAXG, BIAS>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<32, MAXG, BIAS, WIDE>, grid, kThreads, 0, s, a);
     case 64:
-      return launch(attention_kernel<64, MAXG, BIAS>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<64, MAXG, BIAS, WIDE>, grid, kThreads, 0, s, a);
     case 96:
-      return launch(attention_kernel<96, MAXG, BIAS>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<96, MAXG, BIAS, WIDE>, grid, kThreads, 0, s, a);
     case 128:
-      return launch(attention_kernel<128, MAXG, BIAS>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<128, MAXG, BIAS, WIDE>, grid, kThreads, 0, s, a);
   }
   launch_any(a, s);
 }
 
+// A cache of more than kWideSplits splits (8192 positions) merges in a kernel of its own.
+constexpr int kWideSplits = 64;
+
+template <int MAXG, bool BIAS>
+void launch_split(const AttentionArgs& a, cudaStream_t s) {
+  if (a.max_splits <= kWideSplits || !attention_fast_path(a.head_dim, a.heads, a.kv_heads))
+    return launch_hd<MAXG, BIAS, false>(a, s);  // the plain kernel merges in a kernel of its own already
+  launch_hd<MAXG, BIAS, true>(a, s);
+  launch(attention_wide_merge_kernel, dim3(a.heads, a.head_dim / kWarp), kWideWarps * kWarp, 0, s, a);
+}
+
 template <int MAXG>
 void launch_group(const AttentionArgs& a, cudaStream_t s) {
-  if (a.qkv_bias) return launch_hd<MAXG, true>(a, s);
-  launch_hd<MAXG, false>(a, s);
+  if (a.qkv_bias) return launch_split<MAXG, true>(a, s);
+  launch_split<MAXG, false>(a, s);
 }
 
 }  // namespace
