@@ -487,20 +487,28 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
 
 // One weight at a time from the canonical layout: a byte load, a shift and mask, an
 // int->float conversion, a scale load, an fp32 multiply-add. What a kernel that "unpacks
-// less efficiently" does.
+// less efficiently" does. fp16 (--kernel auto's fallback only) is an instantiation of its
+// own: a third run-time case per weight makes the int8 kernel 4x and the int4 one 1.6x
+// slower (8b-int8.naive 25.7 ms a step against 6.35), and the int8/int4 kernel stays the one
+// the committed matrix timed.
+template <bool FP16>
 __device__ __forceinline__ float naive_weight(const DeviceMatrix& m, int64_t r, int64_t c) {
-  if (m.scheme == Scheme::fp16) return __half2float(static_cast<const __half*>(m.qweight)[r * m.cols + c]);
-  if (m.scheme == Scheme::int8) {
-    const int8_t q = static_cast<const int8_t*>(m.qweight)[r * m.cols + c];
-    return static_cast<float>(q) * __half2float(m.scales[r]);
+  if constexpr (FP16) {
+    return __half2float(static_cast<const __half*>(m.qweight)[r * m.cols + c]);
+  } else {
+    if (m.scheme == Scheme::int8) {
+      const int8_t q = static_cast<const int8_t*>(m.qweight)[r * m.cols + c];
+      return static_cast<float>(q) * __half2float(m.scales[r]);
+    }
+    const uint8_t byte = static_cast<const uint8_t*>(m.qweight)[(r * m.cols + c) / 2];
+    const int q = (c & 1) ? (byte >> 4) : (byte & 0xf);
+    const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
+    const int zero = m.zero_point ? m.zeros[g] : 8;
+    return static_cast<float>(q - zero) * __half2float(m.scales[g]);
   }
-  const uint8_t byte = static_cast<const uint8_t*>(m.qweight)[(r * m.cols + c) / 2];
-  const int q = (c & 1) ? (byte >> 4) : (byte & 0xf);
-  const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
-  const int zero = m.zero_point ? m.zeros[g] : 8;
-  return static_cast<float>(q - zero) * __half2float(m.scales[g]);
 }
 
+template <bool FP16>
 __global__ void __launch_bounds__(kThreads) gemv_naive_kernel(DeviceMatrix m, GemvInput in, GemvOutput out) {
   extern __shared__ uint4 xs[];
   __shared__ float red[kWarp];
@@ -516,8 +524,8 @@ __global__ void __launch_bounds__(kThreads) gemv_naive_kernel(DeviceMatrix m, Ge
     float a0 = 0.f, a1 = 0.f;
     for (int64_t c = lane; c < m.cols; c += kWarp) {
       const float x = x_at(xs, c);
-      a0 += naive_weight(m, r0, c) * x;
-      if (r1_valid) a1 += naive_weight(m, r0 + 1, c) * x;
+      a0 += naive_weight<FP16>(m, r0, c) * x;
+      if (r1_valid) a1 += naive_weight<FP16>(m, r0 + 1, c) * x;
     }
     a0 = warp_sum(a0);
     a1 = warp_sum(a1);
@@ -713,7 +721,8 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
     launch_rows(w, in, out, GemvTuning{}, group_shift, stream);
     return;
   }
-  const void* kernel = reinterpret_cast<const void*>(&gemv_naive_kernel);
+  const void* kernel = w.scheme == Scheme::fp16 ? reinterpret_cast<const void*>(&gemv_naive_kernel<true>)
+                                                : reinterpret_cast<const void*>(&gemv_naive_kernel<false>);
   const size_t smem =
       static_cast<size_t>((w.cols + 63) / 64) * 128;  // whole lines: the swizzle permutes within one
   const int64_t tasks = (w.rows + 1) / 2;
