@@ -113,6 +113,11 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   ds.weights_key = key;
   ds.kernel_fallback = spec.kernel == "auto";
   std::unique_ptr<Decoder> decoder = backend->decoder(weights, kernel, ds, reuse ? &reuse->backend : nullptr);
+  // A backend that raised max_batch() must also have built a decoder of that many sequences:
+  // otherwise the run would time batch 1 and record it as --batch B.
+  if (decoder->batch() != spec.batch)
+    fail("the {} backend's decoder runs {} sequence(s) a step, not the --batch {} asked",
+         to_string(spec.backend), decoder->batch(), spec.batch);
   Protocol protocol;
   protocol.context = spec.context;
   protocol.tokens = spec.tokens;
