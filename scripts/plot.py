@@ -8,6 +8,12 @@
   scripts/plot.py position OUT.png FILES...
       TPOT against position (KV depth) of each timed step, averaged over the repetitions
       (band: min..max over them), one line per run: how TPOT grows with the KV cache.
+  scripts/plot.py batch OUT.png FILES...
+      TPOT (left) and tokens/s of all sequences together (right) against the batch
+      (config.batch; a result without it is batch 1), one line per model, kernel and setting,
+      with its bandwidth floor (dashed) and compute floor (dotted). Prints each line's knee
+      on stdout: the first batch whose TPOT is at least 1.5x its batch-1 TPOT, beside the
+      first batch whose floor is (the knee the two floors predict).
 
 FILES hold one result object, a JSON array of them, or JSONL (what `decodebench run -o`
 and `decodebench report` write). The PNG is written to OUT.png.tmp, then renamed.
@@ -131,7 +137,24 @@ def check_result(obj, where):
     r["p10"] = field(obj, "timing.tpot_ms.p10", where, "num")
     r["p90"] = field(obj, "timing.tpot_ms.p90", where, "num")
     r["samples"] = field(obj, "timing.samples_ms", where, "list")
+    # Fields added with --batch; a result from before them is batch 1 with a bandwidth floor.
+    r["batch"] = optional_field(obj, "config.batch", where, "int", 1)
+    if r["batch"] < 1:
+        raise InputError(f"{where}: field config.batch is {r['batch']}, not a batch (at least 1)")
+    r["floor"] = field(obj, "roofline.floor_tpot_ms", where, "numornull")
+    r["bw_floor"] = optional_field(obj, "roofline.bandwidth_floor_tpot_ms", where, "numornull", r["floor"])
+    r["compute_floor"] = optional_field(obj, "roofline.compute_floor_tpot_ms", where, "numornull", 0)
     return r
+
+
+def optional_field(obj, dotted, where, kind, default):
+    """A field added to v1 later: `default` where the result predates it."""
+    cur = obj
+    for key in dotted.split("."):
+        if not isinstance(cur, dict) or key not in cur:
+            return default
+        cur = cur[key]
+    return field(obj, dotted, where, kind)
 
 
 def read_all(files):
@@ -417,9 +440,117 @@ def plot_position(runs, out):
     save(fig, out)
 
 
+KNEE = 1.5  # the knee of a batch curve: the first batch whose TPOT is this many times batch 1's
+
+
+def positive(v):
+    return v is not None and math.isfinite(v) and v > 0
+
+
+def batch_curves(runs):
+    """The runs as curves of one setting each, in order of first appearance: (label, scheme,
+    points), points sorted by batch, each (batch, median TPOT, bandwidth floor, compute floor)
+    with the median of the runs at that batch (--runs gives several)."""
+    curves = {}
+    for r in runs:
+        key = (r["device_name"], r["model"], r["scheme"], r["kernel"], r["graph"], r["sync"], r["context"])
+        curves.setdefault(key, []).append(r)
+    out = []
+    for key, rs in curves.items():
+        by_batch = {}
+        for r in rs:
+            by_batch.setdefault(r["batch"], []).append(r)
+        points = []
+        for b in sorted(by_batch):
+            group = by_batch[b]
+            bw = [r["bw_floor"] for r in group if positive(r["bw_floor"])]
+            cf = [r["compute_floor"] for r in group if positive(r["compute_floor"])]
+            points.append((b, statistics.median(r["median"] for r in group),
+                           statistics.median(bw) if bw else None, statistics.median(cf) if cf else None))
+        first = rs[0]
+        label = label_of(first) + ("" if first["graph"] else " (graph off)")
+        if len(curves) > 1 and len({k[0] for k in curves}) > 1:
+            label += f" ({first['device_name']})"
+        out.append((label, first["scheme"], points))
+    return out
+
+
+def knee_text(points):
+    """The knee of a curve: the first batch whose TPOT is at least KNEE x its batch-1 TPOT,
+    and the first whose floor (the larger of the two) is at least KNEE x its batch-1 floor."""
+    if not points or points[0][0] != 1:
+        return "knee unknown (no batch-1 run)"
+    measured = next((p[0] for p in points if p[1] >= KNEE * points[0][1]), None)
+    floors = [max(p[2] or 0, p[3] or 0) for p in points]
+    predicted = None
+    if floors[0] > 0:
+        predicted = next((p[0] for p, f in zip(points, floors) if f >= KNEE * floors[0]), None)
+    text = f"knee at batch {measured}" if measured else "no knee up to the largest batch run"
+    text += f" (TPOT {KNEE:g}x batch 1's); the floors predict "
+    text += f"batch {predicted}" if predicted else "none up to it"
+    return text
+
+
+def plot_batch(runs, out):
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    curves = batch_curves(runs)
+    fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(14, 6.5), dpi=110)
+    colors, used = [], set()
+    spare = [c for c in LINE_COLORS if c not in SCHEME_COLORS.values()]
+    for _, scheme, _ in curves:
+        c = SCHEME_COLORS.get(scheme)
+        if c is None or c in used:
+            c = spare.pop(0) if spare else LINE_COLORS[len(colors) % len(LINE_COLORS)]
+        used.add(c)
+        colors.append(c)
+    lines = []
+    for (label, _, points), color in zip(curves, colors):
+        bs = [p[0] for p in points]
+        tpot = [p[1] for p in points]
+        knee = knee_text(points)
+        lines.append(f"{label}: {knee}")
+        ax_t.plot(bs, tpot, color=color, lw=1.8, marker="o", markersize=5, label=f"{label}: {knee}", zorder=3)
+        ax_s.plot(bs, [b * 1000 / t for b, t in zip(bs, tpot)], color=color, lw=1.8, marker="o", markersize=5,
+                  zorder=3)
+        for idx, style in ((2, "--"), (3, ":")):  # bandwidth floor, compute floor
+            fb = [(p[0], p[idx]) for p in points if positive(p[idx])]
+            if fb:
+                ax_t.plot([b for b, _ in fb], [f for _, f in fb], color=color, lw=1.1, ls=style, zorder=2)
+                ax_s.plot([b for b, _ in fb], [b * 1000 / f for b, f in fb], color=color, lw=1.1, ls=style,
+                          zorder=2)
+    for ax in (ax_t, ax_s):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+        ax.grid(True, which="major", color="0.88", lw=0.8)
+        ax.set_xlabel("batch (sequences decoded in lockstep, config.batch)")
+    ax_t.set_ylabel("TPOT (ms per step: the latency each sequence sees, median)")
+    ax_s.set_ylabel("tokens/s of all sequences (batch x 1000 / TPOT)")
+    ax_t.set_title("TPOT vs batch, with each line's floors")
+    ax_s.set_title("tokens/s vs batch, with the floors' ceilings")
+    handles, _ = ax_t.get_legend_handles_labels()
+    handles += [Line2D([], [], color="0.3", lw=1.1, ls="--", label="bandwidth floor (bytes / measured read)"),
+                Line2D([], [], color="0.3", lw=1.1, ls=":", label="compute floor (FLOPs / measured throughput)")]
+    # Below both panels, where no curve runs.
+    rows = (len(handles) + 1) // 2
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.suptitle(f"Where the byte law stops: {device_names(runs)}", fontsize=11)
+    fig.tight_layout(rect=(0, min(0.5, 0.03 + 0.032 * rows), 1, 1))
+    save(fig, out)
+    for line in lines:
+        print(line)
+
+
 # ----------------------------------------------------------------------------- main
 
-USAGE = ("usage: plot.py roofline OUT.png FILES...  |  plot.py position OUT.png FILES...  "
+VERBS = ("roofline", "position", "batch")
+USAGE = ("usage: plot.py roofline|position|batch OUT.png FILES...  "
          "(FILES: decodebench result JSON, JSON arrays or JSONL)")
 
 
@@ -427,7 +558,7 @@ def main(argv):
     if len(argv) >= 2 and argv[1] in ("-h", "--help"):
         print(__doc__.strip())
         return 0
-    if len(argv) < 4 or argv[1] not in ("roofline", "position"):
+    if len(argv) < 4 or argv[1] not in VERBS:
         fail(USAGE, 2)
     verb, out, files = argv[1], argv[2], argv[3:]
     try:
@@ -447,6 +578,8 @@ def main(argv):
         runs = read_all(files)
         if verb == "roofline":
             plot_roofline(runs, out)
+        elif verb == "batch":
+            plot_batch(runs, out)
         else:
             plot_position(runs, out)
     except InputError as e:

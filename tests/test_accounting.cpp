@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "decodebench/accounting.h"
+#include "decodebench/error.h"
 
 using namespace db;
 
@@ -173,4 +174,70 @@ TEST(Accounting, DequantKernelTrafficIsReportedOutsideTheTotal) {
   h.quant.lm_head = Scheme::int4;
   EXPECT_EQ(account_bytes(h, {}, KernelTraffic{4.0}, 0, 0).per_token.kernel_extra,
             (k8bElems + 128256ull * 4096) * 4);
+}
+
+// --batch B on the tiny model (2 layers, hidden 128, q 4 x 32, kv 2 x 32, intermediate 256,
+// vocab 512, fp16), positions 0..3, B = 3. One layer's linears hold
+//   q 128*128 + k 64*128 + v 64*128 + o 128*128 + gate, up 2*256*128 + down 128*256 = 147,456
+// elements; the weights are read once a step, what each sequence has of its own 3 times.
+TEST(Accounting, AtBatchTheWeightsOnceAndEverySequencesOwn) {
+  const ModelConfig c = db::load_model_config("tiny-fp16");
+  const ByteAccount a = account_bytes(c, {}, {}, 0, 3, 3);
+  const PerTokenBytes& t = a.per_token;
+  EXPECT_EQ(t.linear_weights, 2u * 147'456 * 2);  // fp16, 2 layers: once
+  EXPECT_EQ(t.lm_head, 512u * 128 * 2);
+  EXPECT_EQ(t.norms, 5u * 128 * 2);
+  EXPECT_EQ(t.embedding_row, 3u * 128 * 2);  // a row per sequence
+  // K and V: 2 layers x 64 x 2 (K, V) x 2 bytes = 512 bytes a position; positions 0..3
+  // read (1 + 4) / 2 = 2.5 positions on average; 3 sequences.
+  EXPECT_EQ(t.kv_read, 512u * 5 / 2 * 3);
+  EXPECT_EQ(t.kv_write, 512u * 3);
+  // Per layer 4H + 2 q_dim + 2 kv_dim + 2I = 512 + 256 + 128 + 512 = 1408 fp16 values in and
+  // out of the multiplies, 2 layers, and the lm_head's input H: 2944 values, 5888 bytes.
+  EXPECT_EQ(db::activation_bytes_per_sequence(c), 5888u);
+  EXPECT_EQ(t.activations, 3u * 5888);
+  EXPECT_EQ(t.total, 589'824u + 131'072 + 768 + 1280 + 3840 + 1536 + 17'664);  // 745,984
+  EXPECT_EQ(a.stored.total, account_bytes(c, {}, {}, 0, 3).stored.total) << "what is stored does not batch";
+}
+
+TEST(Accounting, BatchOneIsTheStepItAlwaysWas) {
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    const ModelConfig c = llama8b(s);
+    const ByteAccount one = account_bytes(c, {}, {}, 100, 227, 1), plain = account_bytes(c, {}, {}, 100, 227);
+    EXPECT_EQ(one.per_token.total, plain.per_token.total);
+    EXPECT_EQ(one.per_token.activations, 0u) << "batch 1's activations stay in cache: not counted";
+  }
+  // 8b at batch 16: weights once, 16 sequences' KV, embedding rows and activations.
+  const ModelConfig c = llama8b(Scheme::int4);
+  const ByteAccount one = account_bytes(c, {}, {}, 0, 127), b16 = account_bytes(c, {}, {}, 0, 127, 16);
+  EXPECT_EQ(b16.per_token.linear_weights, one.per_token.linear_weights);
+  EXPECT_EQ(b16.per_token.lm_head, one.per_token.lm_head);
+  EXPECT_EQ(b16.per_token.kv_read, 16 * one.per_token.kv_read);
+  // 8b: per layer 4*4096 + 2*4096 + 2*1024 + 2*14336 = 55,296 values, 32 layers, + 4096.
+  EXPECT_EQ(b16.per_token.activations, 16ull * (32 * 55'296 + 4096) * 2);
+  EXPECT_THROW(account_bytes(c, {}, {}, 0, 0, 0), db::Error);
+}
+
+// FLOPs of the same tiny step: a multiply-add is 2.
+TEST(Accounting, FlopsOfAStepAtBatch) {
+  const ModelConfig c = db::load_model_config("tiny-int4");
+  const StepFlops f = account_flops(c, {}, 0, 3, 3);
+  EXPECT_EQ(f.linear, 2u * 2 * 147'456 * 3);  // 2 layers, 3 sequences: 1,769,472
+  EXPECT_EQ(f.lm_head, 2u * 512 * 128 * 3);   // 393,216
+  // q.k and p.v: 2 x 2 x q_dim 128 per position, (1 + 4) / 2 positions, 2 layers, 3 sequences.
+  EXPECT_EQ(f.attention, 4u * 128 * 5 / 2 * 2 * 3);  // 7,680
+  EXPECT_EQ(f.adapter, 0u);
+  EXPECT_EQ(f.total, 1'769'472u + 393'216 + 7'680);
+  // The scheme does not change the arithmetic; the batch multiplies all of it.
+  EXPECT_EQ(account_flops(db::load_model_config("tiny-fp16"), {}, 0, 3, 3).total, f.total);
+  const StepFlops one = account_flops(c, {}, 0, 3);
+  EXPECT_EQ(3 * one.total, f.total);
+  // An external adapter adds 2 x rank x (rows + cols) per target, layer and sequence.
+  AdapterShape a;
+  a.rank = 4;
+  a.targets = {Linear::q, Linear::down};
+  a.mode = AdapterMode::external;
+  EXPECT_EQ(account_flops(c, a, 0, 3, 3).adapter, 2u * 4 * ((128 + 128) + (128 + 256)) * 2 * 3);
+  a.mode = AdapterMode::merged;
+  EXPECT_EQ(account_flops(c, a, 0, 3, 3).adapter, 0u);
 }

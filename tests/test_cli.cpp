@@ -43,6 +43,21 @@ TEST(Cli, IntegersAreCheckedWhole) {
   expect_one_line_error(run({"--model", "tiny", "--group-size", "0"}), 2, "--group-size must be positive");
 }
 
+TEST(Cli, BatchIsAPositiveIntegerUpToTheLimit) {
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--batch", "0"}), 2,
+                        "--batch must be at least 1, got 0");
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--batch", "-2"}), 2,
+                        "--batch must be at least 1, got -2");
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--batch", "2x"}), 2,
+                        "--batch '2x': not an integer");
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--batch", "4097"}), 2,
+                        "--batch 4097: above the limit of 4096");
+  expect_one_line_error(run({"sweep", "--model", "tiny", "--backend", "cpu", "--batch", "1,0"}), 2,
+                        "--batch must be at least 1, got 0");
+  expect_one_line_error(run({"sweep", "--model", "tiny", "--backend", "cpu", "--batch", "1-8*1"}), 2,
+                        "--batch '1-8*1'");
+}
+
 TEST(Cli, GraphMaybe) {
   expect_one_line_error(run({"--model", "tiny", "--graph", "maybe"}), 2, "--graph");
 }

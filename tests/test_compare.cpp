@@ -251,7 +251,7 @@ TEST(ParseThreshold, RejectsAnythingElse) {
 TEST(RunKey, EveryKeyFieldSeparatesRunsAndNothingElseDoes) {
   const db::Result r = full_result("8b-int4", {1, 2, 3});
   const db::RunKey k = db::run_key(r);
-  std::vector<db::Result> changed(12, r);
+  std::vector<db::Result> changed(13, r);
   changed[0].config.model = "1b-int4";
   changed[1].config.scheme = "int8";
   changed[2].config.group_size = 64;
@@ -264,9 +264,10 @@ TEST(RunKey, EveryKeyFieldSeparatesRunsAndNothingElseDoes) {
   changed[9].config.tokens = 128;
   changed[10].config.sync_per_token = true;
   changed[11].config.weights = "/w.safetensors";
+  changed[12].config.batch = 8;
   for (size_t i = 0; i < changed.size(); ++i) {
     EXPECT_NE(db::run_key(changed[i]), k) << i;
-    EXPECT_EQ(db::key_fields(db::run_key(changed[i])).size(), 12u);
+    EXPECT_EQ(db::key_fields(db::run_key(changed[i])).size(), 13u);
   }
 
   // Not the device, the seed, the repetitions or the timing.
@@ -280,6 +281,8 @@ TEST(RunKey, EveryKeyFieldSeparatesRunsAndNothingElseDoes) {
   EXPECT_EQ(db::to_string(k),
             "model=8b-int4 scheme=int4 group_size=128 lm_head_scheme=fp16 kernel=int4.gemv graph=on "
             "adapter=none adapter_mode=- context=512 tokens=40 sync_per_token=off weights=synthetic");
+  // A batch other than 1 is named; batch 1 reads as a key from before --batch did.
+  EXPECT_EQ(db::to_string(db::run_key(changed[12])), db::to_string(k) + " batch=8");
 }
 
 // --- compare_results ----------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // scripts/plot.py on the committed H200 results: the roofline plot comes out as a PNG, and
-// a file that is not JSON fails with exit 2, one stderr line and no PNG (nor its .tmp).
+// a file that is not JSON fails with exit 2, one stderr line and no PNG (nor its .tmp). The
+// batch plot on results made here, with the knee it names.
 // matplotlib missing is a failure, not a skip: scripts/install_deps.sh installs it.
 #include <gtest/gtest.h>
 #include "temp_dir.h"
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cli_helpers.h"
+#include "decodebench/result.h"
 
 namespace {
 
@@ -57,6 +59,70 @@ TEST_F(Plot, NotJsonExits2WithoutPng) {
   EXPECT_NE(err.find("bad.json"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".tmp"));
+}
+
+// A result of `model` at `batch` with the given median TPOT and floors.
+db::Result batch_result(const std::string& model, int64_t batch, double median_ms, double bandwidth_floor,
+                        double compute_floor) {
+  db::Result r;
+  r.device.backend = "cuda";
+  r.device.name = "NVIDIA H200";
+  r.device.peak_read_GBps = 4600;
+  r.config.model = model;
+  r.config.scheme = "int4";
+  r.config.kernel = "int4.gemv";
+  r.config.graph = true;
+  r.config.tokens = 1;
+  r.config.repeat = 1;
+  r.config.batch = batch;
+  r.bytes.per_token.total = 4'713'037'824;
+  r.timing.samples_ms = {median_ms};
+  r.timing.tpot_ms = {median_ms, median_ms, median_ms, median_ms, median_ms, median_ms, median_ms, 0, 1};
+  r.roofline.bandwidth_floor_tpot_ms = bandwidth_floor;
+  r.roofline.compute_floor_tpot_ms = compute_floor;
+  r.roofline.floor_tpot_ms = std::max(bandwidth_floor, compute_floor);
+  return r;
+}
+
+// The knee is the first batch whose TPOT is 1.5x batch 1's (8 here: 1.6 ms against 1.0), and
+// the floors' knee the first whose larger floor is 1.5x batch 1's (16: the compute floor
+// 1.6 ms passes 1.5 x 0.8).
+TEST_F(Plot, BatchDrawsEachLineWithItsFloorsAndNamesItsKnee) {
+  const double medians[] = {1.0, 1.02, 1.1, 1.6, 3.0}, compute[] = {0.1, 0.2, 0.4, 0.8, 1.6};
+  std::string lines;
+  for (int i = 0; i < 5; ++i)
+    lines +=
+        db::result_to_json_text(batch_result("8b-int4", int64_t{1} << i, medians[i], 0.8, compute[i]), -1) +
+        "\n";
+  lines += db::result_to_json_text(batch_result("1b-int4", 4, 0.5, 0.2, 0.1), -1) + "\n";
+  { std::ofstream(path("b.jsonl")) << lines; }
+  const std::string out = path("b.png");
+  const db_test::Outcome o =
+      run_script("plot.py", {"batch", out, path("b.jsonl"), kResults + "8b-fp16-graph-on.json"});
+  ASSERT_EQ(o.code, 0) << "stderr: " << o.err;
+  EXPECT_TRUE(o.err.empty()) << o.err;
+  EXPECT_EQ(
+      o.out,
+      "8b-int4 int4.gemv: knee at batch 8 (TPOT 1.5x batch 1's); the floors predict batch 16\n"
+      "1b-int4 int4.gemv: knee unknown (no batch-1 run)\n"
+      // a result from before --batch: batch 1, one point, its floor the bandwidth's
+      "8b-fp16 fp16.gemv: no knee up to the largest batch run (TPOT 1.5x batch 1's); the floors predict "
+      "none up to it\n");
+  EXPECT_EQ(slurp(out).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << "not a PNG";
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+}
+
+TEST_F(Plot, BatchRefusesAResultWhoseBatchIsNotOne) {
+  std::string text = db::result_to_json_text(batch_result("8b-int4", 1, 1.0, 0.8, 0.1), -1);
+  const std::string from = "\"batch\":1";
+  ASSERT_NE(text.find(from), std::string::npos) << text;
+  text.replace(text.find(from), from.size(), "\"batch\":0");
+  { std::ofstream(path("bad.json")) << text; }
+  const db_test::Outcome o = run_script("plot.py", {"batch", path("b.png"), path("bad.json")});
+  EXPECT_EQ(o.code, 2) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("config.batch"), std::string::npos) << o.err;
+  EXPECT_FALSE(fs::exists(path("b.png")));
 }
 
 }  // namespace

@@ -166,10 +166,11 @@ TEST(Printers, EveryTableFieldIsAResultField) {
 TEST(Printers, MarkdownHasAHeaderAnAlignmentRowAndOneRowPerResult) {
   const std::vector<db::Result> results = {sample_result("8b-int4", 1.5), sample_result("1b-fp16", 2.25)};
   const std::vector<std::string> lines = split_lines(db::format_results(results, db::OutputFormat::md));
-  // The columns shown only where rows differ are left out: these two agree in them.
+  // The columns shown only where rows differ are left out: these two agree in them; and
+  // without a batched row, the batch columns.
   std::vector<db::ResultField> fields;
   for (const auto& f : db::result_fields())
-    if (!f.when_differs) fields.push_back(f);
+    if (!f.when_differs && !f.when_batched) fields.push_back(f);
   ASSERT_EQ(lines.size(), 2 + results.size());
 
   const std::vector<std::string> header = md_cells(lines[0]);
@@ -212,8 +213,8 @@ TEST(Printers, MarkdownEscapesPipes) {
   ASSERT_EQ(lines.size(), 3u);
   const auto& all = db::result_fields();
   EXPECT_EQ(md_cells(lines[2]).size(),
-            static_cast<size_t>(
-                std::count_if(all.begin(), all.end(), [](const auto& f) { return !f.when_differs; })));
+            static_cast<size_t>(std::count_if(
+                all.begin(), all.end(), [](const auto& f) { return !f.when_differs && !f.when_batched; })));
   EXPECT_EQ(md_cells(lines[2])[0], "a\\|b");
 }
 
@@ -221,7 +222,9 @@ TEST(Printers, CsvHeaderIsTheFieldListAndValuesReadBackExactly) {
   const std::vector<db::Result> results = {sample_result("models/a,b.json", 1.2345678901234567),
                                            sample_result("say \"hi\"", 2.0)};
   const std::string text = db::format_results(results, db::OutputFormat::csv);
-  const auto& fields = db::result_fields();
+  std::vector<db::ResultField> fields;  // every column but the batch ones: no row is batched
+  for (const auto& f : db::result_fields())
+    if (!f.when_batched) fields.push_back(f);
 
   std::string expected_header;
   for (const auto& f : fields) expected_header += (expected_header.empty() ? "" : ",") + std::string(f.path);

@@ -60,6 +60,8 @@ db::Result populated_result() {
   r.device.theoretical_GBps = 4800.25;
   r.device.peak_read_GBps = 4123.4567890123;
   r.device.cpu_threads = 16;
+  r.device.peak_compute_TFLOPS = 989.5;
+  r.device.compute_probe = "cublasGemmEx fp16 8192 x 8192 x 8192";
   r.config.model = "8b-int4";
   r.config.arch = "llama";
   r.config.weights = "synthetic";
@@ -86,10 +88,12 @@ db::Result populated_result() {
   r.config.group_size_note = "int4 group size 64 instead of 128: 128 does not divide hidden_size 576";
   r.config.kernel_fallbacks = {"o_proj [128 x 376]: int8.naive, since the input is ragged"};
   r.config.weights_format = "gptq";
+  r.config.batch = 4;
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
-  r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576, 8192,          532'480,
-                       258'048,       41'943'040,  67'174'400, 131'072,     4'687'081'472, 123'456};
+  r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576,   8192,    532'480,   258'048,
+                       41'943'040,    67'174'400,  131'072,    4'701'270'016, 123'456, 14'188'544};
+  r.flops = {64'424'509'440, 4'303'355'904, 285'212'672, 2'097'152, 69'015'175'168};
   r.bytes.stored = {4'051'697'664, 525'336'576, 1'050'673'152, 532'480, 258'048, 41'943'040, 5'670'441'048};
   r.timing.samples_ms = {1.5, 1.25, 1.375, 1.625, 1.5, 1.3125, 1.4375, 1.75};
   r.timing.tpot_ms = db::compute_stats(r.timing.samples_ms);
@@ -105,11 +109,16 @@ db::Result populated_result() {
   r.timing.repetitions = 2;
   r.timing.stop = "noise-target";
   r.timing.warnings = {"throttled: sw_power_cap at the run's end"};
+  r.timing.aggregate_tokens_per_s = 4 * r.timing.tokens_per_s;
   r.roofline.floor_tpot_ms = 1.1366;
   r.roofline.achieved_GBps = 3249.5;
   r.roofline.efficiency = 0.7875;
   r.roofline.regime = "bandwidth-bound";
   r.roofline.regime_reason = "efficiency 0.79 >= 0.75";
+  r.roofline.bandwidth_floor_tpot_ms = 1.1366;
+  r.roofline.compute_floor_tpot_ms = 0.0697;
+  r.roofline.achieved_TFLOPS = 47.25;
+  r.roofline.arithmetic_intensity = 14.68;
   r.memory.weights_bytes = 5'670'183'000;
   r.memory.kv_cache_bytes = 1'073'741'824;
   r.memory.scratch_bytes = 2'097'152;
@@ -119,6 +128,8 @@ db::Result populated_result() {
   r.check.logits_checked = true;
   r.check.logits_max_rel_err = 1.25e-4;
   r.check.reference = "cpu float32";
+  r.check.sequence_tokens_hashes = {"cbf29ce484222325", "af63bd4c8601b7df", "08328707b4eb6f3c",
+                                    "1d4b1e3e47ba4dd1"};
   return r;
 }
 
@@ -296,14 +307,37 @@ const std::vector<std::string> kAddedFields = {"timing.weights_reused",
                                                "bytes.per_token.biases",
                                                "bytes.stored.biases",
                                                "timing.prefill",
-                                               "timing.prefill_tokens_per_s"};
+                                               "timing.prefill_tokens_per_s",
+                                               "config.batch",
+                                               "device.peak_compute_TFLOPS",
+                                               "device.compute_probe",
+                                               "bytes.per_token.activations",
+                                               "flops",
+                                               "timing.aggregate_tokens_per_s",
+                                               "roofline.bandwidth_floor_tpot_ms",
+                                               "roofline.compute_floor_tpot_ms",
+                                               "roofline.achieved_TFLOPS",
+                                               "roofline.arithmetic_intensity",
+                                               "check.sequence_tokens_hashes"};
+
+// What a reader makes of an added field a file lacks, where that is not its default: what
+// the file's other fields imply for a run from before the field.
+json derived_when_absent(const json& full, const std::string& path) {
+  if (path == "timing.repetition_medians_ms") return full.at(pointer(path));  // from samples_ms
+  if (path == "timing.aggregate_tokens_per_s")                                // batch x tokens_per_s
+    return full["config"]["batch"].get<double>() * full["timing"]["tokens_per_s"].get<double>();
+  if (path == "roofline.bandwidth_floor_tpot_ms") return full["roofline"]["floor_tpot_ms"];  // the only floor
+  if (path == "check.sequence_tokens_hashes") return json::array({full["check"]["tokens_hash"]});
+  return json(db::Result{}).at(pointer(path));  // the default
+}
 
 TEST(Result, MissingFieldIsAnErrorNamingItsPath) {
   const json full = populated_result();
   const std::vector<std::string> paths = leaf_paths(full);
   ASSERT_GT(paths.size(), 50u);
   for (const std::string& path : paths) {
-    if (std::find(kAddedFields.begin(), kAddedFields.end(), path) != kAddedFields.end()) continue;
+    const auto added = [&](const std::string& a) { return path == a || path.rfind(a + ".", 0) == 0; };
+    if (std::any_of(kAddedFields.begin(), kAddedFields.end(), added)) continue;
     json j = full;
     const auto p = pointer(path);
     j[p.parent_pointer()].erase(p.back());
@@ -315,20 +349,17 @@ TEST(Result, MissingFieldIsAnErrorNamingItsPath) {
 }
 
 // A file from before the repetition fields: its repetition medians, noise and count come
-// from its samples, config.tokens at a time; the other added fields read as their defaults.
+// from its samples, config.tokens at a time; a batch-1 run's aggregate tokens/s, bandwidth
+// floor and sequence hashes from its own; the other added fields read as their defaults.
 TEST(Result, AnAddedFieldMayBeAbsentAndThenReadsAsItsDefault) {
   const json full = populated_result();
-  const json defaults = db::Result{};
   for (const std::string& path : kAddedFields) {
     json j = full;
     const auto p = pointer(path);
     ASSERT_TRUE(j.contains(p)) << path;
     j[p.parent_pointer()].erase(p.back());
-    const json back = j.get<db::Result>();       // no error: a file from before the field
-    if (path == "timing.repetition_medians_ms")  // derived from samples_ms, tokens at a time
-      EXPECT_EQ(back.at(p), full.at(p)) << path;
-    else
-      EXPECT_EQ(back.at(p), defaults.at(p)) << path;
+    const json back = j.get<db::Result>();  // no error: a file from before the field
+    EXPECT_EQ(back.at(p), derived_when_absent(full, path)) << path;
     json other = back;
     other[p] = full.at(p);
     EXPECT_EQ(other, full) << path;  // every other field read as written
@@ -523,6 +554,38 @@ TEST(Regime, BelowTheBarTheFixedCostDecidesBetweenOverheadAndKernel) {
       kernel.regime_reason,
       "efficiency 0.67 < 0.75 and fixed cost (0.200 ms) explains less than half of the 0.500 ms above the "
       "floor: the kernels themselves run below bandwidth (the kernel moves 2.50 GB beyond the minimum)");
+}
+
+// A batched step whose FLOPs take longer than its bytes: the floor is the compute floor, and
+// a step near it is compute-bound.
+db::Roofline regime_at(double median_ms, double bandwidth_floor, double compute_floor) {
+  db::Roofline r;
+  r.bandwidth_floor_tpot_ms = bandwidth_floor;
+  r.compute_floor_tpot_ms = compute_floor;
+  r.floor_tpot_ms = std::max(bandwidth_floor, compute_floor);
+  r.efficiency = r.floor_tpot_ms / median_ms;
+  db::classify_regime(r, median_ms, 0, 0, 0);
+  return r;
+}
+
+TEST(Regime, ComputeBoundWhenTheComputeFloorIsTheFloorAndTheStepIsNearIt) {
+  const db::Roofline c = regime_at(2.5, 1.0, 2.0);  // efficiency 0.80 of the compute floor
+  EXPECT_EQ(c.regime, "compute-bound");
+  EXPECT_EQ(c.regime_reason,
+            "efficiency 0.80 >= 0.75 of the compute floor (2.000 ms, above the bandwidth floor of 1.000 ms): "
+            "the step runs within 1/0.75 of its FLOPs at the measured throughput");
+  // The same step with the compute floor below the bytes': bandwidth-bound; a tie goes to
+  // the bytes, as at batch 1 where the compute floor is not measured (0).
+  EXPECT_EQ(regime_at(2.5, 2.0, 1.0).regime, "bandwidth-bound");
+  EXPECT_EQ(regime_at(2.5, 2.0, 2.0).regime, "bandwidth-bound");
+  EXPECT_EQ(regime_at(2.5, 2.0, 0.0).regime, "bandwidth-bound");
+  // Far from a compute floor: kernel-bound, and the reason names the compute throughput.
+  const db::Roofline k = regime_at(4.0, 1.0, 2.0);
+  EXPECT_EQ(k.regime, "kernel-bound");
+  EXPECT_EQ(
+      k.regime_reason,
+      "efficiency 0.50 < 0.75 and fixed cost (0.000 ms) explains less than half of the 2.000 ms above the "
+      "compute floor: the kernels themselves run below the measured compute throughput");
 }
 
 TEST(Regime, TheCpuBackendHasNoLaunchesSoItIsBandwidthOrKernelBound) {

@@ -3,6 +3,7 @@
 // progress lines, compare on a file with error entries, and scripts/ci_regression.sh.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <regex>
 #include <sstream>
@@ -86,6 +87,38 @@ TEST(SweepExpand, GroupSizeLmHeadSeedAndSyncListsExpandInOrder) {
   EXPECT_NE(v[0].command_line.find("--seed 7 --group-size 32 --lm-head int8"), std::string::npos)
       << v[0].command_line;
   EXPECT_NE(v[0].command_line.find("--sync-per-token"), std::string::npos);
+}
+
+// The batch sits between seed and context; a batch of 1 leaves the command as it was.
+TEST(SweepExpand, BatchesExpandBetweenSeedAndContext) {
+  db::SweepSpec sp;
+  sp.models = {"m"};
+  sp.base.backend = db::BackendKind::cpu;
+  sp.seeds = {7, 8};
+  sp.batches = db::expand_int_list("--batch", "1-4*2");
+  sp.contexts = {0, 16};
+  const std::vector<db::RunSpec> v = db::expand_sweep(sp);
+  ASSERT_EQ(v.size(), 12u);
+  size_t i = 0;
+  for (uint64_t seed : {7, 8})
+    for (int64_t b : {1, 2, 4})
+      for (int64_t c : {0, 16}) {
+        const db::RunSpec& s = v[i++];
+        EXPECT_EQ(s.seed, seed);
+        EXPECT_EQ(s.batch, b);
+        EXPECT_EQ(s.context, c);
+        EXPECT_EQ(s.command_line.find("--batch") != std::string::npos, b != 1) << s.command_line;
+      }
+  EXPECT_EQ(
+      v[0].command_line,
+      "decodebench run --model m --seed 7 --kernel auto --context 0 --tokens 128 --warmup 16 --repeat 5 "
+      "--backend cpu");
+  EXPECT_EQ(
+      v[2].command_line,
+      "decodebench run --model m --seed 7 --kernel auto --context 0 --tokens 128 --warmup 16 --repeat 5 "
+      "--batch 2 --backend cpu");
+  EXPECT_EQ(db::instance_summary(v[2]), "model m, kernel auto, graph on, batch 2, context 0, tokens 128");
+  EXPECT_EQ(db::instance_summary(v[0]), "model m, kernel auto, graph on, context 0, tokens 128");
 }
 
 TEST(SweepExpand, CartesianProductInTheDocumentedOrder) {
@@ -401,4 +434,59 @@ TEST_F(Sweep, ListsOfGroupSizeLmHeadSeedAndSyncAndRunsFromTheCommandLine) {
   ASSERT_EQ(twice.code, 0) << twice.err;
   EXPECT_EQ(db::read_results(path("runs.jsonl")).size(), 2u);
   EXPECT_NE(twice.err.find("[2/2 run 2/2]"), std::string::npos) << twice.err;
+}
+
+// A sweep over --batch on the CPU backend: each result is its batch's, batch 1's as before
+// (no batch column, no --batch in its command), and sequence 0 of every batch decodes what
+// batch 1 decodes.
+TEST_F(Sweep, BatchesFromTheCommandLine) {
+  const Outcome o = run({"sweep", "--model", "tiny-int4", "--batch", "1,3", "--context", "2", "--tokens", "3",
+                         "--warmup", "0", "--repeat", "1", "--backend", "cpu", "-o", path("b.jsonl")});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.err.find("[2/2] model tiny-int4, int4 g64, lm_head fp16, kernel cpu.reference, graph off, "
+                       "batch 3, context 2"),
+            std::string::npos)
+      << o.err;
+  EXPECT_EQ(o.err.find("batch 1"), std::string::npos) << o.err;
+  EXPECT_NE(o.out.find("| batch |"), std::string::npos) << o.out;
+  const std::vector<db::Result> r = db::read_results(path("b.jsonl"));
+  ASSERT_EQ(r.size(), 2u);
+  const db::Result &one = r[0], &three = r[1];
+  EXPECT_EQ(one.config.batch, 1);
+  EXPECT_EQ(one.command.find("--batch"), std::string::npos) << one.command;
+  EXPECT_EQ(one.bytes.per_token.activations, 0u);
+  EXPECT_EQ(one.check.sequence_tokens_hashes, std::vector<std::string>{one.check.tokens_hash});
+  EXPECT_EQ(three.config.batch, 3);
+  EXPECT_NE(three.command.find(" --batch 3 "), std::string::npos) << three.command;
+  EXPECT_EQ(three.check.tokens, one.check.tokens) << "sequence 0 decodes what batch 1 decodes";
+  ASSERT_EQ(three.check.sequence_tokens_hashes.size(), 3u);
+  EXPECT_EQ(three.check.sequence_tokens_hashes[0], one.check.tokens_hash);
+  // The step's figures at batch 3 (tests/test_accounting.cpp has them by hand).
+  const db::ModelConfig c = db::load_model_config("tiny-int4");
+  EXPECT_EQ(three.bytes.per_token.total, db::account_bytes(c, {}, {}, 2, 4, 3).per_token.total);
+  EXPECT_EQ(three.flops.total, db::account_flops(c, {}, 2, 4, 3).total);
+  EXPECT_DOUBLE_EQ(three.timing.aggregate_tokens_per_s, 3 * three.timing.tokens_per_s);
+  EXPECT_EQ(three.timing.samples_ms.size(), 3u) << "one sample per step";
+  // Both floors measured on the host; the floor is the larger.
+  EXPECT_GT(three.device.peak_compute_TFLOPS, 0);
+  EXPECT_FALSE(three.device.compute_probe.empty());
+  const db::Roofline& f = three.roofline;
+  EXPECT_GT(f.compute_floor_tpot_ms, 0);
+  EXPECT_DOUBLE_EQ(f.floor_tpot_ms, std::max(f.bandwidth_floor_tpot_ms, f.compute_floor_tpot_ms));
+  EXPECT_DOUBLE_EQ(f.arithmetic_intensity,
+                   static_cast<double>(three.flops.total) / static_cast<double>(three.bytes.per_token.total));
+
+  // compare matches each batch with its own, and --pair-by batch pairs them.
+  const Outcome same = run({"compare", path("b.jsonl"), path("b.jsonl")});
+  EXPECT_NE(same.out.find("2 matched"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("| batch |"), std::string::npos) << same.out;
+  const Outcome pair = run({"compare", path("b.jsonl"), "--pair-by", "batch"});
+  EXPECT_NE(pair.out.find("batch 1 -> 3"), std::string::npos) << pair.out;
+  // report of batch-1 results only: the table it always printed.
+  const Outcome rep = run({"report", path("b.jsonl")});
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  EXPECT_NE(rep.out.find("| all tok/s |"), std::string::npos) << rep.out;
+  const Outcome old = run({"report", "results/h200/8b-int4-graph-on.json", "--format", "csv"});
+  ASSERT_EQ(old.code, 0) << old.err;
+  EXPECT_EQ(old.out.find("batch"), std::string::npos) << old.out;
 }

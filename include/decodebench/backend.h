@@ -25,6 +25,7 @@ struct Environment {
 // What a decoder is built for, apart from its weights and kernel.
 struct DecoderSpec {
   int64_t positions = 0;    // KV cache capacity: context + max(tokens, warmup)
+  int64_t batch = 1;        // sequences decoded in lockstep, each with its own KV cache (--batch)
   bool graph = false;       // replay one captured CUDA graph per step (cuda)
   std::string weights_key;  // weights_key() of the run, for BackendReuse
   // --kernel auto: a matrix the kernel cannot take runs a kernel that can (cuda), recorded in
@@ -42,10 +43,21 @@ struct BackendReuse {
   int64_t reused = 0;                 // runs that found their state here
 };
 
+// A measured matrix-multiply throughput: the compute floor's denominator.
+struct ComputePeak {
+  double TFLOPS = 0;  // 0: not measured
+  std::string probe;  // what ran, for device.compute_probe
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Environment environment() = 0;
+  // The throughput of the math a step of `scheme` weights runs on, measured in this process
+  // (device.peak_compute_TFLOPS); the default measures nothing.
+  virtual ComputePeak compute_peak(Scheme) { return {}; }
+  // The most sequences a decoder of this backend decodes in lockstep (DecoderSpec::batch).
+  virtual int64_t max_batch() const { return 1; }
   // `reuse`: null, or the state kept for a sequence of runs (see BackendReuse).
   virtual std::unique_ptr<Decoder> decoder(const WeightSource& weights, const KernelInfo& kernel,
                                            const DecoderSpec& spec, BackendReuse* reuse) = 0;
@@ -64,5 +76,9 @@ DeviceInfo cuda_device_info(int device, bool measure_bandwidth);
 
 // Host streaming-read bandwidth (GB/s) measured over a buffer several times the caches.
 double measure_host_read_GBps(int threads);
+
+// Host float32 multiply-add throughput (TFLOPS): a register-blocked matrix-multiply loop on
+// `threads` threads, the best of several passes.
+double measure_host_TFLOPS(int threads);
 
 }  // namespace db

@@ -37,6 +37,9 @@ struct WeightReuse {
 // weights whatever their positions, kernel or graph switch.
 std::string weights_key(const RunSpec& spec, const ModelConfig& cfg);
 
+// Refuses (db::Error, one line) a --batch above backend.max_batch(), before any weight loads.
+void check_batch_supported(const Backend& backend, BackendKind kind, int64_t batch);
+
 // One run: config -> weights -> backend -> Result. Throws db::Error / db::UsageError on
 // anything wrong with the spec (config, kernel for its scheme, positions, ...). `reuse`:
 // null, or the sharing state of a sequence of runs.

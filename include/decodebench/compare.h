@@ -29,6 +29,7 @@ struct RunKey {
   int64_t tokens = 0;
   bool sync_per_token = false;
   std::string weights;
+  int64_t batch = 1;  // a result from before --batch is batch 1
 
   bool operator==(const RunKey& o) const;
   bool operator!=(const RunKey& o) const { return !(*this == o); }
@@ -41,7 +42,8 @@ RunKey run_key(const Result& r);
 // names, values as the md table shows them (booleans "on"/"off").
 std::vector<std::pair<std::string, std::string>> key_fields(const RunKey& k);
 
-// "model=8b-int4 scheme=int4 group_size=128 ...": every field, one line.
+// "model=8b-int4 scheme=int4 group_size=128 ...": every field, one line; batch only when it
+// is not 1, so that a batch-1 key reads as it did before --batch.
 std::string to_string(const RunKey& k);
 
 // The key fields by name (those of key_fields), for --pair-by: the value of one, and the key

@@ -25,6 +25,11 @@ class WeightSource;
 // `context` from prompt[context], so every repetition generates the same tokens.
 int32_t prompt_token(int64_t index, int64_t vocab);
 
+// The prompt of sequence `sequence` of a batch (--batch): each sequence has a stream of its
+// own, and sequence 0's is prompt_token(index, vocab), so a batch's first sequence decodes
+// exactly what batch 1 decodes. `index` < 2^32 (positions are far below: kMaxPositions).
+int32_t prompt_token(int64_t sequence, int64_t index, int64_t vocab);
+
 // Times the steps of one repetition: start() before the first step, mark() after each, and
 // stop() (after the decoder has synchronized) returns the time of each step in ms.
 class StepClock {
@@ -50,11 +55,20 @@ struct DecoderFacts {
 
 // One run's decode loop on a backend. Steps may run asynchronously (the CUDA backend
 // enqueues them); each step's argmax is the next step's input, on the device.
+//
+// A decoder runs batch() sequences in lockstep (--batch B): each has its own KV cache and
+// prompt, all are at the same position, and one step decodes one token of each. The
+// methods of the first group serve every batch size: prefill() and step() act on all
+// sequences. At batch 1 the protocol calls only those of the first group, as it always has;
+// at B > 1 it calls the batch group in place of restart(), read_token(), tokens() and
+// logits(). The batch group's defaults serve a decoder of batch 1 (sequence 0 only), so a
+// backend that runs batch 1 only implements the first group.
 class Decoder {
  public:
   virtual ~Decoder() = default;
-  // Writes the KV cache of prompt_token(0 .. n-1) at positions 0 .. n-1, untimed, and waits
-  // for it: a step a token, or the whole prompt in batched chunks (DecoderFacts::prefill).
+  // Writes the KV cache of prompt_token(s, 0 .. n-1) for every sequence s at positions
+  // 0 .. n-1, untimed, and waits for it: a step a token, or the prompt in batched chunks
+  // (DecoderFacts::prefill).
   virtual void prefill(int64_t n) = 0;
   // The next step decodes `token` at `position`; tokens() counts the steps from here.
   virtual void restart(int64_t position, int32_t token) = 0;
@@ -69,6 +83,18 @@ class Decoder {
   virtual StepClock& clock() = 0;
   // After the run: its load time, memory and launch costs.
   virtual DecoderFacts facts() = 0;
+
+  // ---- batch: B sequences in lockstep (the defaults are batch 1's)
+  // The number of sequences B, fixed at construction (DecoderSpec::batch).
+  virtual int64_t batch() const { return 1; }
+  // As restart(), sequence s decoding tokens[s] [B] at `position`.
+  virtual void restart_batch(int64_t position, const std::vector<int32_t>& tokens);
+  // Waits for the steps so far and returns the last one's token of every sequence [B].
+  virtual std::vector<int32_t> read_tokens();
+  // Waits, then sequence s's tokens of the first n steps since restart_batch().
+  virtual std::vector<int32_t> sequence_tokens(int64_t s, int64_t n);
+  // Waits, then sequence s's logits of the last step [vocab].
+  virtual std::vector<float> sequence_logits(int64_t s);
 };
 
 // What to measure: the command line's --context, --tokens, --warmup, --repeat,
@@ -92,9 +118,10 @@ inline constexpr const char* kStopNoise = "noise-target";  // --max-noise reache
 inline constexpr const char* kStopTime = "time-limit";     // --max-time ran out first
 
 struct Measurement {
-  std::vector<double> samples_ms;             // repetitions x tokens step times, in order
-  std::vector<double> repetition_medians_ms;  // each repetition's median
-  std::vector<int32_t> tokens;                // the first repetition's tokens
+  std::vector<double> samples_ms;                     // repetitions x tokens step times, in order
+  std::vector<double> repetition_medians_ms;          // each repetition's median
+  std::vector<int32_t> tokens;                        // the first repetition's tokens of sequence 0
+  std::vector<std::vector<int32_t>> sequence_tokens;  // [batch] the first repetition's, every sequence's
   std::string stop = kStopRepeat;
   double prefill_s = 0;
   std::string clock;
@@ -141,11 +168,12 @@ class Progress {
   std::thread thread_;
 };
 
-// Runs the protocol on `d`. `weights` are the decoder's (for --check); `is_reference`: the
-// decoder is the CPU float32 reference itself, so --check has nothing to compare;
-// `progress`: null, or where the phases are shown.
-// Throws db::Error when a repetition generates other tokens than the first (the step is not
-// a function of its inputs) or a token read per step disagrees with the recorded one.
+// Runs the protocol on `d`, at d.batch() sequences. `weights` are the decoder's (for
+// --check); `is_reference`: the decoder is the CPU float32 reference itself, so --check has
+// nothing to compare; `progress`: null, or where the phases are shown.
+// Throws db::Error when a repetition generates other tokens than the first in any sequence
+// (the step is not a function of its inputs) or a token read per step disagrees with the
+// recorded one.
 Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& weights, bool is_reference,
                            Progress* progress = nullptr);
 
@@ -190,12 +218,15 @@ struct RunStability {
 RunStability run_stability(const Result& r);
 
 // The regime rule (docs/method.md "Regimes"). Bandwidth-bound needs the efficiency at which
-// two runs' TPOT ratio stays within 4/3 of their bytes' ratio.
+// two runs' TPOT ratio stays within 4/3 of their bytes' ratio; compute-bound the same
+// efficiency of a floor set by FLOPs.
 inline constexpr double kBandwidthBoundEfficiency = 0.75;
 
 // Sets r.regime and r.regime_reason from r.efficiency, the median TPOT, the step's fixed
-// launch cost and the bytes the kernel moves beyond the minimum. The efficiency is judged
-// at the two decimals every table and reason prints, so the label never contradicts them.
+// launch cost and the bytes the kernel moves beyond the minimum. The floor is the compute
+// floor when r.compute_floor_tpot_ms is above r.bandwidth_floor_tpot_ms: a run within the
+// bar of it is compute-bound, not bandwidth-bound. The efficiency is judged at the two
+// decimals every table and reason prints, so the label never contradicts them.
 void classify_regime(Roofline& r, double median_ms, int launches_per_step, double launch_overhead_us,
                      uint64_t kernel_extra_bytes);
 

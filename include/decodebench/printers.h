@@ -33,6 +33,9 @@ struct ResultField {
   // md shows the column only where its rows differ in it (a key field that usually does
   // not vary: group size, lm_head, sync per token, ...); csv always has it.
   bool when_differs = false;
+  // md and csv have the column only when a row ran at a batch other than 1 (config.batch):
+  // a table of batch-1 results is what it was before --batch.
+  bool when_batched = false;
 };
 
 // The columns of the md and csv tables, in order.

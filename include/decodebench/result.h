@@ -50,6 +50,10 @@ struct DeviceInfo {
   double theoretical_GBps = 0;  // from memory clock x bus width
   double peak_read_GBps = 0;    // measured in this process (streaming read)
   int cpu_threads = 0;          // cpu backend
+  // Matrix-multiply throughput measured in this process, the compute floor's denominator;
+  // 0 where the backend does not measure it (compute_probe says what ran)
+  double peak_compute_TFLOPS = 0;
+  std::string compute_probe;  // what measured peak_compute_TFLOPS; "" when not measured
 };
 
 struct RunConfig {
@@ -82,6 +86,7 @@ struct RunConfig {
   int64_t params = 0;     // parameter count of the model
   double max_noise = 0;   // --max-noise as a fraction; 0: a fixed --repeat
   double max_time_s = 0;  // --max-time with --max-noise
+  int64_t batch = 1;      // --batch: sequences decoded in lockstep, one token each per step
 };
 
 struct TpotStats {
@@ -91,8 +96,9 @@ struct TpotStats {
 
 struct Timing {
   TpotStats tpot_ms;
-  std::vector<double> samples_ms;  // every timed step, repetition by repetition
-  double tokens_per_s = 0;         // 1000 / median
+  std::vector<double> samples_ms;     // every timed step, repetition by repetition
+  double tokens_per_s = 0;            // 1000 / median: one sequence's
+  double aggregate_tokens_per_s = 0;  // batch x 1000 / median: every sequence's together
   double load_s = 0;            // weights generated or loaded, repacked, uploaded (when not reused), buffers
   bool weights_reused = false;  // the backend's weights were kept from the previous run of a sweep
   double prefill_s = 0;         // untimed: reaching --context
@@ -107,11 +113,15 @@ struct Timing {
 };
 
 struct Roofline {
-  double floor_tpot_ms = 0;   // bytes.per_token.total / device.peak_read_GBps
+  double floor_tpot_ms = 0;   // the larger of the bandwidth and compute floors
   double achieved_GBps = 0;   // bytes.per_token.total / median TPOT
   double efficiency = 0;      // floor / median TPOT, 0..1
-  std::string regime;         // "bandwidth-bound" | "overhead-bound" | "kernel-bound"
+  std::string regime;         // "bandwidth-bound" | "compute-bound" | "overhead-bound" | "kernel-bound"
   std::string regime_reason;  // the rule that fired, with the numbers
+  double bandwidth_floor_tpot_ms = 0;  // bytes.per_token.total / device.peak_read_GBps
+  double compute_floor_tpot_ms = 0;    // flops.total / device.peak_compute_TFLOPS; 0: not measured
+  double achieved_TFLOPS = 0;          // flops.total / median TPOT
+  double arithmetic_intensity = 0;     // flops.total / bytes.per_token.total, FLOP per byte
 };
 
 struct MemoryUse {
@@ -122,11 +132,13 @@ struct MemoryUse {
 };
 
 struct Check {
-  std::string tokens_hash;        // FNV-1a 64 of the generated token ids, hex
-  std::vector<int32_t> tokens;    // the first repetition's generated ids
+  std::string tokens_hash;        // FNV-1a 64 of the generated token ids (sequence 0's), hex
+  std::vector<int32_t> tokens;    // the first repetition's generated ids (sequence 0's)
   bool logits_checked = false;    // --check
   double logits_max_rel_err = 0;  // max |a-b| / max|b| over steps, against the reference
   std::string reference;          // what the logits were compared with
+  // tokens_hash of each sequence's tokens, sequence 0's first (batch 1: [tokens_hash])
+  std::vector<std::string> sequence_tokens_hashes;
 };
 
 struct Result {
@@ -137,6 +149,7 @@ struct Result {
   DeviceInfo device;
   RunConfig config;
   ByteAccount bytes;
+  StepFlops flops;
   Timing timing;
   Roofline roofline;
   MemoryUse memory;

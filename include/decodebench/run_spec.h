@@ -22,6 +22,7 @@ inline constexpr int64_t kMaxTokens = int64_t{1} << 20;
 inline constexpr int64_t kMaxWarmup = int64_t{1} << 20;
 inline constexpr int64_t kMaxRepeat = 10000;
 inline constexpr int64_t kMaxTimedSteps = int64_t{1} << 22;  // tokens x repeat
+inline constexpr int64_t kMaxBatch = 4096;                   // --batch: sequences in lockstep
 enum class OutputFormat { json, jsonl, md, csv };
 
 struct RunSpec {
@@ -39,6 +40,7 @@ struct RunSpec {
   int64_t tokens = 128;
   int64_t warmup = 16;
   int64_t repeat = 5;
+  int64_t batch = 1;  // --batch: sequences decoded in lockstep, one token each per step
   bool sync_per_token = false;
   bool check = false;
   double max_noise = 0;   // --max-noise, a fraction; 0: exactly --repeat repetitions

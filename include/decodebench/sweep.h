@@ -32,6 +32,7 @@ struct SweepSpec {
   std::vector<uint64_t> seeds{0};
   std::vector<int64_t> contexts{0};
   std::vector<int64_t> tokens{128};
+  std::vector<int64_t> batches{1};
   int runs = 1;  // --runs: each instance this many times, each in a separate process
 };
 
@@ -53,15 +54,18 @@ std::vector<int64_t> expand_int_list(const std::string& option, const std::strin
 void check_sweep_size(const SweepSpec& spec);
 
 // The instances in the fixed order: model outermost, then quant, group size, lm_head,
-// kernel, graph, adapter-mode, sync-per-token, seed, context, tokens (innermost). Each is `base` with those
-// fields set and its command_line the equivalent `decodebench run ...`. Pure: nothing is loaded or checked.
+// kernel, graph, adapter-mode, sync-per-token, seed, batch, context, tokens (innermost). Each is `base` with
+// those fields set and its command_line the equivalent `decodebench run ...`. Pure: nothing is loaded or
+// checked.
 std::vector<RunSpec> expand_sweep(const SweepSpec& spec);
 
 // "model tiny-int4, quant int4, kernel auto, graph on, context 0, tokens 8" (quant,
-// group-size, lm-head, adapter-mode and sync per token only when given): what was asked.
+// group-size, lm-head, adapter-mode, sync per token and a batch other than 1 only when
+// given): what was asked.
 std::string instance_summary(const RunSpec& s);
 
-// "model tiny-int4, int4 g64, kernel cpu.reference, graph off, context 0, tokens 8": what ran.
+// "model tiny-int4, int4 g64, kernel cpu.reference, graph off, context 0, tokens 8" (", batch
+// B" before the context when B is not 1): what ran.
 std::string ran_summary(const Result& r);
 
 // Runs every instance; progress on stderr, the md table of the entries on stdout, the file

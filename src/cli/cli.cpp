@@ -201,11 +201,12 @@ struct RunArgs {
   // Integers as typed; the defaults are RunSpec's, printed by --help.
   std::string seed = std::to_string(spec.seed), context = std::to_string(spec.context),
               tokens = std::to_string(spec.tokens), warmup = std::to_string(spec.warmup),
-              repeat = std::to_string(spec.repeat), device = std::to_string(spec.device);
+              repeat = std::to_string(spec.repeat), device = std::to_string(spec.device),
+              batch = std::to_string(spec.batch);
 };
 
 // The run options on `run`, or (sweep) on `sweep`, where --model, --quant, --kernel, --graph,
-// --adapter-mode, --context and --tokens take lists, checked item by item afterwards.
+// --adapter-mode, --context, --tokens and --batch take lists, checked item by item afterwards.
 void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
   RunSpec& s = a.spec;
   const auto member = [sweep](CLI::Option* o, std::vector<std::string> names) {
@@ -236,6 +237,9 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
   add_integer(run, "--context", a.context, "Start position (KV depth) of the timed tokens")
       ->capture_default_str();
   add_integer(run, "--tokens", a.tokens, "Timed tokens per repetition")->capture_default_str();
+  add_integer(run, "--batch", a.batch,
+              "Sequences decoded in lockstep, each with its own KV cache: one token of each per step")
+      ->capture_default_str();
   add_integer(run, "--warmup", a.warmup, "Untimed steps before timing")->capture_default_str();
   add_integer(run, "-r,--repeat", a.repeat, "Repetitions (at least this many with --max-noise)")
       ->capture_default_str();
@@ -276,8 +280,8 @@ CLI::App* add_sweep(CLI::App& app, RunArgs& a) {
   CLI::App* sw = app.add_subcommand(
       "sweep",
       "Run the cartesian product of the run options. --model, --quant, --group-size, --lm-head, --kernel, "
-      "--graph, --adapter-mode, --seed, --context and --tokens take comma lists (a,b,c); --context and "
-      "--tokens "
+      "--graph, --adapter-mode, --seed, --context, --tokens and --batch take comma lists (a,b,c); --context, "
+      "--tokens and --batch "
       "also ranges A-B+S (A, A+S, ... <= B) and A-B*F (A, A*F, ... <= B); --sync-per-token=on,off. --runs N "
       "runs each instance N times in separate processes");
   add_run_options(sw, a, true);
@@ -292,11 +296,13 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
   s.tokens = parse_integer<int64_t>("--tokens", a.tokens);
   s.warmup = parse_integer<int64_t>("--warmup", a.warmup);
   s.repeat = parse_integer<int64_t>("--repeat", a.repeat);
+  s.batch = parse_integer<int64_t>("--batch", a.batch);
   s.device = parse_integer<int>("--device", a.device);
   check_count("--context", s.context, 0, kMaxContext);
   check_count("--tokens", s.tokens, 1, kMaxTokens);
   check_count("--warmup", s.warmup, 0, kMaxWarmup);
   check_count("--repeat", s.repeat, 1, kMaxRepeat);
+  check_count("--batch", s.batch, 1, kMaxBatch);
   check_timed_steps(s.tokens, s.repeat);
   if (s.device < 0) usage_fail("--device must be non-negative, got {}", s.device);
   if (run.count("--max-noise")) {
@@ -430,8 +436,10 @@ SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<st
   }
   sp.contexts = expand_int_list("--context", a.context);
   sp.tokens = expand_int_list("--tokens", a.tokens);
+  sp.batches = expand_int_list("--batch", a.batch);
   for (int64_t c : sp.contexts) check_count("--context", c, 0, kMaxContext);
   for (int64_t t : sp.tokens) check_count("--tokens", t, 1, kMaxTokens);
+  for (int64_t b : sp.batches) check_count("--batch", b, 1, kMaxBatch);
 
   // The rest as run does, with the list options set to single placeholder values.
   a.spec.model = models[0];
@@ -441,6 +449,7 @@ SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<st
   a.adapter_mode = "merged";
   a.context = "0";
   a.tokens = "1";
+  a.batch = "1";
   a.seed = "0";
   a.group_size = "128";  // parsed only when given; each instance's own is checked by the run
   a.lm_head.clear();

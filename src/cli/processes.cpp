@@ -68,6 +68,7 @@ std::vector<std::string> run_arguments(const RunSpec& s) {
                        s.adapter_mode == AdapterMode::external ? "external" : "merged"});
   a.insert(a.end(), {"--context", std::to_string(s.context), "--tokens", std::to_string(s.tokens), "--warmup",
                      std::to_string(s.warmup), "--repeat", std::to_string(s.repeat)});
+  if (s.batch != 1) a.insert(a.end(), {"--batch", std::to_string(s.batch)});
   if (s.max_noise > 0)
     a.insert(a.end(), {"--max-noise", fmt::format("{}%", 100 * s.max_noise), "--max-time",
                        fmt::format("{}", s.max_time_s)});

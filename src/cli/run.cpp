@@ -46,6 +46,15 @@ std::string weights_key(const RunSpec& spec, const ModelConfig& cfg) {
       spec.adapter.empty() ? "" : (spec.adapter_mode == AdapterMode::external ? "external" : "merged"));
 }
 
+void check_batch_supported(const Backend& backend, BackendKind kind, int64_t batch) {
+  const int64_t most = backend.max_batch();
+  if (batch > most)
+    fail(
+        "--batch {}: not supported on the {} backend yet (it decodes at most {} sequence{} per step); run "
+        "--batch {}, or --backend cpu for the reference at any batch",
+        batch, to_string(kind), most, most == 1 ? "" : "s", most);
+}
+
 Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   const ModelConfig cfg = apply_overrides(load_model_config(spec.model), spec);
   const int64_t positions = spec.context + std::max(spec.tokens, spec.warmup);
@@ -61,6 +70,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   // The backend first: "no GPU" must be said before minutes of weight loading.
   std::unique_ptr<Backend> backend =
       spec.backend == BackendKind::cpu ? make_cpu_backend() : make_cuda_backend(spec.device);
+  check_batch_supported(*backend, spec.backend, spec.batch);
   // The adapter next: it is validated against the model before any weight is read. Its
   // synthetic values come from the run's --seed, as the model's do.
   // With `reuse`, a source of the same key (same config, file, seed and adapter) is shared.
@@ -94,13 +104,20 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
                     spec.progress);
   progress.phase("device and bandwidth probe");
   const Environment env = backend->environment();
+  const ComputePeak compute = backend->compute_peak(cfg.quant.scheme);
   progress.phase("load");
   DecoderSpec ds;
   ds.positions = positions;
+  ds.batch = spec.batch;
   ds.graph = spec.graph;
   ds.weights_key = key;
   ds.kernel_fallback = spec.kernel == "auto";
   std::unique_ptr<Decoder> decoder = backend->decoder(weights, kernel, ds, reuse ? &reuse->backend : nullptr);
+  // A backend that raised max_batch() must also have built a decoder of that many sequences:
+  // otherwise the run would time batch 1 and record it as --batch B.
+  if (decoder->batch() != spec.batch)
+    fail("the {} backend's decoder runs {} sequence(s) a step, not the --batch {} asked",
+         to_string(spec.backend), decoder->batch(), spec.batch);
   Protocol protocol;
   protocol.context = spec.context;
   protocol.tokens = spec.tokens;
@@ -122,6 +139,8 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.time = now_rfc3339();
   r.command = spec.command_line;
   r.device = env.device;
+  r.device.peak_compute_TFLOPS = compute.TFLOPS;
+  r.device.compute_probe = compute.TFLOPS > 0 ? compute.probe : "";
   r.device.end = backend->clock_state();
 
   RunConfig& rc = r.config;
@@ -148,17 +167,22 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   rc.tokens = spec.tokens;
   rc.warmup = spec.warmup;
   rc.repeat = spec.repeat;
+  rc.batch = spec.batch;
   rc.sync_per_token = spec.sync_per_token;
   rc.params = parameter_count(cfg);
   rc.max_noise = spec.max_noise;
   rc.max_time_s = spec.max_noise > 0 ? spec.max_time_s : 0;
 
-  r.bytes = account_bytes(cfg, adapter ? adapter->shape() : AdapterShape{},
-                          spec.backend == BackendKind::cpu ? KernelTraffic{} : kernel.traffic, spec.context,
-                          spec.context + spec.tokens - 1);
+  const AdapterShape adapter_shape = adapter ? adapter->shape() : AdapterShape{};
+  const int64_t last = spec.context + spec.tokens - 1;
+  r.bytes =
+      account_bytes(cfg, adapter_shape, spec.backend == BackendKind::cpu ? KernelTraffic{} : kernel.traffic,
+                    spec.context, last, spec.batch);
+  r.flops = account_flops(cfg, adapter_shape, spec.context, last, spec.batch);
   r.timing.samples_ms = m.samples_ms;
   r.timing.tpot_ms = compute_stats(m.samples_ms);
   r.timing.tokens_per_s = r.timing.tpot_ms.median > 0 ? 1e3 / r.timing.tpot_ms.median : 0;
+  r.timing.aggregate_tokens_per_s = static_cast<double>(spec.batch) * r.timing.tokens_per_s;
   r.timing.load_s = facts.load_s;
   r.timing.weights_reused = facts.weights_reused;
   r.timing.prefill_s = m.prefill_s;
@@ -170,11 +194,21 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.timing.repetitions = static_cast<int64_t>(m.repetition_medians_ms.size());
   r.timing.stop = m.stop;
 
+  // The floor is the larger of the bytes' at the measured bandwidth and the FLOPs' at the
+  // measured compute throughput (where the backend measures it).
+  Roofline& roof = r.roofline;
   const double total = static_cast<double>(r.bytes.per_token.total);
-  if (r.device.peak_read_GBps > 0) r.roofline.floor_tpot_ms = total / (r.device.peak_read_GBps * 1e9) * 1e3;
+  const double flops = static_cast<double>(r.flops.total);
+  if (r.device.peak_read_GBps > 0)
+    roof.bandwidth_floor_tpot_ms = total / (r.device.peak_read_GBps * 1e9) * 1e3;
+  if (r.device.peak_compute_TFLOPS > 0)
+    roof.compute_floor_tpot_ms = flops / (r.device.peak_compute_TFLOPS * 1e12) * 1e3;
+  roof.floor_tpot_ms = std::max(roof.bandwidth_floor_tpot_ms, roof.compute_floor_tpot_ms);
+  roof.arithmetic_intensity = total > 0 ? flops / total : 0;
   if (r.timing.tpot_ms.median > 0) {
-    r.roofline.achieved_GBps = total / (r.timing.tpot_ms.median * 1e-3) / 1e9;
-    r.roofline.efficiency = r.roofline.floor_tpot_ms / r.timing.tpot_ms.median;
+    roof.achieved_GBps = total / (r.timing.tpot_ms.median * 1e-3) / 1e9;
+    roof.achieved_TFLOPS = flops / (r.timing.tpot_ms.median * 1e-3) / 1e12;
+    roof.efficiency = roof.floor_tpot_ms / r.timing.tpot_ms.median;
   }
   classify_regime(r.roofline, r.timing.tpot_ms.median, facts.launches_per_step, facts.launch_overhead_us,
                   r.bytes.per_token.kernel_extra);
@@ -187,6 +221,8 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
 
   r.check.tokens = m.tokens;
   r.check.tokens_hash = tokens_hash(m.tokens);
+  for (const std::vector<int32_t>& t : m.sequence_tokens)
+    r.check.sequence_tokens_hashes.push_back(tokens_hash(t));
   r.check.logits_checked = m.logits_max_rel_err.has_value();
   r.check.logits_max_rel_err = m.logits_max_rel_err.value_or(0.0);
   r.check.reference = m.reference;

@@ -113,13 +113,19 @@ std::vector<int64_t> expand_int_list(const std::string& option, const std::strin
 }
 
 void check_sweep_size(const SweepSpec& sp) {
-  const int64_t sizes[] = {
-      static_cast<int64_t>(sp.models.size()),        static_cast<int64_t>(sp.quants.size()),
-      static_cast<int64_t>(sp.kernels.size()),       static_cast<int64_t>(sp.graphs.size()),
-      static_cast<int64_t>(sp.adapter_modes.size()), static_cast<int64_t>(sp.contexts.size()),
-      static_cast<int64_t>(sp.tokens.size()),        static_cast<int64_t>(sp.group_sizes.size()),
-      static_cast<int64_t>(sp.lm_heads.size()),      static_cast<int64_t>(sp.sync_per_token.size()),
-      static_cast<int64_t>(sp.seeds.size()),         static_cast<int64_t>(sp.runs)};
+  const int64_t sizes[] = {static_cast<int64_t>(sp.models.size()),
+                           static_cast<int64_t>(sp.quants.size()),
+                           static_cast<int64_t>(sp.kernels.size()),
+                           static_cast<int64_t>(sp.graphs.size()),
+                           static_cast<int64_t>(sp.adapter_modes.size()),
+                           static_cast<int64_t>(sp.contexts.size()),
+                           static_cast<int64_t>(sp.tokens.size()),
+                           static_cast<int64_t>(sp.group_sizes.size()),
+                           static_cast<int64_t>(sp.lm_heads.size()),
+                           static_cast<int64_t>(sp.sync_per_token.size()),
+                           static_cast<int64_t>(sp.seeds.size()),
+                           static_cast<int64_t>(sp.batches.size()),
+                           static_cast<int64_t>(sp.runs)};
   int64_t n = 1;
   bool over = false;
   for (int64_t k : sizes) {
@@ -128,10 +134,12 @@ void check_sweep_size(const SweepSpec& sp) {
   }
   if (over)
     usage_fail(
-        "sweep: {} models x {} quants x {} kernels x {} graphs x {} adapter modes x {} contexts x {} tokens "
+        "sweep: {} models x {} quants x {} kernels x {} graphs x {} adapter modes x {} contexts x {} "
+        "tokens{} "
         "is "
         "more than the {} instances a sweep may run",
-        sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6], kMaxSweepInstances);
+        sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6],
+        sizes[11] > 1 ? fmt::format(" x {} batches", sizes[11]) : "", kMaxSweepInstances);
 }
 
 std::string ran_summary(const Result& r) {
@@ -143,6 +151,7 @@ std::string ran_summary(const Result& r) {
   out += fmt::format(", kernel {}, graph {}", c.kernel, on_off(c.graph));
   if (c.adapter != "none" && !c.adapter.empty()) out += fmt::format(", adapter-mode {}", c.adapter_mode);
   if (c.sync_per_token) out += ", sync per token";
+  if (c.batch != 1) out += fmt::format(", batch {}", c.batch);
   out += fmt::format(", context {}, tokens {}", c.context, c.tokens);
   return out;
 }
@@ -155,6 +164,7 @@ std::string instance_summary(const RunSpec& s) {
   out += fmt::format(", kernel {}, graph {}", s.kernel, on_off(s.graph));
   if (!s.adapter.empty()) out += fmt::format(", adapter-mode {}", mode_name(s.adapter_mode));
   if (s.sync_per_token) out += ", sync per token";
+  if (s.batch != 1) out += fmt::format(", batch {}", s.batch);
   out += fmt::format(", context {}, tokens {}", s.context, s.tokens);
   return out;
 }
@@ -186,6 +196,7 @@ ErrorEntry error_entry(const RunSpec& s, const std::string& message) {
   c["warmup"] = s.warmup;
   c["repeat"] = s.repeat;
   c["sync_per_token"] = s.sync_per_token;
+  if (s.batch != 1) c["batch"] = s.batch;
   if (s.group_size) c["group_size"] = *s.group_size;
   if (s.lm_head) c["lm_head_scheme"] = to_string(*s.lm_head);
   ErrorEntry e;
@@ -214,24 +225,26 @@ std::vector<RunSpec> expand_sweep(const SweepSpec& sp) {
               for (AdapterMode mode : sp.adapter_modes)
                 for (bool sync : sp.sync_per_token)
                   for (uint64_t seed : sp.seeds)
-                    for (int64_t context : sp.contexts)
-                      for (int64_t tokens : sp.tokens) {
-                        RunSpec s = sp.base;
-                        s.model = model;
-                        s.quant = quant;
-                        s.group_size = group;
-                        s.lm_head = lm_head;
-                        s.kernel = kernel;
-                        s.graph = graph;
-                        s.adapter_mode = mode;
-                        s.sync_per_token = sync;
-                        s.seed = seed;
-                        s.context = context;
-                        s.tokens = tokens;
-                        s.output.clear();
-                        s.command_line = run_command(s);
-                        out.push_back(std::move(s));
-                      }
+                    for (int64_t batch : sp.batches)
+                      for (int64_t context : sp.contexts)
+                        for (int64_t tokens : sp.tokens) {
+                          RunSpec s = sp.base;
+                          s.batch = batch;
+                          s.model = model;
+                          s.quant = quant;
+                          s.group_size = group;
+                          s.lm_head = lm_head;
+                          s.kernel = kernel;
+                          s.graph = graph;
+                          s.adapter_mode = mode;
+                          s.sync_per_token = sync;
+                          s.seed = seed;
+                          s.context = context;
+                          s.tokens = tokens;
+                          s.output.clear();
+                          s.command_line = run_command(s);
+                          out.push_back(std::move(s));
+                        }
   return out;
 }
 

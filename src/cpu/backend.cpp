@@ -2,7 +2,9 @@
 // Correct and slow; it exists for checks and for CI, where there is no GPU.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -32,6 +34,43 @@ double measure_host_read_GBps(int threads) {
     if (std::accumulate(partial.begin(), partial.end(), 0.0) != static_cast<double>(n))
       fail("host bandwidth probe: bad sum");
     best = std::max(best, static_cast<double>(n * sizeof(float)) / s / 1e9);
+  }
+  return best;
+}
+
+double measure_host_TFLOPS(int threads) {
+  // C [4, 8] += A [K, 4]^T B [K, 8]: 32 accumulators the compiler keeps in vector registers,
+  // 8 independent chains of adds per column group; A and B (9 KB) stay in L1, so the loop
+  // measures arithmetic, not memory.
+  constexpr int M = 4, N = 8, K = 256;
+  constexpr int64_t kReps = 8000;
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    std::vector<double> partial(static_cast<size_t>(threads), 0.0);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        std::vector<float> a(M * K), b(N * K);
+        for (size_t i = 0; i < a.size(); ++i) a[i] = 1e-3f * static_cast<float>(static_cast<int>(i % 7) - 3);
+        for (size_t i = 0; i < b.size(); ++i) b[i] = 1e-3f * static_cast<float>(static_cast<int>(i % 5) - 2);
+        float c[M][N] = {};
+        for (int64_t rep = 0; rep < kReps; ++rep)
+          for (int k = 0; k < K; ++k)
+            for (int i = 0; i < M; ++i)
+              for (int j = 0; j < N; ++j) c[i][j] += a[k * M + i] * b[k * N + j];
+        double sum = 0;
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < N; ++j) sum += c[i][j];
+        partial[t] = sum;
+      });
+    }
+    for (auto& th : pool) th.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (double p : partial)
+      if (!std::isfinite(p)) fail("host compute probe: a non-finite sum");
+    const double flops = 2.0 * M * N * K * static_cast<double>(kReps) * threads;
+    best = std::max(best, flops / s / 1e12);
   }
   return best;
 }
@@ -73,34 +112,51 @@ class HostClock final : public StepClock {
   std::vector<Clock::time_point> marks_;
 };
 
+// Runs the reference at the decoder's batch: one CpuModel of B sequences, each step
+// decoding every sequence's token and taking its argmax as the sequence's next input.
 class CpuDecoder final : public Decoder {
  public:
-  CpuDecoder(const WeightSource& weights, int64_t positions) {
+  CpuDecoder(const WeightSource& weights, int64_t positions, int64_t batch) {
     const auto t0 = Clock::now();
-    model_ = std::make_unique<CpuModel>(weights, positions);
+    model_ = std::make_unique<CpuModel>(weights, positions, 0, batch);
     load_s_ = std::chrono::duration<double>(Clock::now() - t0).count();
+    tokens_.assign(static_cast<size_t>(batch), 0);
+    generated_.resize(static_cast<size_t>(batch));
   }
 
   void prefill(int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) model_->step(prompt_token(i, model_->config().vocab_size), i);
+    const int64_t vocab = model_->config().vocab_size;
+    std::vector<int32_t> prompt(tokens_.size());
+    for (int64_t i = 0; i < n; ++i) {
+      for (size_t s = 0; s < prompt.size(); ++s) prompt[s] = prompt_token(static_cast<int64_t>(s), i, vocab);
+      model_->step_batch(prompt, i);
+    }
   }
-  void restart(int64_t position, int32_t token) override {
+  void restart(int64_t position, int32_t token) override { restart_batch(position, {token}); }
+  void restart_batch(int64_t position, const std::vector<int32_t>& tokens) override {
+    if (tokens.size() != tokens_.size())
+      fail("cpu decoder: {} restart tokens for a batch of {}", tokens.size(), tokens_.size());
     pos_ = position;
-    token_ = token;
-    generated_.clear();
+    tokens_ = tokens;
+    for (std::vector<int32_t>& g : generated_) g.clear();
   }
   void step() override {
-    logits_ = &model_->step(token_, pos_++);
-    token_ = CpuModel::argmax(*logits_);
-    generated_.push_back(token_);
+    stepped_ = true;
+    if (tokens_.size() == 1) {  // batch 1: the model's own one-token step
+      tokens_[0] = CpuModel::argmax(model_->step(tokens_[0], pos_++));
+      generated_[0].push_back(tokens_[0]);
+      return;
+    }
+    model_->step_batch(tokens_, pos_++);
+    for (size_t s = 0; s < tokens_.size(); ++s) {
+      tokens_[s] = CpuModel::argmax(model_->logits(static_cast<int64_t>(s)));
+      generated_[s].push_back(tokens_[s]);
+    }
   }
   void synchronize() override {}
-  int32_t read_token() override { return token_; }
-  std::vector<int32_t> tokens(int64_t n) override {
-    return {generated_.begin(),
-            generated_.begin() + std::min<int64_t>(n, static_cast<int64_t>(generated_.size()))};
-  }
-  std::vector<float> logits() override { return logits_ ? *logits_ : std::vector<float>{}; }
+  int32_t read_token() override { return tokens_[0]; }
+  std::vector<int32_t> tokens(int64_t n) override { return sequence_tokens(0, n); }
+  std::vector<float> logits() override { return sequence_logits(0); }
   StepClock& clock() override { return clock_; }
   DecoderFacts facts() override {
     DecoderFacts f;
@@ -111,13 +167,23 @@ class CpuDecoder final : public Decoder {
     return f;
   }
 
+  int64_t batch() const override { return model_->batch(); }
+  std::vector<int32_t> read_tokens() override { return tokens_; }
+  std::vector<int32_t> sequence_tokens(int64_t s, int64_t n) override {
+    const std::vector<int32_t>& g = generated_.at(static_cast<size_t>(s));
+    return {g.begin(), g.begin() + std::min<int64_t>(n, static_cast<int64_t>(g.size()))};
+  }
+  std::vector<float> sequence_logits(int64_t s) override {
+    return stepped_ ? model_->logits(s) : std::vector<float>{};
+  }
+
  private:
   std::unique_ptr<CpuModel> model_;
   double load_s_ = 0;
   int64_t pos_ = 0;
-  int32_t token_ = 0;
-  std::vector<int32_t> generated_;
-  const std::vector<float>* logits_ = nullptr;
+  std::vector<int32_t> tokens_;                  // [batch] each sequence's next input
+  std::vector<std::vector<int32_t>> generated_;  // [batch] the tokens since the restart
+  bool stepped_ = false;
   HostClock clock_;
 };
 
@@ -132,11 +198,18 @@ class CpuBackend final : public Backend {
     d.peak_read_GBps = measure_host_read_GBps(d.cpu_threads);
     return e;
   }
+  // The reference dequantizes every scheme to float32 and multiplies there.
+  ComputePeak compute_peak(Scheme) override {
+    const int threads = CpuModel::default_threads();
+    return {measure_host_TFLOPS(threads),
+            fmt::format("float32 multiply-add loop, 4x8 register tile, {} threads", threads)};
+  }
+  int64_t max_batch() const override { return std::numeric_limits<int64_t>::max(); }
   // The reference has one way to multiply (dequantize, then dot in float32) whatever the
   // kernel, and makes its float32 model per run: nothing is kept in `reuse`.
   std::unique_ptr<Decoder> decoder(const WeightSource& weights, const KernelInfo&, const DecoderSpec& spec,
                                    BackendReuse*) override {
-    return std::make_unique<CpuDecoder>(weights, spec.positions);
+    return std::make_unique<CpuDecoder>(weights, spec.positions, spec.batch);
   }
   std::optional<ClockState> clock_state() override { return std::nullopt; }
   bool is_reference() const override { return true; }

@@ -16,7 +16,7 @@ int CpuModel::default_threads() {
   return std::min(4, hardware_threads());
 }
 
-CpuModel::Plan CpuModel::plan(const ModelConfig& c, int64_t max_positions) {
+CpuModel::Plan CpuModel::plan(const ModelConfig& c, int64_t max_positions, int64_t batch) {
   Plan p;
   const ByteAccount b = account_bytes(c, AdapterShape{}, KernelTraffic{}, 0, 0);
   // The lm_head is materialized in its scheme even where it is tied to the embedding.
@@ -32,27 +32,30 @@ CpuModel::Plan CpuModel::plan(const ModelConfig& c, int64_t max_positions) {
   if (c.arch == Arch::qwen2)  // the q/k/v biases, held as float
     p.weights +=
         sizeof(float) * static_cast<uint64_t>(c.num_hidden_layers) * static_cast<uint64_t>(qkv_bias_size(c));
+  const uint64_t sequences = static_cast<uint64_t>(std::max<int64_t>(batch, 1));
   p.kv_cache = 2 * sizeof(float) * static_cast<uint64_t>(c.num_hidden_layers) *
-               static_cast<uint64_t>(max_positions) * static_cast<uint64_t>(c.kv_dim());
-  const uint64_t vectors = 5 * static_cast<uint64_t>(c.hidden_size) + 2 * static_cast<uint64_t>(c.q_dim()) +
-                           2 * static_cast<uint64_t>(c.kv_dim()) +
-                           2 * static_cast<uint64_t>(c.intermediate_size) +
-                           static_cast<uint64_t>(max_positions) * (1 + static_cast<uint64_t>(c.head_dim)) +
-                           2 * static_cast<uint64_t>(c.vocab_size);
-  p.scratch = sizeof(float) * vectors;
+               static_cast<uint64_t>(max_positions) * static_cast<uint64_t>(c.kv_dim()) * sequences;
+  const uint64_t per_sequence = 5 * static_cast<uint64_t>(c.hidden_size) +
+                                2 * static_cast<uint64_t>(c.q_dim()) + 2 * static_cast<uint64_t>(c.kv_dim()) +
+                                2 * static_cast<uint64_t>(c.intermediate_size) +
+                                2 * static_cast<uint64_t>(c.vocab_size);
+  const uint64_t shared = static_cast<uint64_t>(max_positions) * (1 + static_cast<uint64_t>(c.head_dim));
+  p.scratch = sizeof(float) * (per_sequence * sequences + shared);
   return p;
 }
 
-CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int threads)
-    : c_(source.config()), source_(source), max_positions_(max_positions) {
+CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int threads, int64_t batch)
+    : c_(source.config()), source_(source), max_positions_(max_positions), batch_(batch) {
   if (max_positions <= 0) fail("cpu reference: need at least one position");
-  const Plan need = plan(c_, max_positions);
+  if (batch <= 0) fail("cpu reference: need at least one sequence, got a batch of {}", batch);
+  const Plan need = plan(c_, max_positions, batch);
   if (const HostMemory have = host_memory(); need.total() > have.available)
     fail(
         "not enough host memory for the CPU reference of {}: need {:.2f} GB (weights {:.2f}, KV cache {:.2f} "
-        "for {} positions, scratch {:.2f}), {:.2f} GB available ({})",
+        "for {} positions{}, scratch {:.2f}), {:.2f} GB available ({})",
         c_.name, need.total() / 1e9, need.weights / 1e9, need.kv_cache / 1e9, max_positions,
-        need.scratch / 1e9, have.available / 1e9, have.limit);
+        batch > 1 ? fmt::format(" x {} sequences", batch) : "", need.scratch / 1e9, have.available / 1e9,
+        have.limit);
   threads_ = threads > 0 ? threads : default_threads();
   const Scheme s = c_.quant.scheme;
   if (const Adapter* a = source.adapter(); a && a->mode == AdapterMode::external) external_ = a;
@@ -85,21 +88,22 @@ CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int thread
   final_norm_ = source.host_vector(source.vector(kFinalNormName, c_.hidden_size));
   lm_head_ = source.host_matrix(source.lm_head(), c_.quant.lm_head);
   rope_ = rope_table(c_, max_positions_);
-  const size_t kv = static_cast<size_t>(c_.num_hidden_layers * max_positions_ * c_.kv_dim());
+  const auto B = static_cast<size_t>(batch_);
+  const size_t kv = static_cast<size_t>(c_.num_hidden_layers * max_positions_ * c_.kv_dim()) * B;
   k_cache_.assign(kv, 0.f);
   v_cache_.assign(kv, 0.f);
   const auto H = static_cast<size_t>(c_.hidden_size);
-  x_.resize(H);
-  h_.resize(H);
-  q_.resize(static_cast<size_t>(c_.q_dim()));
-  k_.resize(static_cast<size_t>(c_.kv_dim()));
-  v_.resize(static_cast<size_t>(c_.kv_dim()));
-  att_.resize(static_cast<size_t>(c_.q_dim()));
-  o_.resize(H);
-  g_.resize(static_cast<size_t>(c_.intermediate_size));
-  u_.resize(static_cast<size_t>(c_.intermediate_size));
+  x_.resize(B * H);
+  h_.resize(B * H);
+  q_.resize(B * static_cast<size_t>(c_.q_dim()));
+  k_.resize(B * static_cast<size_t>(c_.kv_dim()));
+  v_.resize(B * static_cast<size_t>(c_.kv_dim()));
+  att_.resize(B * static_cast<size_t>(c_.q_dim()));
+  o_.resize(B * H);
+  g_.resize(B * static_cast<size_t>(c_.intermediate_size));
+  u_.resize(B * static_cast<size_t>(c_.intermediate_size));
   scores_.resize(static_cast<size_t>(max_positions_));
-  logits_.resize(static_cast<size_t>(c_.vocab_size));
+  logits_.resize(B * static_cast<size_t>(c_.vocab_size));
   if (external_) {
     lora_t_.resize(static_cast<size_t>(external_->rank));
     lora_u_.resize(static_cast<size_t>(std::max({c_.q_dim(), c_.hidden_size, c_.intermediate_size})));
@@ -125,9 +129,12 @@ void CpuModel::matvec(const QuantMatrix& w, const float* x, float* y) const {
     std::vector<float> row(static_cast<size_t>(w.cols));
     for (int64_t r = begin; r < end; ++r) {
       w.row(r, row.data());
-      float acc = 0.f;
-      for (int64_t c = 0; c < w.cols; ++c) acc += row[c] * x[c];
-      y[r] = acc;
+      for (int64_t s = 0; s < batch_; ++s) {
+        const float* xs = x + s * w.cols;
+        float acc = 0.f;
+        for (int64_t c = 0; c < w.cols; ++c) acc += row[c] * xs[c];
+        y[s * w.rows + r] = acc;
+      }
     }
   });
 }
@@ -136,22 +143,26 @@ void CpuModel::linear(const Layer& L, Linear l, const QuantMatrix& w, const floa
   matvec(w, x, y);
   const LoraPair* p = L.lora[static_cast<size_t>(l)];
   if (!p) return;
-  // The low-rank path of external mode: t = A x [rank], then y += scale * B t.
+  // The low-rank path of external mode, per sequence: t = A x [rank], then y += scale * B t.
   const int64_t r = external_->rank, in = w.cols, out = w.rows;
-  for (int64_t k = 0; k < r; ++k) {
-    const float* ak = p->a.data() + k * in;
-    float acc = 0.f;
-    for (int64_t i = 0; i < in; ++i) acc += ak[i] * x[i];
-    lora_t_[k] = acc;
-  }
   const float s = external_->scale_f();
-  for (int64_t o = 0; o < out; ++o) {
-    const float* bo = p->b.data() + o * r;
-    float acc = 0.f;
-    for (int64_t k = 0; k < r; ++k) acc += bo[k] * lora_t_[k];
-    lora_u_[o] = acc;
+  for (int64_t seq = 0; seq < batch_; ++seq) {
+    const float* xs = x + seq * in;
+    float* ys = y + seq * out;
+    for (int64_t k = 0; k < r; ++k) {
+      const float* ak = p->a.data() + k * in;
+      float acc = 0.f;
+      for (int64_t i = 0; i < in; ++i) acc += ak[i] * xs[i];
+      lora_t_[k] = acc;
+    }
+    for (int64_t o = 0; o < out; ++o) {
+      const float* bo = p->b.data() + o * r;
+      float acc = 0.f;
+      for (int64_t k = 0; k < r; ++k) acc += bo[k] * lora_t_[k];
+      lora_u_[o] = acc;
+    }
+    for (int64_t o = 0; o < out; ++o) ys[o] += s * lora_u_[o];
   }
-  for (int64_t o = 0; o < out; ++o) y[o] += s * lora_u_[o];
 }
 
 void CpuModel::rmsnorm(const float* x, const float* w, int64_t n, float* out) const {
@@ -176,75 +187,100 @@ void CpuModel::rope(float* v, int64_t heads, int64_t pos) const {
 }
 
 const std::vector<float>& CpuModel::step(int32_t token, int64_t pos) {
-  if (token < 0 || token >= c_.vocab_size) fail("cpu reference: token {} outside the vocabulary", token);
-  if (pos < 0 || pos >= max_positions_) fail("cpu reference: position {} outside the cache", pos);
-  const int64_t H = c_.hidden_size, hd = c_.head_dim, kvd = c_.kv_dim();
+  if (batch_ != 1) fail("cpu reference: step() of one token on a model of {} sequences", batch_);
+  step_batch({token}, pos);
+  return logits_;  // [vocab] at batch 1
+}
+
+std::vector<float> CpuModel::logits(int64_t s) const {
+  if (s < 0 || s >= batch_) fail("cpu reference: sequence {} of a batch of {}", s, batch_);
+  const auto begin = logits_.begin() + s * c_.vocab_size;
+  return {begin, begin + c_.vocab_size};
+}
+
+void CpuModel::attention(int64_t l, int64_t s, int64_t pos) {
+  const int64_t hd = c_.head_dim, kvd = c_.kv_dim();
   const int64_t heads = c_.num_attention_heads, group = heads / c_.num_key_value_heads;
-  source_.host_embedding_row(embedding_, token, x_.data());
+  const float* kc = k_cache_.data() + (s * c_.num_hidden_layers + l) * max_positions_ * kvd;
+  const float* vc = v_cache_.data() + (s * c_.num_hidden_layers + l) * max_positions_ * kvd;
+  // Attention of one query over positions 0..pos; query head h reads kv head h / group.
+  const float scale = 1.f / std::sqrt(static_cast<float>(hd));
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* qh = &q_[s * c_.q_dim() + h * hd];
+    const int64_t kvh = h / group;
+    float mx = -INFINITY;
+    for (int64_t t = 0; t <= pos; ++t) {
+      const float* kt = kc + t * kvd + kvh * hd;
+      float sc = 0.f;
+      for (int64_t i = 0; i < hd; ++i) sc += qh[i] * kt[i];
+      scores_[t] = sc * scale;
+      mx = std::max(mx, scores_[t]);
+    }
+    float sum = 0.f;
+    for (int64_t t = 0; t <= pos; ++t) {
+      scores_[t] = std::exp(scores_[t] - mx);
+      sum += scores_[t];
+    }
+    float* out = &att_[s * c_.q_dim() + h * hd];
+    std::fill(out, out + hd, 0.f);
+    for (int64_t t = 0; t <= pos; ++t) {
+      const float p = scores_[t] / sum;
+      const float* vt = vc + t * kvd + kvh * hd;
+      for (int64_t i = 0; i < hd; ++i) out[i] += p * vt[i];
+    }
+  }
+}
+
+void CpuModel::step_batch(const std::vector<int32_t>& tokens, int64_t pos) {
+  if (static_cast<int64_t>(tokens.size()) != batch_)
+    fail("cpu reference: {} tokens for a batch of {}", tokens.size(), batch_);
+  for (int32_t token : tokens)
+    if (token < 0 || token >= c_.vocab_size) fail("cpu reference: token {} outside the vocabulary", token);
+  if (pos < 0 || pos >= max_positions_) fail("cpu reference: position {} outside the cache", pos);
+  const int64_t H = c_.hidden_size, hd = c_.head_dim, kvd = c_.kv_dim(), qd = c_.q_dim();
+  const int64_t I = c_.intermediate_size, heads = c_.num_attention_heads;
+  for (int64_t s = 0; s < batch_; ++s) source_.host_embedding_row(embedding_, tokens[s], &x_[s * H]);
 
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const Layer& L = layers_[l];
-    rmsnorm(x_.data(), L.attn_norm.data(), H, h_.data());
+    for (int64_t s = 0; s < batch_; ++s) rmsnorm(&x_[s * H], L.attn_norm.data(), H, &h_[s * H]);
     linear(L, Linear::q, L.wq, h_.data(), q_.data());
     linear(L, Linear::k, L.wk, h_.data(), k_.data());
     linear(L, Linear::v, L.wv, h_.data(), v_.data());
-    if (!L.qkv_bias.empty()) {  // qwen2: before the RoPE, as transformers adds it inside q/k/v_proj
-      const float* b = L.qkv_bias.data();
-      for (int64_t i = 0; i < c_.q_dim(); ++i) q_[i] += b[i];
-      for (int64_t i = 0; i < kvd; ++i) k_[i] += b[c_.q_dim() + i];
-      for (int64_t i = 0; i < kvd; ++i) v_[i] += b[c_.q_dim() + kvd + i];
-    }
-    if (c_.arch == Arch::qwen3) {
-      for (int64_t h = 0; h < heads; ++h) rmsnorm(&q_[h * hd], L.q_norm.data(), hd, &q_[h * hd]);
-      for (int64_t h = 0; h < c_.num_key_value_heads; ++h)
-        rmsnorm(&k_[h * hd], L.k_norm.data(), hd, &k_[h * hd]);
-    }
-    rope(q_.data(), heads, pos);
-    rope(k_.data(), c_.num_key_value_heads, pos);
-    float* kc = k_cache_.data() + l * max_positions_ * kvd;
-    float* vc = v_cache_.data() + l * max_positions_ * kvd;
-    std::copy(k_.begin(), k_.end(), kc + pos * kvd);
-    std::copy(v_.begin(), v_.end(), vc + pos * kvd);
-
-    // Attention of one query over positions 0..pos; query head h reads kv head h / group.
-    const float scale = 1.f / std::sqrt(static_cast<float>(hd));
-    for (int64_t h = 0; h < heads; ++h) {
-      const float* qh = &q_[h * hd];
-      const int64_t kvh = h / group;
-      float mx = -INFINITY;
-      for (int64_t t = 0; t <= pos; ++t) {
-        const float* kt = kc + t * kvd + kvh * hd;
-        float s = 0.f;
-        for (int64_t i = 0; i < hd; ++i) s += qh[i] * kt[i];
-        scores_[t] = s * scale;
-        mx = std::max(mx, scores_[t]);
+    for (int64_t s = 0; s < batch_; ++s) {
+      float* q = &q_[s * qd];
+      float* k = &k_[s * kvd];
+      float* v = &v_[s * kvd];
+      if (!L.qkv_bias.empty()) {  // qwen2: before the RoPE, as transformers adds it inside q/k/v_proj
+        const float* b = L.qkv_bias.data();
+        for (int64_t i = 0; i < qd; ++i) q[i] += b[i];
+        for (int64_t i = 0; i < kvd; ++i) k[i] += b[qd + i];
+        for (int64_t i = 0; i < kvd; ++i) v[i] += b[qd + kvd + i];
       }
-      float sum = 0.f;
-      for (int64_t t = 0; t <= pos; ++t) {
-        scores_[t] = std::exp(scores_[t] - mx);
-        sum += scores_[t];
+      if (c_.arch == Arch::qwen3) {
+        for (int64_t h = 0; h < heads; ++h) rmsnorm(&q[h * hd], L.q_norm.data(), hd, &q[h * hd]);
+        for (int64_t h = 0; h < c_.num_key_value_heads; ++h)
+          rmsnorm(&k[h * hd], L.k_norm.data(), hd, &k[h * hd]);
       }
-      float* out = &att_[h * hd];
-      std::fill(out, out + hd, 0.f);
-      for (int64_t t = 0; t <= pos; ++t) {
-        const float p = scores_[t] / sum;
-        const float* vt = vc + t * kvd + kvh * hd;
-        for (int64_t i = 0; i < hd; ++i) out[i] += p * vt[i];
-      }
+      rope(q, heads, pos);
+      rope(k, c_.num_key_value_heads, pos);
+      const int64_t cache = (s * c_.num_hidden_layers + l) * max_positions_ * kvd;
+      std::copy(k, k + kvd, k_cache_.data() + cache + pos * kvd);
+      std::copy(v, v + kvd, v_cache_.data() + cache + pos * kvd);
+      attention(l, s, pos);
     }
     linear(L, Linear::o, L.wo, att_.data(), o_.data());
-    for (int64_t i = 0; i < H; ++i) x_[i] += o_[i];
+    for (int64_t i = 0; i < batch_ * H; ++i) x_[i] += o_[i];
 
-    rmsnorm(x_.data(), L.mlp_norm.data(), H, h_.data());
+    for (int64_t s = 0; s < batch_; ++s) rmsnorm(&x_[s * H], L.mlp_norm.data(), H, &h_[s * H]);
     linear(L, Linear::gate, L.gate, h_.data(), g_.data());
     linear(L, Linear::up, L.up, h_.data(), u_.data());
-    for (int64_t i = 0; i < c_.intermediate_size; ++i) g_[i] = g_[i] / (1.f + std::exp(-g_[i])) * u_[i];
+    for (int64_t i = 0; i < batch_ * I; ++i) g_[i] = g_[i] / (1.f + std::exp(-g_[i])) * u_[i];
     linear(L, Linear::down, L.down, g_.data(), o_.data());
-    for (int64_t i = 0; i < H; ++i) x_[i] += o_[i];
+    for (int64_t i = 0; i < batch_ * H; ++i) x_[i] += o_[i];
   }
-  rmsnorm(x_.data(), final_norm_.data(), H, h_.data());
+  for (int64_t s = 0; s < batch_; ++s) rmsnorm(&x_[s * H], final_norm_.data(), H, &h_[s * H]);
   matvec(lm_head_, h_.data(), logits_.data());
-  return logits_;
 }
 
 int32_t CpuModel::argmax(const std::vector<float>& logits) {

@@ -207,6 +207,17 @@ class CudaBackend final : public Backend {
     return std::make_unique<CudaDecoder>(std::move(w), kernel, spec, reused, load0);
   }
 
+  // HOOK (cuda): the compute floor's probe. To fill in: a cuBLAS GEMM at the scheme's math
+  // type (fp16 in, fp32 accumulate; int8 and int4 dequantize to fp16 before the mma), large
+  // enough to keep every SM's tensor cores busy, timed like measure_read_GBps (passes, the
+  // fastest), returning {TFLOPS, "cublasGemmEx fp16 M x N x K"}. Until then nothing is
+  // measured, device.peak_compute_TFLOPS is 0 and the floor is the bandwidth floor.
+  ComputePeak compute_peak(Scheme) override { return {}; }
+  // HOOK (cuda): the most sequences the engine decodes in lockstep. Batch 1 until the
+  // engine implements the Decoder's batch methods (measure.h); --batch above it is refused
+  // by the run before anything loads.
+  int64_t max_batch() const override { return 1; }
+
   std::optional<ClockState> clock_state() override {
     char bus[32] = {};
     CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));

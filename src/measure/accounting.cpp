@@ -61,10 +61,22 @@ MatrixBytes matrix_bytes(int64_t rows, int64_t cols, Scheme scheme, int group_si
   return m;
 }
 
+uint64_t activation_bytes_per_sequence(const ModelConfig& c) {
+  // Per layer: QKV reads H and writes q_dim + 2 kv_dim; O reads q_dim and writes H; gate/up
+  // reads H and writes I (SiLU(gate) * up, which the multiply's epilogue can form); down reads
+  // I and writes H. The lm_head reads H; its logits need not reach memory (the argmax can
+  // run in its epilogue).
+  const uint64_t per_layer =
+      4 * u(c.hidden_size) + 2 * u(c.q_dim()) + 2 * u(c.kv_dim()) + 2 * u(c.intermediate_size);
+  return (u(c.num_hidden_layers) * per_layer + u(c.hidden_size)) * kF16;
+}
+
 ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, const KernelTraffic& kernel,
-                          int64_t position_first, int64_t position_last) {
+                          int64_t position_first, int64_t position_last, int64_t batch) {
   if (position_first < 0 || position_last < position_first)
     fail("byte accounting: bad position range {}..{}", position_first, position_last);
+  if (batch < 1) fail("byte accounting: batch {} is not at least 1", batch);
+  const uint64_t sequences = u(batch);
   ByteAccount a;
   a.position_first = position_first;
   a.position_last = position_last;
@@ -88,21 +100,24 @@ ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, con
 
   const MatrixBytes head = matrix_bytes(c.vocab_size, c.hidden_size, q.lm_head, q.group_size, q.zero_point);
   t.lm_head = head.total();
-  t.embedding_row = u(c.hidden_size) * kF16;
+  t.embedding_row = u(c.hidden_size) * kF16 * sequences;
   t.norms = norm_bytes(c);
   t.biases = bias_bytes(c);
   const bool external = adapter.rank > 0 && adapter.mode == AdapterMode::external;
   t.adapter = external ? adapter_bytes_per_layer(c, adapter) * layers : 0;
 
-  // K and V, fp16, for every layer and kv head: positions 0..pos are read, pos is written.
-  // The mean of (pos + 1) over first..last is (first + last) / 2 + 1; keep it exact by
-  // working with the sum first + last + 2 and halving at the end.
+  // K and V, fp16, for every layer and kv head of every sequence: positions 0..pos are read,
+  // pos is written. The mean of (pos + 1) over first..last is (first + last) / 2 + 1; keep it
+  // exact by working with the sum first + last + 2 and halving at the end.
   const uint64_t kv_per_position = 2 * layers * u(c.kv_dim()) * kF16;
-  t.kv_read = kv_per_position * u(position_first + position_last + 2) / 2;
-  t.kv_write = kv_per_position;
+  t.kv_read = kv_per_position * u(position_first + position_last + 2) / 2 * sequences;
+  t.kv_write = kv_per_position * sequences;
+  // Batch 1's few activation vectors stay in cache between the kernels and are not counted
+  // (as ever); B sequences' grow with B and are.
+  t.activations = batch > 1 ? activation_bytes_per_sequence(c) * sequences : 0;
 
   t.total = t.linear_weights + t.scales + t.zeros + t.lm_head + t.embedding_row + t.norms + t.biases +
-            t.adapter + t.kv_read + t.kv_write;
+            t.adapter + t.kv_read + t.kv_write + t.activations;
   // --kernel selects the block linears' kernel, and the lm_head's when it has the same
   // scheme (otherwise the lm_head runs its own scheme's default kernel, which moves nothing extra).
   const uint64_t head_elements = q.lm_head == q.scheme ? u(c.vocab_size) * u(c.hidden_size) : 0;
@@ -120,6 +135,30 @@ ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, con
   s.adapter = t.adapter;
   s.total = s.linear + s.embedding + s.lm_head + s.norms + s.biases + s.adapter;
   return a;
+}
+
+StepFlops account_flops(const ModelConfig& c, const AdapterShape& adapter, int64_t position_first,
+                        int64_t position_last, int64_t batch) {
+  if (position_first < 0 || position_last < position_first)
+    fail("FLOP accounting: bad position range {}..{}", position_first, position_last);
+  if (batch < 1) fail("FLOP accounting: batch {} is not at least 1", batch);
+  const uint64_t sequences = u(batch), layers = u(c.num_hidden_layers);
+  StepFlops f;
+  uint64_t elements = 0;
+  for (Linear l : kLinears) elements += u(linear_shape(c, l).elements());
+  f.linear = 2 * elements * layers * sequences;
+  f.lm_head = 2 * u(c.vocab_size) * u(c.hidden_size) * sequences;
+  // Each query head dots its q with K of positions 0..pos and sums V of them weighted: 2
+  // multiply-adds per element of q_dim and position. The mean of (pos + 1) is
+  // (first + last + 2) / 2, so 4 x q_dim x (pos + 1) is 2 x q_dim x (first + last + 2) exactly.
+  f.attention = 2 * u(c.q_dim()) * u(position_first + position_last + 2) * layers * sequences;
+  if (adapter.rank > 0 && adapter.mode == AdapterMode::external)
+    for (Linear l : adapter.targets) {
+      const MatShape s = linear_shape(c, l);
+      f.adapter += 2 * u(adapter.rank) * u(s.rows + s.cols) * layers * sequences;
+    }
+  f.total = f.linear + f.lm_head + f.attention + f.adapter;
+  return f;
 }
 
 }  // namespace db

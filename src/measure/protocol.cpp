@@ -11,32 +11,117 @@
 namespace db {
 
 int32_t prompt_token(int64_t index, int64_t vocab) {
-  return static_cast<int32_t>(synth::mix64(0x70726f6d7074ull ^ static_cast<uint64_t>(index)) %
-                              static_cast<uint64_t>(vocab));
+  return prompt_token(0, index, vocab);
+}
+
+int32_t prompt_token(int64_t sequence, int64_t index, int64_t vocab) {
+  // Sequence s hashes (s << 32) | index: sequence 0 is the batch-1 stream bit for bit.
+  const uint64_t key = (static_cast<uint64_t>(sequence) << 32) | static_cast<uint64_t>(index);
+  return static_cast<int32_t>(synth::mix64(0x70726f6d7074ull ^ key) % static_cast<uint64_t>(vocab));
 }
 
 namespace {
 
+void check_sequence(const Decoder& d, int64_t s) {
+  if (s < 0 || s >= d.batch()) fail("decoder: sequence {} of a batch of {}", s, d.batch());
+}
+
+}  // namespace
+
+void Decoder::restart_batch(int64_t position, const std::vector<int32_t>& tokens) {
+  if (static_cast<int64_t>(tokens.size()) != batch())
+    fail("decoder: {} restart tokens for a batch of {}", tokens.size(), batch());
+  if (batch() != 1) fail("decoder: batch {} without restart_batch()", batch());
+  restart(position, tokens[0]);
+}
+
+std::vector<int32_t> Decoder::read_tokens() {
+  if (batch() != 1) fail("decoder: batch {} without read_tokens()", batch());
+  return {read_token()};
+}
+
+std::vector<int32_t> Decoder::sequence_tokens(int64_t s, int64_t n) {
+  check_sequence(*this, s);
+  if (batch() != 1) fail("decoder: batch {} without sequence_tokens()", batch());
+  return tokens(n);
+}
+
+std::vector<float> Decoder::sequence_logits(int64_t s) {
+  check_sequence(*this, s);
+  if (batch() != 1) fail("decoder: batch {} without sequence_logits()", batch());
+  return logits();
+}
+
+namespace {
+
+// The first token of every sequence at `position`.
+std::vector<int32_t> first_tokens(int64_t batch, int64_t position, int64_t vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(batch));
+  for (int64_t s = 0; s < batch; ++s) t[static_cast<size_t>(s)] = prompt_token(s, position, vocab);
+  return t;
+}
+
+// restart() at batch 1 (the call batch 1 has always made), restart_batch() above.
+void restart(Decoder& d, int64_t position, const std::vector<int32_t>& tokens) {
+  if (d.batch() == 1)
+    d.restart(position, tokens[0]);
+  else
+    d.restart_batch(position, tokens);
+}
+
+// Every sequence's tokens of the first n steps since the restart.
+std::vector<std::vector<int32_t>> all_tokens(Decoder& d, int64_t n) {
+  if (d.batch() == 1) return {d.tokens(n)};
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t s = 0; s < d.batch(); ++s) out.push_back(d.sequence_tokens(s, n));
+  return out;
+}
+
+// max |got - ref| / max |ref| (max |got - ref| where ref is all zero).
+double relative_error(const std::vector<float>& got, const std::vector<float>& ref) {
+  if (got.size() != ref.size())
+    fail("--check: {} logits from the decoder, {} from the reference", got.size(), ref.size());
+  double diff = 0, mag = 0;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    diff = std::max(diff, static_cast<double>(std::fabs(got[k] - ref[k])));
+    mag = std::max(mag, static_cast<double>(std::fabs(ref[k])));
+  }
+  return mag > 0 ? diff / mag : diff;
+}
+
 // Replays the first steps after the prefill with the CPU float32 reference on the same
-// weights, feeding both the decoder's tokens, and returns max |got - ref| / max |ref|.
+// weights, feeding both the decoder's tokens, and returns max |got - ref| / max |ref| over
+// the steps and (at batch > 1) every sequence against its own reference.
 double check_logits(Decoder& d, const Protocol& p, const WeightSource& weights, int64_t steps) {
   const int64_t vocab = weights.config().vocab_size;
-  CpuModel cpu(weights, p.context + steps);
-  for (int64_t i = 0; i < p.context; ++i) cpu.step(prompt_token(i, vocab), i);
-  int32_t token = prompt_token(p.context, vocab);
-  d.restart(p.context, token);
+  const int64_t batch = d.batch();
+  if (batch == 1) {
+    CpuModel cpu(weights, p.context + steps);
+    for (int64_t i = 0; i < p.context; ++i) cpu.step(prompt_token(i, vocab), i);
+    int32_t token = prompt_token(p.context, vocab);
+    d.restart(p.context, token);
+    double worst = 0;
+    for (int64_t i = 0; i < steps; ++i) {
+      d.step();
+      const std::vector<float> got = d.logits();
+      const std::vector<float>& ref = cpu.step(token, p.context + i);
+      worst = std::max(worst, relative_error(got, ref));
+      token = d.read_token();
+    }
+    return worst;
+  }
+  // One reference of `batch` sequences: its weights once, a KV cache per sequence.
+  CpuModel cpu(weights, p.context + steps, 0, batch);
+  for (int64_t i = 0; i < p.context; ++i) cpu.step_batch(first_tokens(batch, i, vocab), i);
+  std::vector<int32_t> tokens = first_tokens(batch, p.context, vocab);
+  d.restart_batch(p.context, tokens);
   double worst = 0;
   for (int64_t i = 0; i < steps; ++i) {
     d.step();
-    const std::vector<float> got = d.logits();
-    const std::vector<float>& ref = cpu.step(token, p.context + i);
-    double diff = 0, mag = 0;
-    for (size_t k = 0; k < ref.size(); ++k) {
-      diff = std::max(diff, static_cast<double>(std::fabs(got[k] - ref[k])));
-      mag = std::max(mag, static_cast<double>(std::fabs(ref[k])));
-    }
-    worst = std::max(worst, mag > 0 ? diff / mag : diff);
-    token = d.read_token();
+    cpu.step_batch(tokens, p.context + i);
+    for (int64_t s = 0; s < batch; ++s)
+      worst = std::max(worst, relative_error(d.sequence_logits(s), cpu.logits(s)));
+    tokens = d.read_tokens();
   }
   return worst;
 }
@@ -64,8 +149,9 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
 
   show(fmt::format("warm-up ({} steps)", p.warmup));
   t0 = Clock::now();
-  const int32_t first = prompt_token(p.context, vocab);
-  d.restart(p.context, first);
+  const int64_t batch = d.batch();
+  const std::vector<int32_t> first = first_tokens(batch, p.context, vocab);
+  restart(d, p.context, first);
   for (int64_t i = 0; i < p.warmup; ++i) d.step();
   d.synchronize();
   const double step_s = p.warmup > 0 ? seconds_since(t0) / static_cast<double>(p.warmup) : -1;
@@ -93,27 +179,44 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
       }
     }
     const auto rep0 = Clock::now();
-    d.restart(p.context, first);
+    restart(d, p.context, first);
     int32_t read = 0;
+    std::vector<int32_t> reads;  // batch > 1
     clock.start(p.tokens);
     for (int64_t i = 0; i < p.tokens; ++i) {
       d.step();
       clock.mark();
-      if (p.sync_per_token) read = d.read_token();  // a serving loop reads each token
+      if (p.sync_per_token) {  // a serving loop reads each token
+        if (batch == 1)
+          read = d.read_token();
+        else
+          reads = d.read_tokens();
+      }
     }
     d.synchronize();
     const std::vector<double> ms = clock.stop();
     out.samples_ms.insert(out.samples_ms.end(), ms.begin(), ms.end());
     out.repetition_medians_ms.push_back(compute_stats(ms).median);
-    const std::vector<int32_t> tokens = d.tokens(p.tokens);
-    if (p.sync_per_token && !tokens.empty() && read != tokens.back())
-      fail("the token read back per step ({}) differs from the recorded one ({})", read, tokens.back());
+    const std::vector<std::vector<int32_t>> tokens = all_tokens(d, p.tokens);
+    if (batch == 1) reads = {read};
+    for (int64_t s = 0; s < batch && p.sync_per_token; ++s) {
+      const std::vector<int32_t>& t = tokens[static_cast<size_t>(s)];
+      if (!t.empty() && reads.at(static_cast<size_t>(s)) != t.back())
+        fail("the token read back per step ({}) differs from the recorded one ({}){}", reads[s], t.back(),
+             batch == 1 ? "" : fmt::format(" in sequence {}", s));
+    }
     // The same tokens every time, or the step is not a function of its inputs.
-    if (r == 0)
-      out.tokens = tokens;
-    else if (tokens != out.tokens)
-      fail("repetition {} generated different tokens than repetition 0: the decode step is not deterministic",
-           r);
+    if (r == 0) {
+      out.sequence_tokens = tokens;
+      out.tokens = tokens.front();
+    } else {
+      for (int64_t s = 0; s < batch; ++s)
+        if (tokens[static_cast<size_t>(s)] != out.sequence_tokens[static_cast<size_t>(s)])
+          fail(
+              "repetition {} generated different tokens than repetition 0{}: the decode step is not "
+              "deterministic",
+              r, batch == 1 ? "" : fmt::format(" in sequence {} of {}", s, batch));
+    }
     if (progress) {
       const double rep_s = seconds_since(rep0);
       const double left = adaptive ? std::max(0.0, p.max_time_s - seconds_since(timed0))
@@ -130,7 +233,8 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
     const int64_t steps = std::min<int64_t>(p.tokens, 4);
     out.logits_max_rel_err = check_logits(d, p, weights, steps);
     out.reference = fmt::format(
-        "cpu float32 reference on the same quantized weights, {} steps from position {}", steps, p.context);
+        "cpu float32 reference on the same quantized weights, {} steps from position {}{}", steps, p.context,
+        batch == 1 ? "" : fmt::format(", each of the {} sequences against its own", batch));
   }
   return out;
 }

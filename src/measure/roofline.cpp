@@ -1,4 +1,5 @@
-// The regime rule: which of the three conditions of the byte law a run is missing.
+// The regime rule: which of the conditions of the byte law a run is missing, or that the
+// step's arithmetic, not its bytes, sets its floor.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -7,7 +8,8 @@
 
 namespace db {
 
-// Bandwidth-bound when the step runs within 1/0.75 of its byte floor; otherwise
+// Within 1/0.75 of the floor: bandwidth-bound when the floor is the bytes', compute-bound
+// when it is the FLOPs' (the compute floor above the bandwidth floor); otherwise
 // overhead-bound when the measured fixed cost of the step's launches explains at least half
 // of the time above the floor; else kernel-bound.
 void classify_regime(Roofline& r, double median_ms, int launches_per_step, double launch_overhead_us,
@@ -15,8 +17,16 @@ void classify_regime(Roofline& r, double median_ms, int launches_per_step, doubl
   const double shown = std::round(r.efficiency * 100) / 100;  // as every table prints it
   const double gap = median_ms - r.floor_tpot_ms;
   const double fixed_ms = launches_per_step * launch_overhead_us / 1e3;
+  const bool compute_floor = r.compute_floor_tpot_ms > r.bandwidth_floor_tpot_ms;
   constexpr double bar = kBandwidthBoundEfficiency;
-  if (shown >= bar) {
+  if (shown >= bar && compute_floor) {
+    r.regime = "compute-bound";
+    r.regime_reason = fmt::format(
+        "efficiency {:.2f} >= {:.2f} of the compute floor ({:.3f} ms, above the bandwidth floor of {:.3f} "
+        "ms): "
+        "the step runs within 1/{:.2f} of its FLOPs at the measured throughput",
+        shown, bar, r.compute_floor_tpot_ms, r.bandwidth_floor_tpot_ms, bar);
+  } else if (shown >= bar) {
     r.regime = "bandwidth-bound";
     r.regime_reason = fmt::format(
         "efficiency {:.2f} >= {:.2f}: the step runs within 1/{:.2f} of its byte floor", shown, bar, bar);
@@ -32,8 +42,9 @@ void classify_regime(Roofline& r, double median_ms, int launches_per_step, doubl
     r.regime_reason = fmt::format(
         "efficiency {:.2f} < {:.2f} and fixed cost ({:.3f} ms) explains less than half of the {:.3f} ms "
         "above the "
-        "floor: the kernels themselves run below bandwidth{}",
-        shown, bar, fixed_ms, gap,
+        "{}floor: the kernels themselves run below {}{}",
+        shown, bar, fixed_ms, gap, compute_floor ? "compute " : "",
+        compute_floor ? "the measured compute throughput" : "bandwidth",
         kernel_extra_bytes
             ? fmt::format(" (the kernel moves {:.2f} GB beyond the minimum)", kernel_extra_bytes / 1e9)
             : "");

@@ -26,7 +26,7 @@ using ordered_json = nlohmann::ordered_json;
 
 auto tie(const RunKey& k) {
   return std::tie(k.model, k.scheme, k.group_size, k.lm_head_scheme, k.kernel, k.graph, k.adapter,
-                  k.adapter_mode, k.context, k.tokens, k.sync_per_token, k.weights);
+                  k.adapter_mode, k.context, k.tokens, k.sync_per_token, k.weights, k.batch);
 }
 
 const char* on_off(bool b) {
@@ -34,18 +34,20 @@ const char* on_off(bool b) {
 }
 
 ordered_json key_json(const RunKey& k) {
-  return ordered_json{{"model", k.model},
-                      {"scheme", k.scheme},
-                      {"group_size", k.group_size},
-                      {"lm_head_scheme", k.lm_head_scheme},
-                      {"kernel", k.kernel},
-                      {"graph", k.graph},
-                      {"adapter", k.adapter},
-                      {"adapter_mode", k.adapter_mode},
-                      {"context", k.context},
-                      {"tokens", k.tokens},
-                      {"sync_per_token", k.sync_per_token},
-                      {"weights", k.weights}};
+  ordered_json j{{"model", k.model},
+                 {"scheme", k.scheme},
+                 {"group_size", k.group_size},
+                 {"lm_head_scheme", k.lm_head_scheme},
+                 {"kernel", k.kernel},
+                 {"graph", k.graph},
+                 {"adapter", k.adapter},
+                 {"adapter_mode", k.adapter_mode},
+                 {"context", k.context},
+                 {"tokens", k.tokens},
+                 {"sync_per_token", k.sync_per_token},
+                 {"weights", k.weights}};
+  if (k.batch != 1) j["batch"] = k.batch;  // batch 1's keys as before --batch
+  return j;
 }
 
 // A finite number, or null (NaN: no test, no delta).
@@ -283,6 +285,7 @@ RunKey run_key(const Result& r) {
   k.tokens = c.tokens;
   k.sync_per_token = c.sync_per_token;
   k.weights = c.weights;
+  k.batch = c.batch;
   return k;
 }
 
@@ -298,13 +301,15 @@ std::vector<std::pair<std::string, std::string>> key_fields(const RunKey& k) {
           {"context", std::to_string(k.context)},
           {"tokens", std::to_string(k.tokens)},
           {"sync_per_token", on_off(k.sync_per_token)},
-          {"weights", k.weights}};
+          {"weights", k.weights},
+          {"batch", std::to_string(k.batch)}};
 }
 
 std::string to_string(const RunKey& k) {
   std::string s;
   for (const auto& [name, value] : key_fields(k))
-    s += fmt::format("{}{}={}", s.empty() ? "" : " ", name, value.empty() ? "-" : value);
+    if (name != "batch" || k.batch != 1)
+      s += fmt::format("{}{}={}", s.empty() ? "" : " ", name, value.empty() ? "-" : value);
   return s;
 }
 
@@ -336,6 +341,7 @@ RunKey without_field(RunKey k, const std::string& field) {
   if (field == "tokens") k.tokens = 0;
   if (field == "sync_per_token") k.sync_per_token = false;
   if (field == "weights") k.weights.clear();
+  if (field == "batch") k.batch = 1;
   return k;
 }
 
@@ -628,7 +634,11 @@ std::string format_comparison_md(const Comparison& c) {
   // The table shows model, scheme, kernel, graph, context and tokens. The other key fields
   // get a column only when they tell apart rows that those show alike (e.g. a
   // --sync-per-token run beside the same run without it); it lists the fields that do.
-  const std::set<std::string> shown = {"model", "scheme", "kernel", "graph", "context", "tokens"};
+  // A batch column joins them when any pair ran at a batch other than 1.
+  const bool batched =
+      std::any_of(c.pairs.begin(), c.pairs.end(), [](const ComparedPair& p) { return p.key.batch != 1; });
+  std::set<std::string> shown = {"model", "scheme", "kernel", "graph", "context", "tokens"};
+  if (batched) shown.insert("batch");
   std::map<std::vector<std::string>, std::vector<std::vector<std::pair<std::string, std::string>>>> alike;
   for (const ComparedPair& p : c.pairs) {
     std::vector<std::string> visible = {p.label};
@@ -653,16 +663,18 @@ std::string format_comparison_md(const Comparison& c) {
 
   std::string out =
       std::string(paired ? "| pair " : "") + "| model | scheme | kernel | graph | context | tokens |" +
-      std::string(varying.empty() ? "" : " other key |") +
+      std::string(batched ? " batch |" : "") + std::string(varying.empty() ? "" : " other key |") +
       " base TPOT ms | new TPOT ms | delta | noise base / new | n base / new | p | verdict | note |\n";
   out += std::string(paired ? "|---" : "") + "|---|---|---|---|---:|---:|" +
-         std::string(varying.empty() ? "" : "---|") + "---:|---:|---:|---:|---:|---:|---|---|\n";
+         std::string(batched ? "---:|" : "") + std::string(varying.empty() ? "" : "---|") +
+         "---:|---:|---:|---:|---:|---:|---|---|\n";
   for (const ComparedPair& p : c.pairs) {
     const RunKey& k = p.key;
     if (paired) out += "| " + md_cell(p.label) + " ";
     out += fmt::format("| {} | {} | {} | {} | {} | {} |", md_cell(k.model.empty() ? "-" : k.model),
                        md_cell(k.scheme.empty() ? "-" : k.scheme), md_cell(k.kernel.empty() ? "-" : k.kernel),
                        on_off(k.graph), k.context, k.tokens);
+    if (batched) out += fmt::format(" {} |", k.batch);
     if (!varying.empty()) {
       std::string other;
       for (const auto& [name, value] : key_fields(k))

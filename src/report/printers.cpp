@@ -32,6 +32,7 @@ const std::vector<ResultField>& result_fields() {
       {"config.adapter_mode", "adapter mode", CellFormat::text},
       {"config.context", "context", CellFormat::integer},
       {"config.tokens", "tokens", CellFormat::integer},
+      {"config.batch", "batch", CellFormat::integer, false, true},
       {"config.sync_per_token", "sync per token", CellFormat::on_off, true},
       {"config.weights", "weights", CellFormat::text, true},
       {"config.seed", "seed", CellFormat::integer, true},
@@ -46,7 +47,10 @@ const std::vector<ResultField>& result_fields() {
       {"timing.tpot_ms.stdev", "stdev ms", CellFormat::ms},
       {"timing.tpot_ms.n", "n", CellFormat::integer},
       {"timing.tokens_per_s", "tok/s", CellFormat::per_s},
+      {"timing.aggregate_tokens_per_s", "all tok/s", CellFormat::per_s, false, true},
+      {"flops.total", "GFLOP/step", CellFormat::gigabytes, false, true},
       {"roofline.floor_tpot_ms", "floor ms", CellFormat::ms},
+      {"roofline.compute_floor_tpot_ms", "compute floor ms", CellFormat::ms, false, true},
       {"roofline.achieved_GBps", "GB/s", CellFormat::GBps},
       {"roofline.efficiency", "efficiency", CellFormat::ratio},
       {"roofline.regime", "regime", CellFormat::text},
@@ -149,10 +153,27 @@ std::string csv_cell(const json* v) {
   return csv_quote(json_text(*v));  // numbers: shortest text that reads back to the same double
 }
 
+// Whether any row ran at a batch other than 1: the when_batched columns are shown then.
+bool any_batched(const std::vector<json>& rows) {
+  return std::any_of(rows.begin(), rows.end(), [](const json& row) {
+    const json* b = at_path(row, "config.batch");
+    return b && b->is_number_integer() && b->get<int64_t>() != 1;
+  });
+}
+
+// The columns of a table of `rows`: without a batched row, none of the when_batched ones.
+std::vector<ResultField> table_fields(const std::vector<json>& rows) {
+  const bool batched = any_batched(rows);
+  std::vector<ResultField> fields;
+  for (const ResultField& f : result_fields())
+    if (!f.when_batched || batched) fields.push_back(f);
+  return fields;
+}
+
 std::string format_md(const std::vector<json>& rows) {
   // The columns: every field, but those shown only where the rows differ in them.
   std::vector<ResultField> fields;
-  for (const ResultField& f : result_fields()) {
+  for (const ResultField& f : table_fields(rows)) {
     bool differs = false;
     for (const json& row : rows) {
       const json* a = at_path(row, f.path);
@@ -198,7 +219,7 @@ std::string format_md(const std::vector<json>& rows) {
 
 // errors: when non-null, a last column "error" with (*errors)[row].
 std::string format_csv(const std::vector<json>& rows, const std::vector<std::string>* errors = nullptr) {
-  const auto& fields = result_fields();
+  const std::vector<ResultField> fields = table_fields(rows);
   std::string out;
   for (size_t c = 0; c < fields.size(); ++c) out += (c ? "," : "") + csv_quote(fields[c].path);
   if (errors) out += ",error";
@@ -364,10 +385,12 @@ std::string summary_text(const Result& r) {
   model += ")  " + scheme;
   line(out, "model", model);
 
+  const bool batched = c.batch != 1;
   std::string run = fmt::format("kernel {}, graph {}", c.kernel, c.graph ? "on" : "off");
   if (c.adapter != "none" && !c.adapter.empty())
     run += fmt::format(", adapter {} ({})", c.adapter, c.adapter_mode.empty() ? "?" : c.adapter_mode);
-  run += fmt::format(", context {}, {} tokens x {}", c.context, c.tokens, c.repeat);
+  if (batched) run += fmt::format(", batch {}", c.batch);
+  run += fmt::format(", context {}, {} {} x {}", c.context, c.tokens, batched ? "steps" : "tokens", c.repeat);
   if (c.sync_per_token) run += ", sync per token";
   line(out, "run", run);
 
@@ -386,32 +409,59 @@ std::string summary_text(const Result& r) {
   if (r.timing.stop == "noise-target" || r.timing.stop == "time-limit")
     tpot +=
         fmt::format(", stopped at the {}", r.timing.stop == "noise-target" ? "noise target" : "time limit");
-  tpot += fmt::format(")  {:.1f} tok/s", r.timing.tokens_per_s);
+  if (batched)  // the step's time is each sequence's; the batch makes c.batch tokens a step
+    tpot += fmt::format(")  {:.1f} tok/s a sequence, {:.1f} tok/s in all", r.timing.tokens_per_s,
+                        r.timing.aggregate_tokens_per_s);
+  else
+    tpot += fmt::format(")  {:.1f} tok/s", r.timing.tokens_per_s);
   line(out, "TPOT", tpot);
 
+  const char* per = batched ? "step" : "token";
   const ByteUnit u = unit_for(static_cast<double>(b.total));
   std::string bytes = fmt::format(
-      "{} {}/token = linear {} (weights {} + scales {} + zeros {}) + lm_head {} + KV {}", in_unit(b.total, u),
-      u.name, in_unit(b.linear_weights + b.scales + b.zeros, u), in_unit(b.linear_weights, u),
+      "{} {}/{} = linear {} (weights {} + scales {} + zeros {}) + lm_head {} + KV {}", in_unit(b.total, u),
+      u.name, per, in_unit(b.linear_weights + b.scales + b.zeros, u), in_unit(b.linear_weights, u),
       in_unit(b.scales, u), in_unit(b.zeros, u), in_unit(b.lm_head, u), in_unit(b.kv_read + b.kv_write, u));
   if (b.adapter > 0) bytes += " + adapter " + in_unit(b.adapter, u);
+  if (b.activations > 0) bytes += " + activations " + in_unit(b.activations, u);
   bytes += " + other " + in_unit(b.embedding_row + b.norms + b.biases, u);
   line(out, "bytes", bytes);
   if (b.kernel_extra > 0)
     line(out, "",
-         fmt::format("the {} kernel moves {} {} more per token (not in the floor)", c.kernel,
-                     in_unit(b.kernel_extra, u), u.name));
+         fmt::format("the {} kernel moves {} {} more per {} (not in the floor)", c.kernel,
+                     in_unit(b.kernel_extra, u), u.name, per));
+  const StepFlops& f = r.flops;
+  const Roofline& roof = r.roofline;
+  if (batched)
+    line(out, "FLOPs",
+         fmt::format(
+             "{:.3g} GFLOP/step = linear {:.3g} + lm_head {:.3g} + attention {:.3g}{}; {:.1f} FLOP/byte",
+             f.total / 1e9, f.linear / 1e9, f.lm_head / 1e9, f.attention / 1e9,
+             f.adapter > 0 ? fmt::format(" + adapter {:.3g}", f.adapter / 1e9) : "",
+             roof.arithmetic_intensity));
 
-  if (d.peak_read_GBps > 0) {
+  if (batched || roof.compute_floor_tpot_ms > roof.bandwidth_floor_tpot_ms) {  // both floors: the larger
+    const std::string bandwidth = d.peak_read_GBps > 0
+                                      ? fmt::format("bandwidth {:.3f} ms at {:.1f} GB/s",
+                                                    roof.bandwidth_floor_tpot_ms, d.peak_read_GBps)
+                                      : "bandwidth unknown (read bandwidth not measured)";
+    const std::string compute = d.peak_compute_TFLOPS > 0
+                                    ? fmt::format("compute {:.3f} ms at {:.3g} TFLOPS measured",
+                                                  roof.compute_floor_tpot_ms, d.peak_compute_TFLOPS)
+                                    : "compute unknown (throughput not measured)";
     line(out, "floor",
-         fmt::format("{:.3f} ms at {:.1f} GB/s measured read bandwidth", r.roofline.floor_tpot_ms,
+         fmt::format("{:.3f} ms, the larger of {} and {}", roof.floor_tpot_ms, bandwidth, compute));
+  } else if (d.peak_read_GBps > 0) {
+    line(out, "floor",
+         fmt::format("{:.3f} ms at {:.1f} GB/s measured read bandwidth", roof.floor_tpot_ms,
                      d.peak_read_GBps));
   } else {
     line(out, "floor", "unknown: read bandwidth not measured");
   }
   line(out, "achieved",
-       fmt::format("{:.1f} GB/s, efficiency {:.1f}% of the floor", r.roofline.achieved_GBps,
-                   100.0 * r.roofline.efficiency));
+       fmt::format("{:.1f} GB/s{}, efficiency {:.1f}% of the floor", roof.achieved_GBps,
+                   batched ? fmt::format(", {:.3g} TFLOPS", roof.achieved_TFLOPS) : "",
+                   100.0 * roof.efficiency));
   std::string regime = r.roofline.regime.empty() ? "-" : r.roofline.regime;
   if (!r.roofline.regime_reason.empty()) regime += ": " + r.roofline.regime_reason;
   line(out, "regime", regime);

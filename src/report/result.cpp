@@ -81,6 +81,8 @@ void fields(V& v, DeviceInfo& d) {
   v("theoretical_GBps", d.theoretical_GBps);
   v("peak_read_GBps", d.peak_read_GBps);
   v("cpu_threads", d.cpu_threads);
+  v("peak_compute_TFLOPS", d.peak_compute_TFLOPS, Added{});
+  v("compute_probe", d.compute_probe, Added{});
 }
 
 template <class V>
@@ -111,6 +113,7 @@ void fields(V& v, RunConfig& c) {
   v("group_size_note", c.group_size_note, Added{});
   v("kernel_fallbacks", c.kernel_fallbacks, Added{});
   v("weights_format", c.weights_format, Added{});
+  v("batch", c.batch, Added{});
 }
 
 template <class V>
@@ -127,6 +130,7 @@ void fields(V& v, PerTokenBytes& p) {
   v("kv_write", p.kv_write);
   v("total", p.total);
   v("kernel_extra", p.kernel_extra);
+  v("activations", p.activations, Added{});
 }
 
 template <class V>
@@ -146,6 +150,15 @@ void fields(V& v, ByteAccount& b) {
   v("position_last", b.position_last);
   v("per_token", b.per_token);
   v("stored", b.stored);
+}
+
+template <class V>
+void fields(V& v, StepFlops& f) {
+  v("linear", f.linear);
+  v("lm_head", f.lm_head);
+  v("attention", f.attention);
+  v("adapter", f.adapter);
+  v("total", f.total);
 }
 
 template <class V>
@@ -177,6 +190,7 @@ void fields(V& v, Timing& t) {
   v("warnings", t.warnings, Added{});
   v("prefill", t.prefill, Added{});
   v("prefill_tokens_per_s", t.prefill_tokens_per_s, Added{});
+  v("aggregate_tokens_per_s", t.aggregate_tokens_per_s, Added{});
 }
 
 template <class V>
@@ -186,6 +200,10 @@ void fields(V& v, Roofline& r) {
   v("efficiency", r.efficiency);
   v("regime", r.regime);
   v("regime_reason", r.regime_reason);
+  v("bandwidth_floor_tpot_ms", r.bandwidth_floor_tpot_ms, Added{});
+  v("compute_floor_tpot_ms", r.compute_floor_tpot_ms, Added{});
+  v("achieved_TFLOPS", r.achieved_TFLOPS, Added{});
+  v("arithmetic_intensity", r.arithmetic_intensity, Added{});
 }
 
 template <class V>
@@ -203,6 +221,7 @@ void fields(V& v, Check& c) {
   v("logits_checked", c.logits_checked);
   v("logits_max_rel_err", c.logits_max_rel_err);
   v("reference", c.reference);
+  v("sequence_tokens_hashes", c.sequence_tokens_hashes, Added{});
 }
 
 template <class V>
@@ -218,6 +237,7 @@ void fields(V& v, Result& r) {
   v("roofline", r.roofline);
   v("memory", r.memory);
   v("check", r.check);
+  v("flops", r.flops, Added{});
 }
 
 // The structs above: written as JSON objects, read with their path.
@@ -225,9 +245,9 @@ template <class T>
 constexpr bool kIsRecord =
     std::is_same_v<T, ToolInfo> || std::is_same_v<T, ClockState> || std::is_same_v<T, DeviceInfo> ||
     std::is_same_v<T, RunConfig> || std::is_same_v<T, PerTokenBytes> || std::is_same_v<T, StoredBytes> ||
-    std::is_same_v<T, ByteAccount> || std::is_same_v<T, TpotStats> || std::is_same_v<T, Timing> ||
-    std::is_same_v<T, Roofline> || std::is_same_v<T, MemoryUse> || std::is_same_v<T, Check> ||
-    std::is_same_v<T, Result>;
+    std::is_same_v<T, ByteAccount> || std::is_same_v<T, StepFlops> || std::is_same_v<T, TpotStats> ||
+    std::is_same_v<T, Timing> || std::is_same_v<T, Roofline> || std::is_same_v<T, MemoryUse> ||
+    std::is_same_v<T, Check> || std::is_same_v<T, Result>;
 
 // ---------------------------------------------------------------- writer
 
@@ -484,6 +504,15 @@ Result read_result(const json& j, const std::string& origin) {
     r.timing.noise = repetition_noise(r.timing.repetition_medians_ms);
     r.timing.repetitions = static_cast<int64_t>(r.timing.repetition_medians_ms.size());
   }
+  if (r.config.batch < 1)
+    db::fail("{}: field config.batch must be at least 1 (got {})", where, r.config.batch);
+  // A file from before batches and the compute floor: batch 1, its floor the bandwidth's.
+  if (!j.at("timing").contains("aggregate_tokens_per_s"))
+    r.timing.aggregate_tokens_per_s = static_cast<double>(r.config.batch) * r.timing.tokens_per_s;
+  if (!j.at("roofline").contains("bandwidth_floor_tpot_ms"))
+    r.roofline.bandwidth_floor_tpot_ms = r.roofline.floor_tpot_ms;
+  if (!j.at("check").contains("sequence_tokens_hashes"))
+    r.check.sequence_tokens_hashes = {r.check.tokens_hash};
   return r;
 }
 
@@ -554,7 +583,7 @@ std::string error_entry_summary(const ErrorEntry& e) {
   const json c = json::parse(e.config_json, nullptr, false);
   std::string s;
   if (!c.is_object()) return s;
-  for (const char* k : {"model", "scheme", "kernel", "graph", "adapter_mode", "context", "tokens"}) {
+  for (const char* k : {"model", "scheme", "kernel", "graph", "adapter_mode", "batch", "context", "tokens"}) {
     const auto it = c.find(k);
     if (it == c.end() || it->is_null()) continue;
     std::string v = printable(it->is_string() ? it->get<std::string>() : it->dump(), 80);
