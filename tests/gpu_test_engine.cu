@@ -96,14 +96,7 @@ TEST(DeviceWeights, Qwen2BiasesAreTheHostsInQkvOrder) {
   EXPECT_EQ(w.bytes() - lw.bytes(), account_bytes(c, {}, {}, 0, 0).stored.biases);
 }
 
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, double(std::fabs(a[i] - b[i])));
-    m = std::max(m, double(std::fabs(b[i])));
-  }
-  return d / m;
-}
+using db_test::max_rel_err;
 
 // The reference's steps as run_engine takes them: the backends' prompt up to `context`, then
 // `steps` greedy steps from there, recorded.
@@ -143,7 +136,7 @@ void expect_reference_logits(const std::vector<std::vector<float>>& gpu, const T
                              const std::string& what) {
   for (size_t i = 0; i < cpu.logits.size(); ++i) {
     const std::vector<float>& ref = cpu.logits[i];
-    ASSERT_LE(rel_err(gpu[i], ref), kLogitsBound) << what << " step " << i;
+    ASSERT_LE(max_rel_err(gpu[i], ref), kLogitsBound) << what << " step " << i;
     const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
     if (got != want) {
       double mx = 0;
@@ -349,7 +342,7 @@ TEST_P(RaggedShapes, AutoFallsBackPerMatrixAndMatchesTheReference) {
   const std::vector<std::vector<float>> gpu = forced_logits(e, context, inputs);
   for (int64_t i = 0; i < steps; ++i) {
     const std::vector<float>& ref = cpu.logits[i];
-    ASSERT_LE(rel_err(gpu[i], ref), kLogitsBound) << "step " << i;
+    ASSERT_LE(max_rel_err(gpu[i], ref), kLogitsBound) << "step " << i;
     const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
     if (got != want) {
       double mx = 0;

@@ -45,14 +45,7 @@ Trace run_batched(Engine& e, int64_t context, int64_t steps, int64_t chunk) {
   return t;
 }
 
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double d = 0, m = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, double(std::fabs(a[i] - b[i])));
-    m = std::max(m, double(std::fabs(b[i])));
-  }
-  return d / m;
-}
+using db_test::max_rel_err;
 
 std::vector<float> cache_rows(const __half* cache, int64_t rows, int64_t kv_dim) {
   std::vector<uint16_t> h(static_cast<size_t>(rows * kv_dim));
@@ -79,16 +72,16 @@ void expect_same_as_steps(const WeightSource& ws, const KernelInfo& kernel, int6
     const DeviceLayer& ls = s.device_layers()[l];
     const DeviceLayer& lb = b.device_layers()[l];
     EXPECT_LE(
-        rel_err(cache_rows(lb.k_cache, context, c.kv_dim()), cache_rows(ls.k_cache, context, c.kv_dim())),
+        max_rel_err(cache_rows(lb.k_cache, context, c.kv_dim()), cache_rows(ls.k_cache, context, c.kv_dim())),
         kBound)
         << what << " K of layer " << l;
     EXPECT_LE(
-        rel_err(cache_rows(lb.v_cache, context, c.kv_dim()), cache_rows(ls.v_cache, context, c.kv_dim())),
+        max_rel_err(cache_rows(lb.v_cache, context, c.kv_dim()), cache_rows(ls.v_cache, context, c.kv_dim())),
         kBound)
         << what << " V of layer " << l;
   }
   for (int64_t i = 0; i < steps; ++i) {
-    ASSERT_LE(rel_err(batched.logits[i], step.logits[i]), kBound) << what << " step " << i;
+    ASSERT_LE(max_rel_err(batched.logits[i], step.logits[i]), kBound) << what << " step " << i;
     const std::vector<float>& ref = step.logits[i];
     std::vector<float> sorted = ref;
     std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());

@@ -3,6 +3,8 @@
 // engine to. Host code only, so both suites build it.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -45,6 +47,16 @@ inline Trace cpu_trace(const db::WeightSource& ws, const std::vector<int32_t>& p
     t.tokens.push_back(token);
   }
   return t;
+}
+
+// The largest difference between two logit vectors relative to the largest of `ref`.
+inline double max_rel_err(const std::vector<float>& got, const std::vector<float>& ref) {
+  double d = 0, m = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    d = std::max(d, double(std::fabs(got[i] - ref[i])));
+    m = std::max(m, double(std::fabs(ref[i])));
+  }
+  return d / m;
 }
 
 // A transformers golden (scripts/make_goldens.py): the prompt and the greedy tokens after it,

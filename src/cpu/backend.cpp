@@ -14,28 +14,41 @@
 
 namespace db {
 
-double measure_host_read_GBps(int threads) {
-  // 256 MiB of floats: far past any CPU cache; the best of three passes.
-  const size_t n = (256u << 20) / sizeof(float);
-  std::vector<float> buf(n, 1.0f);
+namespace {
+
+// The best of three passes of `work` on `threads` threads: `work(t)` returns thread t's
+// partial result, `check` sees every pass's partials, and the rate is `amount` per second.
+template <class Work, class Check>
+double best_rate(int threads, double amount, Work work, Check check) {
   double best = 0;
   for (int pass = 0; pass < 3; ++pass) {
     std::vector<double> partial(static_cast<size_t>(threads), 0.0);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        const size_t b = n * t / threads, e = n * (t + 1) / threads;
-        partial[t] = std::accumulate(buf.begin() + b, buf.begin() + e, 0.0);
-      });
-    }
+    for (int t = 0; t < threads; ++t) pool.emplace_back([&, t] { partial[t] = work(t); });
     for (auto& th : pool) th.join();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (std::accumulate(partial.begin(), partial.end(), 0.0) != static_cast<double>(n))
-      fail("host bandwidth probe: bad sum");
-    best = std::max(best, static_cast<double>(n * sizeof(float)) / s / 1e9);
+    check(partial);
+    best = std::max(best, amount / s);
   }
   return best;
+}
+
+}  // namespace
+
+double measure_host_read_GBps(int threads) {
+  // 256 MiB of floats: far past any CPU cache; the best of three passes.
+  const size_t n = (256u << 20) / sizeof(float);
+  std::vector<float> buf(n, 1.0f);
+  const auto read = [&](int t) {
+    const size_t b = n * t / threads, e = n * (t + 1) / threads;
+    return std::accumulate(buf.begin() + b, buf.begin() + e, 0.0);
+  };
+  const auto check = [&](const std::vector<double>& partial) {
+    if (std::accumulate(partial.begin(), partial.end(), 0.0) != static_cast<double>(n))
+      fail("host bandwidth probe: bad sum");
+  };
+  return best_rate(threads, static_cast<double>(n * sizeof(float)) / 1e9, read, check);
 }
 
 double measure_host_TFLOPS(int threads) {
@@ -44,35 +57,25 @@ double measure_host_TFLOPS(int threads) {
   // measures arithmetic, not memory.
   constexpr int M = 4, N = 8, K = 256;
   constexpr int64_t kReps = 8000;
-  double best = 0;
-  for (int pass = 0; pass < 3; ++pass) {
-    std::vector<double> partial(static_cast<size_t>(threads), 0.0);
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        std::vector<float> a(M * K), b(N * K);
-        for (size_t i = 0; i < a.size(); ++i) a[i] = 1e-3f * static_cast<float>(static_cast<int>(i % 7) - 3);
-        for (size_t i = 0; i < b.size(); ++i) b[i] = 1e-3f * static_cast<float>(static_cast<int>(i % 5) - 2);
-        float c[M][N] = {};
-        for (int64_t rep = 0; rep < kReps; ++rep)
-          for (int k = 0; k < K; ++k)
-            for (int i = 0; i < M; ++i)
-              for (int j = 0; j < N; ++j) c[i][j] += a[k * M + i] * b[k * N + j];
-        double sum = 0;
+  const auto multiply = [](int) {
+    std::vector<float> a(M * K), b(N * K);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = 1e-3f * static_cast<float>(static_cast<int>(i % 7) - 3);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = 1e-3f * static_cast<float>(static_cast<int>(i % 5) - 2);
+    float c[M][N] = {};
+    for (int64_t rep = 0; rep < kReps; ++rep)
+      for (int k = 0; k < K; ++k)
         for (int i = 0; i < M; ++i)
-          for (int j = 0; j < N; ++j) sum += c[i][j];
-        partial[t] = sum;
-      });
-    }
-    for (auto& th : pool) th.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          for (int j = 0; j < N; ++j) c[i][j] += a[k * M + i] * b[k * N + j];
+    double sum = 0;
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) sum += c[i][j];
+    return sum;
+  };
+  const auto check = [](const std::vector<double>& partial) {
     for (double p : partial)
       if (!std::isfinite(p)) fail("host compute probe: a non-finite sum");
-    const double flops = 2.0 * M * N * K * static_cast<double>(kReps) * threads;
-    best = std::max(best, flops / s / 1e12);
-  }
-  return best;
+  };
+  return best_rate(threads, 2.0 * M * N * K * static_cast<double>(kReps) * threads / 1e12, multiply, check);
 }
 
 namespace {
