@@ -1,0 +1,34 @@
+// The skinny GEMM of a batched decode step (--batch B > 1): Y = X W^T for a weight matrix W
+// [rows, cols] in the layout the fast GEMV reads and a few rows of activations X [B, cols],
+// on the tensor cores. Each weight is loaded once for all B columns (up to kSkinnyMaxBatch a
+// launch), dequantized in registers and fed to mma.m16n8k16 as the A operand; the sequences
+// are the N dimension.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gemv.cuh"
+
+namespace db::cuda {
+
+// Columns (sequences) one launch takes; more run as several launches, each reading W again.
+constexpr int64_t kSkinnyMaxBatch = 64;
+
+// Whether the skinny GEMM takes this matrix: fp16, int8, and int4 in the repacked nibble
+// layout (not the fragment layout), input dimension a multiple of 16 bytes of weights.
+bool skinny_supports(const DeviceMatrix& w, const char** why);
+
+// Device memory gemm_skinny needs beside its operands for a matrix of `rows` x `cols` at
+// `batch` columns: the split-K partial sums and a counter per tile of rows. Zero it once
+// (cudaMemset) before the first call; every call leaves its counters at zero again.
+size_t skinny_workspace_bytes(int64_t rows, int64_t cols, int64_t batch);
+
+// y[b * rows + r] = (accumulate ? y[b * rows + r] : 0) + sum_c W[r, c] x[b * cols + c] for
+// b < batch, r < rows. Deterministic: the same inputs give the same bits on every call.
+void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
+                 void* workspace, cudaStream_t s);
+
+}  // namespace db::cuda
