@@ -1,0 +1,340 @@
+// The skinny GEMM of a batched decode step (see skinny.cuh).
+//
+// mma.m16n8k16 computes D[16 x 8] += A[16 x 16] B[16 x 8]. Here A is 16 rows of W, B is 16
+// columns of x for 8 sequences. A dot product does not care in which order its k terms come,
+// so the k slots of an mma are assigned to the weights a lane loads anyway: lane (g, c)
+// (g = lane / 4, c = lane % 4) loads one 16-byte chunk of row g and one of row g + 8, the
+// chunk c of a "chunk set" of four consecutive chunks, and its four A values of an mma are
+// four consecutive columns of its chunks. Its B values are x at the same four columns, of
+// sequence g: one 8-byte piece of x a k step. A chunk of V columns (fp16 8, int8 16, int4
+// 32) feeds V / 4 mmas, and each of them runs once per 8 sequences: the weights are loaded
+// and dequantized once for every column of the launch.
+//
+// A warp takes MT tiles of 16 rows (the block's rows) and every kWarps-th chunk set of the
+// block's share of the columns; the block's warps add their accumulators through shared
+// memory. Matrices with few rows split the columns over `splits` blocks as well, each writing
+// its partial sums to the workspace; the last block of a tile to finish adds them in split
+// order (deterministic) and writes the output.
+#include <algorithm>
+
+#include "common.cuh"
+#include "int4_dot.cuh"
+#include "int4_meta.h"
+#include "pdl.cuh"
+#include "skinny.cuh"
+
+namespace db::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kMaxSplits = 64;
+
+struct SkinnyArgs {
+  DeviceMatrix m;
+  const __half* x = nullptr;  // [batch, cols]
+  float* y = nullptr;         // [batch, rows]
+  int batch = 0;              // columns of this launch, at most 8 NT
+  int splits = 1;
+  int group_shift = 0;  // int4: log2(group_size / 32), a group's chunks
+  bool accumulate = false;
+  float* partial = nullptr;      // [tiles][splits][MT NT 128] with splits > 1
+  unsigned* counters = nullptr;  // [tiles], zero between launches
+};
+
+template <Scheme S>
+constexpr int kCols = S == Scheme::fp16 ? 8 : (S == Scheme::int8 ? 16 : 32);
+
+// A chunk of one row as fp16 pairs in column order: pair p holds columns 2p, 2p + 1. int4:
+// (q - zero) * scale, exact up to the product's rounding; int8: q, its row scale applied to
+// the sums at the end; fp16: as stored.
+template <Scheme S>
+struct Pairs {
+  uint32_t p[kCols<S> / 2];
+};
+
+template <Scheme S>
+__device__ __forceinline__ void dequant(Pairs<S>& out, uint4 w, uint32_t scale, uint32_t zero) {
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+  if constexpr (S == Scheme::fp16) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out.p[i] = words[i];
+  } else if constexpr (S == Scheme::int8) {
+    // q + 128 as a byte under 0x64 is fp16 1024 + q + 128; minus 1152 is q, exact.
+    const __half2 magic = bits_h2(0x64806480u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t u = words[i] ^ 0x80808080u;
+      out.p[2 * i] = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4140u)), magic));
+      out.p[2 * i + 1] = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4342u)), magic));
+    }
+  } else {
+    // The repacked word holds columns 0..7 as nibbles 0,2,4,6,1,3,5,7 (gemv.cuh): a mask
+    // gives 1024 + v of columns (0, 1), the other 1024 + 16 v of (2, 3), and the same on the
+    // word shifted by 8 gives (4, 5) and (6, 7). 0x64zz is 1024 + zero, 0xd4(16 zero) is
+    // -(64 + zero), both exact.
+    const __half2 lo_sub = bits_h2(0x64006400u | zero | (zero << 16));
+    const __half2 hi_add = bits_h2(0xd400d400u | (zero << 4) | (zero << 20));
+    const __half2 sixteenth = bits_h2(0x2c002c00u);
+    const __half2 s2 = bits_h2(scale | (scale << 16));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t q = words[i];
+      const __half2 v01 = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
+      const __half2 v23 = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
+      q >>= 8;
+      const __half2 v45 = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
+      const __half2 v67 = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
+      out.p[4 * i] = h2_bits(__hmul2(v01, s2));
+      out.p[4 * i + 1] = h2_bits(__hmul2(v23, s2));
+      out.p[4 * i + 2] = h2_bits(__hmul2(v45, s2));
+      out.p[4 * i + 3] = h2_bits(__hmul2(v67, s2));
+    }
+  }
+}
+
+template <Scheme S, int MT, int NT>
+__global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
+  constexpr int V = kCols<S>;
+  constexpr int kMmas = V / 4;     // mmas a chunk feeds
+  constexpr int kXPieces = V / 8;  // 16-byte pieces of x a chunk's columns take
+  constexpr int E = MT * NT * kWarp * 4;
+  const DeviceMatrix& m = a.m;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, c = lane % 4;
+  const int64_t chunks = m.cols / V, sets = (chunks + 3) / 4;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16 * MT;
+  const int split = blockIdx.y;
+  const int groups = S == Scheme::int4 ? static_cast<int>(m.cols / m.group_size) : 0;
+  const int64_t row_bytes = S == Scheme::fp16 ? 2 * m.cols : (S == Scheme::int8 ? m.cols : m.cols / 2);
+
+  // The lane's rows: g and g + 8 of each tile, the last row repeated past the end (finite
+  // weights whose outputs are dropped), as 32-bit offsets from the block's first row (a
+  // block's rows span less than 2^31 bytes) and, for int4, packed meta indices.
+  const unsigned char* base = static_cast<const unsigned char*>(m.qweight) + row0 * row_bytes;
+  uint32_t woff[MT][2], meta0[MT][2];
+#pragma unroll
+  for (int t = 0; t < MT; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = min(row0 + 16 * t + g + 8 * h, m.rows - 1);
+      woff[t][h] = static_cast<uint32_t>((r - row0) * row_bytes);
+      meta0[t][h] = static_cast<uint32_t>(int4_meta::packed_index(groups, r, 0));
+    }
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int t = 0; t < MT; ++t)
+#pragma unroll
+    for (int n = 0; n < NT; ++n) acc[t][n][0] = acc[t][n][1] = acc[t][n][2] = acc[t][n][3] = 0.f;
+
+  for (int64_t set = static_cast<int64_t>(split) * kWarps + warp; set < sets;
+       set += static_cast<int64_t>(a.splits) * kWarps) {
+    const int64_t ci = set * 4 + c;
+    const bool live = ci < chunks;
+    const int64_t cc = live ? ci : chunks - 1;
+    uint4 w[MT][2];
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) w[t][h] = ld_stream(reinterpret_cast<const uint4*>(base + woff[t][h]) + cc);
+    uint32_t scale[MT][2], zero[MT][2];
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        scale[t][h] = zero[t][h] = 0;
+        if constexpr (S == Scheme::int4) {
+          const int64_t e = meta0[t][h] + (cc >> a.group_shift) * int4_meta::kBlockRows;
+          scale[t][h] = __ldg(reinterpret_cast<const uint16_t*>(m.scales) + e);
+          zero[t][h] = m.zero_point ? __ldg(m.zeros + e) : 8u;
+        }
+      }
+    // x of sequences g, g + 8, ... at the chunk's columns; zero past the batch or the last
+    // chunk, so a lane with nothing to add contributes zeros.
+    uint4 xq[NT][kXPieces];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const int seq = 8 * n + g;
+      const uint4* xp = reinterpret_cast<const uint4*>(a.x + static_cast<int64_t>(seq) * m.cols + cc * V);
+#pragma unroll
+      for (int p = 0; p < kXPieces; ++p)
+        xq[n][p] = live && seq < a.batch ? __ldg(xp + p) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      Pairs<S> lo, hi;  // rows g and g + 8
+      dequant<S>(lo, w[t][0], scale[t][0], zero[t][0]);
+      dequant<S>(hi, w[t][1], scale[t][1], zero[t][1]);
+#pragma unroll
+      for (int j = 0; j < kMmas; ++j) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          const uint4 xv = xq[n][j / 2];
+          const uint32_t b0 = j % 2 ? xv.z : xv.x, b1 = j % 2 ? xv.w : xv.y;
+          frag::mma(acc[t][n], lo.p[2 * j], hi.p[2 * j], lo.p[2 * j + 1], hi.p[2 * j + 1], b0, b1);
+        }
+      }
+    }
+  }
+
+  // The block's warps added in order, through shared memory.
+  __shared__ float red[kWarps][E];
+#pragma unroll
+  for (int t = 0; t < MT; ++t)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) red[warp][((t * NT + n) * kWarp + lane) * 4 + i] = acc[t][n][i];
+  __syncthreads();
+
+  // Element e of the tile: (t, n, lane, i) of the accumulators, D's row g + 8 (i / 2) and
+  // column 2 c + i % 2 of tile t and sequence group n.
+  auto finish = [&](int e, float v) {
+    const int i = e % 4, l = (e / 4) % kWarp, n = (e / (4 * kWarp)) % NT, t = e / (4 * kWarp * NT);
+    const int64_t row = row0 + 16 * t + l / 4 + 8 * (i / 2);
+    const int seq = 8 * n + 2 * (l % 4) + i % 2;
+    if (row >= m.rows || seq >= a.batch) return;
+    if constexpr (S == Scheme::int8) v *= __half2float(m.scales[row]);
+    float* y = a.y + static_cast<int64_t>(seq) * m.rows + row;
+    *y = a.accumulate ? *y + v : v;
+  };
+  if (a.splits == 1) {
+    for (int e = threadIdx.x; e < E; e += kThreads) {
+      float v = 0.f;
+#pragma unroll
+      for (int k = 0; k < kWarps; ++k) v += red[k][e];
+      finish(e, v);
+    }
+    return;
+  }
+  float* mine = a.partial + (static_cast<int64_t>(blockIdx.x) * a.splits + split) * E;
+  for (int e = threadIdx.x; e < E; e += kThreads) {
+    float v = 0.f;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) v += red[k][e];
+    mine[e] = v;
+  }
+  __threadfence();
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(&a.counters[blockIdx.x], 1u) == static_cast<unsigned>(a.splits - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* all = a.partial + static_cast<int64_t>(blockIdx.x) * a.splits * E;
+  for (int e = threadIdx.x; e < E; e += kThreads) {
+    float v = 0.f;
+    for (int s = 0; s < a.splits; ++s) v += __ldcg(all + static_cast<int64_t>(s) * E + e);
+    finish(e, v);
+  }
+  if (threadIdx.x == 0) a.counters[blockIdx.x] = 0;  // ready for the next launch
+}
+
+// The shape of a launch: NT groups of 8 sequences, MT tiles of 16 rows a block (fewer rows
+// a block as the sequences grow, to keep the accumulators at 64 registers a thread), and the
+// split of the columns that gives the grid about kTargetBlocks blocks.
+struct Shape {
+  int nt = 1, mt = 8;
+  int64_t tiles = 0;
+  int splits = 1;
+  int64_t elements() const { return int64_t{nt} * mt * kWarp * 4; }
+};
+
+Shape shape_of(int64_t rows, int64_t cols, int cols_per_chunk, int64_t batch) {
+  Shape s;
+  const int64_t b = std::min(batch, kSkinnyMaxBatch);
+  s.nt = b <= 8 ? 1 : (b <= 16 ? 2 : (b <= 32 ? 4 : 8));
+  s.mt = s.nt <= 2 ? 8 : 16 / s.nt;
+  s.tiles = (rows + 16 * s.mt - 1) / (16 * s.mt);
+  const int64_t sets = (cols / cols_per_chunk + 3) / 4;
+  const int64_t target = int64_t{sm_count()} * 4;
+  const int64_t want = (target + s.tiles - 1) / s.tiles;
+  s.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, sets / kWarps), 1, kMaxSplits));
+  return s;
+}
+
+int cols_per_chunk(Scheme s) {
+  return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
+}
+
+template <Scheme S>
+void launch_scheme(const Shape& sh, const SkinnyArgs& a, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(sh.tiles), static_cast<unsigned>(sh.splits));
+  switch (sh.nt) {
+    case 1:
+      skinny_kernel<S, 8, 1><<<grid, kThreads, 0, s>>>(a);
+      break;
+    case 2:
+      skinny_kernel<S, 8, 2><<<grid, kThreads, 0, s>>>(a);
+      break;
+    case 4:
+      skinny_kernel<S, 4, 4><<<grid, kThreads, 0, s>>>(a);
+      break;
+    default:
+      skinny_kernel<S, 2, 8><<<grid, kThreads, 0, s>>>(a);
+      break;
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+constexpr size_t kCounterBytes = 256;  // alignment of the partials after the counters
+
+size_t counter_bytes(int64_t tiles) {
+  return (static_cast<size_t>(tiles) * 4 + kCounterBytes - 1) / kCounterBytes * kCounterBytes;
+}
+
+}  // namespace
+
+bool skinny_supports(const DeviceMatrix& w, const char** why) {
+  if (w.cols % cols_per_chunk(w.scheme) != 0) {
+    *why = "the skinny GEMM needs the input dimension to be a multiple of 16 bytes of weights";
+    return false;
+  }
+  if (w.scheme == Scheme::int4 &&
+      (!w.int4_repacked || w.int4_frag || w.group_size < 32 || (w.group_size & (w.group_size - 1)))) {
+    *why =
+        "the skinny GEMM reads int4 in the repacked nibble layout with a power-of-two group of at least 32";
+    return false;
+  }
+  return true;
+}
+
+size_t skinny_workspace_bytes(int64_t rows, int64_t cols, int64_t batch) {
+  // The most columns a chunk set can hold (fp16's) gives the most splits any scheme takes.
+  const Shape sh = shape_of(rows, cols, cols_per_chunk(Scheme::fp16), batch);
+  return counter_bytes(sh.tiles) + 4ull * sh.tiles * sh.splits * sh.elements();
+}
+
+void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
+                 void* workspace, cudaStream_t s) {
+  const char* why = nullptr;
+  if (!skinny_supports(w, &why)) fail("skinny GEMM [{}x{}]: {}", w.rows, w.cols, why);
+  int group_shift = 0;
+  while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
+  for (int64_t b0 = 0; b0 < batch; b0 += kSkinnyMaxBatch) {
+    const int64_t n = std::min(kSkinnyMaxBatch, batch - b0);
+    const Shape sh = shape_of(w.rows, w.cols, cols_per_chunk(w.scheme), n);
+    SkinnyArgs a;
+    a.m = w;
+    a.x = x + b0 * w.cols;
+    a.y = y + b0 * w.rows;
+    a.batch = static_cast<int>(n);
+    a.splits = sh.splits;
+    a.group_shift = group_shift;
+    a.accumulate = accumulate;
+    a.counters = static_cast<unsigned*>(workspace);
+    a.partial = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + counter_bytes(sh.tiles));
+    switch (w.scheme) {
+      case Scheme::fp16:
+        launch_scheme<Scheme::fp16>(sh, a, s);
+        break;
+      case Scheme::int8:
+        launch_scheme<Scheme::int8>(sh, a, s);
+        break;
+      case Scheme::int4:
+        launch_scheme<Scheme::int4>(sh, a, s);
+        break;
+    }
+  }
+}
+
+}  // namespace db::cuda

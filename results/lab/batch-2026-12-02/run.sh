@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The batched step on the H200. From the repository root, on the GPU machine (libre2-dev as
+# in ../measurement-2026-12-01/validate.sh's header):
+#   bash results/lab/batch-2026-12-02/run.sh skinny   # build, the skinny GEMM's gpu tests, its bench
+# Outputs go to $OUT, else results/h200/batch/.
+#
+# Predictions for the skinny bench (one 8b layer's four linears, written before running):
+# - int4 at B = 1 (rows GEMV): ~26 us (109 MB at ~4.2 TB/s). Skinny B = 2..16: ~30-35 us,
+#   the weights at ~3.3 TB/s; B = 64: ~100 us (x re-read from L2 by every block: 8x the
+#   weight bytes at 2 tiles a warp).
+# - fp16 at B = 16: skinny ~105 us, cuBLAS ~110 us (436 MB either way).
+# Kill criterion (results/lab/batch.md §2.3): the 8b-int4 step at B = 16 above 1.5x its
+# B = 1 TPOT after three device calls: dequantize + cuBLAS becomes the path.
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+out=${OUT:-results/h200/batch}
+mkdir -p "$out"
+b=build-gpu
+case "${1:?usage: run.sh skinny}" in
+  skinny)
+    cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON \
+      >"$out/build.log" 2>&1 &&
+      cmake --build $b -j16 --target decodebench_gpu_tests decodebench_skinny_bench >>"$out/build.log" 2>&1 ||
+      { tail -30 "$out/build.log"; exit 1; }
+    $b/decodebench_gpu_tests --gtest_filter='Skinny*' >"$out/gtest-skinny.txt" 2>&1
+    tail -3 "$out/gtest-skinny.txt"
+    grep -E "FAILED|Failure" "$out/gtest-skinny.txt" | head -20 || true
+    $b/decodebench_skinny_bench | tee "$out/skinny-bench.txt"
+    ;;
+  *) echo "unknown stage" >&2; exit 2 ;;
+esac

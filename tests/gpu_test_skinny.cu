@@ -1,0 +1,141 @@
+// The batched step's skinny GEMM (kernels/skinny.cu) against a double-precision CPU
+// reference: every scheme, shapes that are not multiples of any tile and the real 8b shapes,
+// batches from 1 to past one launch's 64 columns, store and accumulate, int4 groups of 32 to
+// 128 with and without zero points; and the same bits on a second call.
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "decodebench/half.h"
+#include "gpu_common.cuh"
+#include "skinny.cuh"
+#include "weights.cuh"
+
+using namespace db;
+using namespace db::cuda;
+using dbtest::DeviceBuffer;
+using dbtest::DeviceQuant;
+
+namespace {
+
+struct Case {
+  Scheme scheme;
+  int64_t rows, cols, batch;
+  int group = 128;  // int4
+  bool zero_point = true;
+  bool accumulate = false;
+};
+
+std::string name(const Case& c) {
+  return fmt::format("{}_{}x{}_b{}{}{}{}", to_string(c.scheme), c.rows, c.cols, c.batch,
+                     c.scheme == Scheme::int4 ? fmt::format("_g{}", c.group) : "", c.zero_point ? "" : "_sym",
+                     c.accumulate ? "_acc" : "");
+}
+
+// The tensor cores multiply fp16 operands exactly and add in fp32; int4's operands are
+// (q - zero) * scale rounded to fp16 once, 2^-11 of each product at most. So |y - ref| is
+// bounded by 2^-11 sum |w x| for int4 and well under it for fp16 and int8 (fp32 sums of
+// exact products); 2^-12 leaves those the rounding of the fp32 additions.
+double tolerance(Scheme s) {
+  return s == Scheme::int4 ? 1.0 / 2048 : 1.0 / 4096;
+}
+
+class SkinnyTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SkinnyTest, EveryColumnMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  const Case c = GetParam();
+  std::mt19937 rng(static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.batch));
+  std::normal_distribution<float> wd(0.f, 0.02f), xd(0.f, 1.f);
+  std::vector<float> w(static_cast<size_t>(c.rows * c.cols));
+  for (float& v : w) v = wd(rng);
+  const QuantMatrix q = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, c.group, c.zero_point);
+  std::vector<uint16_t> x(static_cast<size_t>(c.batch * c.cols));
+  for (auto& h : x) h = f32_to_f16(xd(rng));
+  std::vector<float> y0(static_cast<size_t>(c.batch * c.rows));
+  for (float& v : y0) v = xd(rng);
+
+  DeviceQuant dq(q);
+  if (c.scheme == Scheme::int4) repack_int4(dq.m, nullptr, false);
+  const char* why = nullptr;
+  ASSERT_TRUE(skinny_supports(dq.m, &why)) << name(c) << ": " << why;
+  DeviceBuffer<uint16_t> dx(x);
+  DeviceBuffer<float> dy(y0.size());
+  DeviceBuffer<uint8_t> ws(skinny_workspace_bytes(c.rows, c.cols, c.batch));
+  CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
+  auto run = [&] {
+    if (c.accumulate)
+      CUDA_CHECK(cudaMemcpy(dy.p, y0.data(), 4 * y0.size(), cudaMemcpyHostToDevice));
+    else
+      dy.poison();
+    gemm_skinny(dq.m, reinterpret_cast<const __half*>(dx.p), c.batch, dy.p, c.accumulate, ws.p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    return dy.download();
+  };
+  const std::vector<float> got = run();
+
+  // Every row of the small shapes; of the large ones every stride-th row and the last tile's,
+  // so that the reference stays at ~10^8 multiply-adds. Every column of each row.
+  const int64_t stride = std::max<int64_t>(1, c.rows * c.cols * c.batch / 100'000'000);
+  std::vector<float> row(static_cast<size_t>(c.cols));
+  for (int64_t r = 0; r < c.rows; ++r) {
+    if (r % stride != 0 && r < c.rows - 128) continue;
+    q.row(r, row.data());
+    for (int64_t b = 0; b < c.batch; ++b) {
+      double ref = c.accumulate ? y0[b * c.rows + r] : 0.0, mag = 0.0;
+      for (int64_t k = 0; k < c.cols; ++k) {
+        const double t = static_cast<double>(row[k]) * f16_to_f32(x[b * c.cols + k]);
+        ref += t;
+        mag += std::fabs(t);
+      }
+      const float v = got[b * c.rows + r];
+      ASSERT_FALSE(std::isnan(v)) << name(c) << " row " << r << " column " << b << " was not written";
+      ASSERT_LE(std::fabs(v - ref), tolerance(c.scheme) * mag + 1e-5)
+          << name(c) << " row " << r << " column " << b << ": got " << v << ", reference " << ref;
+    }
+  }
+  EXPECT_EQ(run(), got) << name(c) << ": a second call gave other bits (the split order is fixed)";
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    // Not multiples of a tile (rows) or of a chunk set (columns), across the batch shapes.
+    for (int64_t b : {1, 2, 3, 8, 9, 17, 33, 64, 65})
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{7, 256}, {130, 1088}, {1000, 2048}})
+        v.push_back({s, rows, cols, b});
+    // The 8b shapes: qkv, o, gate/up, down at the batches of the sweep's knees.
+    for (int64_t b : {2, 16, 64})
+      for (auto [rows, cols] :
+           {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}})
+        v.push_back({s, rows, cols, b});
+    v.push_back({s, 1000, 2048, 17, 128, true, true});  // accumulate into y
+  }
+  for (int g : {32, 64})
+    for (bool zp : {true, false}) v.push_back({Scheme::int4, 130, 1024, 17, g, zp});
+  v.push_back({Scheme::int4, 4096, 4096, 16, 128, false});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyTest, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return name(info.param); });
+
+TEST(Skinny, RefusesTheFragmentLayoutWithAReason) {
+  DeviceMatrix m;
+  m.scheme = Scheme::int4;
+  m.rows = 8;
+  m.cols = 1024;
+  m.group_size = 128;
+  m.int4_repacked = true;
+  m.int4_frag = true;
+  const char* why = nullptr;
+  EXPECT_FALSE(skinny_supports(m, &why));
+  ASSERT_NE(why, nullptr);
+  m.int4_frag = false;
+  EXPECT_TRUE(skinny_supports(m, &why));
+  m.scheme = Scheme::fp16;
+  m.cols = 1020;
+  EXPECT_FALSE(skinny_supports(m, &why));
+}
+
+}  // namespace
