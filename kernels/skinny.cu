@@ -93,7 +93,7 @@ __device__ __forceinline__ void dequant(Pairs<S>& out, uint4 w, uint32_t scale, 
   }
 }
 
-template <Scheme S, int MT, int NT>
+template <Scheme S, int MT, int NT, int U>
 __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
   constexpr int V = kCols<S>;
   constexpr int kMmas = V / 4;     // mmas a chunk feeds
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
   constexpr int E = MT * NT * kWarp * 4;
   const DeviceMatrix& m = a.m;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, c = lane % 4;
-  const int64_t chunks = m.cols / V, sets = (chunks + 3) / 4;
+  const int64_t chunks = m.cols / V, sets = (chunks + 4 * U - 1) / (4 * U);
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16 * MT;
   const int split = blockIdx.y;
   const int groups = S == Scheme::int4 ? static_cast<int>(m.cols / m.group_size) : 0;
@@ -128,49 +128,63 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
 
   for (int64_t set = static_cast<int64_t>(split) * kWarps + warp; set < sets;
        set += static_cast<int64_t>(a.splits) * kWarps) {
-    const int64_t ci = set * 4 + c;
-    const bool live = ci < chunks;
-    const int64_t cc = live ? ci : chunks - 1;
-    uint4 w[MT][2];
+    // Lane c's chunks of the set: U consecutive ones, so that a quad reads 4 U x 16
+    // contiguous bytes of each of its rows.
+    int64_t cc[U];
+    bool live[U];
 #pragma unroll
-    for (int t = 0; t < MT; ++t)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) w[t][h] = ld_stream(reinterpret_cast<const uint4*>(base + woff[t][h]) + cc);
-    uint32_t scale[MT][2], zero[MT][2];
-#pragma unroll
-    for (int t = 0; t < MT; ++t)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        scale[t][h] = zero[t][h] = 0;
-        if constexpr (S == Scheme::int4) {
-          const int64_t e = meta0[t][h] + (cc >> a.group_shift) * int4_meta::kBlockRows;
-          scale[t][h] = __ldg(reinterpret_cast<const uint16_t*>(m.scales) + e);
-          zero[t][h] = m.zero_point ? __ldg(m.zeros + e) : 8u;
-        }
-      }
-    // x of sequences g, g + 8, ... at the chunk's columns; zero past the batch or the last
-    // chunk, so a lane with nothing to add contributes zeros.
-    uint4 xq[NT][kXPieces];
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      const int seq = 8 * n + g;
-      const uint4* xp = reinterpret_cast<const uint4*>(a.x + static_cast<int64_t>(seq) * m.cols + cc * V);
-#pragma unroll
-      for (int p = 0; p < kXPieces; ++p)
-        xq[n][p] = live && seq < a.batch ? __ldg(xp + p) : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < U; ++u) {
+      const int64_t ci = (set * 4 + c) * U + u;
+      live[u] = ci < chunks;
+      cc[u] = live[u] ? ci : chunks - 1;
     }
+    uint4 w[U][MT][2];
 #pragma unroll
-    for (int t = 0; t < MT; ++t) {
-      Pairs<S> lo, hi;  // rows g and g + 8
-      dequant<S>(lo, w[t][0], scale[t][0], zero[t][0]);
-      dequant<S>(hi, w[t][1], scale[t][1], zero[t][1]);
+    for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int j = 0; j < kMmas; ++j) {
+      for (int t = 0; t < MT; ++t)
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
-          const uint4 xv = xq[n][j / 2];
-          const uint32_t b0 = j % 2 ? xv.z : xv.x, b1 = j % 2 ? xv.w : xv.y;
-          frag::mma(acc[t][n], lo.p[2 * j], hi.p[2 * j], lo.p[2 * j + 1], hi.p[2 * j + 1], b0, b1);
+        for (int h = 0; h < 2; ++h)
+          w[u][t][h] = ld_stream(reinterpret_cast<const uint4*>(base + woff[t][h]) + cc[u]);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      uint32_t scale[MT][2], zero[MT][2];
+#pragma unroll
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          scale[t][h] = zero[t][h] = 0;
+          if constexpr (S == Scheme::int4) {
+            const int64_t e = meta0[t][h] + (cc[u] >> a.group_shift) * int4_meta::kBlockRows;
+            scale[t][h] = __ldg(reinterpret_cast<const uint16_t*>(m.scales) + e);
+            zero[t][h] = m.zero_point ? __ldg(m.zeros + e) : 8u;
+          }
+        }
+      // x of sequences g, g + 8, ... at the chunk's columns; zero past the batch or the last
+      // chunk, so a lane with nothing to add contributes zeros.
+      uint4 xq[NT][kXPieces];
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const int seq = 8 * n + g;
+        const uint4* xp =
+            reinterpret_cast<const uint4*>(a.x + static_cast<int64_t>(seq) * m.cols + cc[u] * V);
+#pragma unroll
+        for (int p = 0; p < kXPieces; ++p)
+          xq[n][p] = live[u] && seq < a.batch ? __ldg(xp + p) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+        Pairs<S> lo, hi;  // rows g and g + 8
+        dequant<S>(lo, w[u][t][0], scale[t][0], zero[t][0]);
+        dequant<S>(hi, w[u][t][1], scale[t][1], zero[t][1]);
+#pragma unroll
+        for (int j = 0; j < kMmas; ++j) {
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            const uint4 xv = xq[n][j / 2];
+            const uint32_t b0 = j % 2 ? xv.z : xv.x, b1 = j % 2 ? xv.w : xv.y;
+            frag::mma(acc[t][n], lo.p[2 * j], hi.p[2 * j], lo.p[2 * j + 1], hi.p[2 * j + 1], b0, b1);
+          }
         }
       }
     }
@@ -229,51 +243,59 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
   if (threadIdx.x == 0) a.counters[blockIdx.x] = 0;  // ready for the next launch
 }
 
-// The shape of a launch: NT groups of 8 sequences, MT tiles of 16 rows a block (fewer rows
-// a block as the sequences grow, to keep the accumulators at 64 registers a thread), and the
-// split of the columns that gives the grid about kTargetBlocks blocks.
+// The shape of a launch: NT groups of 8 sequences; MT tiles of 16 rows a block and U chunks
+// a lane a step (MT x U x 2 weight loads of 16 bytes in flight a lane); the split of the
+// columns that gives the grid about `blocks_per_sm` blocks an SM.
 struct Shape {
-  int nt = 1, mt = 8;
+  int nt = 1, mt = 8, u = 1;
   int64_t tiles = 0;
   int splits = 1;
   int64_t elements() const { return int64_t{nt} * mt * kWarp * 4; }
 };
 
-Shape shape_of(int64_t rows, int64_t cols, int cols_per_chunk, int64_t batch) {
+int cols_per_chunk(Scheme s) {
+  return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
+}
+
+Shape shape_of(int64_t rows, int64_t cols, int cpc, int64_t batch, SkinnyTuning t) {
   Shape s;
   const int64_t b = std::min(batch, kSkinnyMaxBatch);
   s.nt = b <= 8 ? 1 : (b <= 16 ? 2 : (b <= 32 ? 4 : 8));
-  s.mt = s.nt <= 2 ? 8 : 16 / s.nt;
+  s.mt = t.mt ? t.mt : (s.nt <= 2 ? 8 : 16 / s.nt);
+  s.u = t.u ? t.u : 1;
   s.tiles = (rows + 16 * s.mt - 1) / (16 * s.mt);
-  const int64_t sets = (cols / cols_per_chunk + 3) / 4;
-  const int64_t target = int64_t{sm_count()} * 4;
+  const int64_t sets = (cols / cpc + 4 * s.u - 1) / (4 * s.u);
+  const int64_t target = int64_t{sm_count()} * (t.blocks_per_sm ? t.blocks_per_sm : 4);
   const int64_t want = (target + s.tiles - 1) / s.tiles;
   s.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, sets / kWarps), 1, kMaxSplits));
   return s;
 }
 
-int cols_per_chunk(Scheme s) {
-  return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
+using KernelFn = void (*)(SkinnyArgs);
+
+// The instantiated shapes: (NT, MT, U).
+template <Scheme S>
+KernelFn kernel_for(int nt, int mt, int u) {
+#define DB_SKINNY(NT_, MT_, U_) \
+  if (nt == NT_ && mt == MT_ && u == U_) return &skinny_kernel<S, MT_, NT_, U_>;
+  DB_SKINNY(1, 8, 1)
+  DB_SKINNY(1, 4, 1) DB_SKINNY(1, 4, 2) DB_SKINNY(1, 2, 2) DB_SKINNY(1, 2, 4) DB_SKINNY(2, 8, 1)
+      DB_SKINNY(2, 4, 1) DB_SKINNY(2, 4, 2) DB_SKINNY(2, 2, 2) DB_SKINNY(2, 2, 4) DB_SKINNY(4, 4, 1)
+          DB_SKINNY(4, 2, 2) DB_SKINNY(8, 2, 1) DB_SKINNY(8, 1, 2)
+#undef DB_SKINNY
+              fail("skinny GEMM: no kernel for {} sequence groups x {} row tiles x {} chunks", nt, mt, u);
 }
 
-template <Scheme S>
-void launch_scheme(const Shape& sh, const SkinnyArgs& a, cudaStream_t s) {
-  const dim3 grid(static_cast<unsigned>(sh.tiles), static_cast<unsigned>(sh.splits));
-  switch (sh.nt) {
-    case 1:
-      skinny_kernel<S, 8, 1><<<grid, kThreads, 0, s>>>(a);
-      break;
-    case 2:
-      skinny_kernel<S, 8, 2><<<grid, kThreads, 0, s>>>(a);
-      break;
-    case 4:
-      skinny_kernel<S, 4, 4><<<grid, kThreads, 0, s>>>(a);
-      break;
-    default:
-      skinny_kernel<S, 2, 8><<<grid, kThreads, 0, s>>>(a);
-      break;
+KernelFn kernel_for(Scheme s, const Shape& sh) {
+  switch (s) {
+    case Scheme::fp16:
+      return kernel_for<Scheme::fp16>(sh.nt, sh.mt, sh.u);
+    case Scheme::int8:
+      return kernel_for<Scheme::int8>(sh.nt, sh.mt, sh.u);
+    case Scheme::int4:
+      return kernel_for<Scheme::int4>(sh.nt, sh.mt, sh.u);
   }
-  CUDA_CHECK_LAUNCH();
+  fail("skinny GEMM: unknown scheme");
 }
 
 constexpr size_t kCounterBytes = 256;  // alignment of the partials after the counters
@@ -299,20 +321,25 @@ bool skinny_supports(const DeviceMatrix& w, const char** why) {
 }
 
 size_t skinny_workspace_bytes(int64_t rows, int64_t cols, int64_t batch) {
-  // The most columns a chunk set can hold (fp16's) gives the most splits any scheme takes.
-  const Shape sh = shape_of(rows, cols, cols_per_chunk(Scheme::fp16), batch);
-  return counter_bytes(sh.tiles) + 4ull * sh.tiles * sh.splits * sh.elements();
+  // The most splits any shape takes: fp16's chunks at one chunk a step, the most blocks an SM.
+  size_t most = 0;
+  for (int mt : {1, 2, 4, 8}) {
+    const Shape sh = shape_of(rows, cols, cols_per_chunk(Scheme::fp16), batch, {mt, 1, 8});
+    most = std::max<size_t>(most, counter_bytes(sh.tiles) + 4ull * sh.tiles * sh.splits * sh.elements());
+  }
+  return most;
 }
 
-void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
-                 void* workspace, cudaStream_t s) {
+void gemm_skinny_tuned(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
+                       void* workspace, SkinnyTuning t, cudaStream_t s) {
   const char* why = nullptr;
   if (!skinny_supports(w, &why)) fail("skinny GEMM [{}x{}]: {}", w.rows, w.cols, why);
+  if (t.blocks_per_sm > 8) fail("skinny GEMM: at most 8 blocks an SM");
   int group_shift = 0;
   while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
   for (int64_t b0 = 0; b0 < batch; b0 += kSkinnyMaxBatch) {
     const int64_t n = std::min(kSkinnyMaxBatch, batch - b0);
-    const Shape sh = shape_of(w.rows, w.cols, cols_per_chunk(w.scheme), n);
+    const Shape sh = shape_of(w.rows, w.cols, cols_per_chunk(w.scheme), n, t);
     SkinnyArgs a;
     a.m = w;
     a.x = x + b0 * w.cols;
@@ -323,18 +350,16 @@ void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y
     a.accumulate = accumulate;
     a.counters = static_cast<unsigned*>(workspace);
     a.partial = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + counter_bytes(sh.tiles));
-    switch (w.scheme) {
-      case Scheme::fp16:
-        launch_scheme<Scheme::fp16>(sh, a, s);
-        break;
-      case Scheme::int8:
-        launch_scheme<Scheme::int8>(sh, a, s);
-        break;
-      case Scheme::int4:
-        launch_scheme<Scheme::int4>(sh, a, s);
-        break;
-    }
+    kernel_for(
+        w.scheme,
+        sh)<<<dim3(static_cast<unsigned>(sh.tiles), static_cast<unsigned>(sh.splits)), kThreads, 0, s>>>(a);
+    CUDA_CHECK_LAUNCH();
   }
+}
+
+void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
+                 void* workspace, cudaStream_t s) {
+  gemm_skinny_tuned(w, x, batch, y, accumulate, workspace, {}, s);
 }
 
 }  // namespace db::cuda

@@ -31,4 +31,14 @@ size_t skinny_workspace_bytes(int64_t rows, int64_t cols, int64_t batch);
 void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
                  void* workspace, cudaStream_t s);
 
+// The same with its shape chosen by hand (the tests and decodebench_skinny_bench): row tiles
+// of 16 a block (1, 2, 4 or 8), chunks of 16 bytes a lane a step (1, 2 or 4) and the blocks
+// an SM the column split aims at (1 to 8); 0: the default. Not every combination is
+// instantiated (skinny.cu, kernel_for): others fail with the reason.
+struct SkinnyTuning {
+  int mt = 0, u = 0, blocks_per_sm = 0;
+};
+void gemm_skinny_tuned(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
+                       void* workspace, SkinnyTuning t, cudaStream_t s);
+
 }  // namespace db::cuda

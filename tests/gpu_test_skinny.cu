@@ -120,6 +120,51 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyTest, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return name(info.param); });
 
+// Every instantiated shape of the kernel (skinny.cu, kernel_for) on a matrix that is not a
+// multiple of any of its tiles, against the default shape's result within the bound.
+TEST(Skinny, EveryTunedShapeGivesTheDefaultsResult) {
+  REQUIRE_GPU();
+  struct Tune {
+    int64_t batch;
+    int mt, u;
+  };
+  const Tune tunes[] = {{5, 8, 1},  {5, 4, 1},  {5, 4, 2},  {5, 2, 2},  {5, 2, 4},  {13, 8, 1}, {13, 4, 1},
+                        {13, 4, 2}, {13, 2, 2}, {13, 2, 4}, {29, 4, 1}, {29, 2, 2}, {50, 2, 1}, {50, 1, 2}};
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    const int64_t rows = 200, cols = 1536;
+    std::mt19937 rng(5);
+    std::normal_distribution<float> d(0.f, 0.05f);
+    std::vector<float> w(static_cast<size_t>(rows * cols));
+    for (float& v : w) v = d(rng);
+    const QuantMatrix q = quantize_matrix(w.data(), rows, cols, s, 64, true);
+    DeviceQuant dq(q);
+    if (s == Scheme::int4) repack_int4(dq.m, nullptr, false);
+    std::vector<uint16_t> x(static_cast<size_t>(64 * cols));
+    for (auto& h : x) h = f32_to_f16(d(rng) * 20);
+    DeviceBuffer<uint16_t> dx(x);
+    DeviceBuffer<float> y(static_cast<size_t>(64 * rows));
+    DeviceBuffer<uint8_t> ws(skinny_workspace_bytes(rows, cols, 64));
+    CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
+    for (const Tune& t : tunes) {
+      const __half* xp = reinterpret_cast<const __half*>(dx.p);
+      y.poison();
+      gemm_skinny(dq.m, xp, t.batch, y.p, false, ws.p, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<float> want = y.download();
+      for (int bps : {1, 8}) {
+        y.poison();
+        gemm_skinny_tuned(dq.m, xp, t.batch, y.p, false, ws.p, {t.mt, t.u, bps}, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> got = y.download();
+        for (int64_t i = 0; i < t.batch * rows; ++i)
+          ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i])))
+              << to_string(s) << " batch " << t.batch << " m" << t.mt << "u" << t.u << "b" << bps
+              << " element " << i;
+      }
+    }
+  }
+}
+
 TEST(Skinny, RefusesTheFragmentLayoutWithAReason) {
   DeviceMatrix m;
   m.scheme = Scheme::int4;

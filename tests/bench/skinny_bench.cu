@@ -1,14 +1,16 @@
 // The batched step's linears timed at every batch (lab tool, not a test):
-//   build-gpu/decodebench_skinny_bench [rows cols]...
+//   build-gpu/decodebench_skinny_bench [--tune] [rows cols]...
 // For each scheme and batch B, one 8b layer's four linears (qkv, o, gate/up, down; or the
 // shapes given) through the tensor-core skinny GEMM, beside the rows GEMV at B = 1 and
-// cuBLAS on fp16 weights at B. Every launch reads a different copy of its matrix (the copies
+// cuBLAS on fp16 weights at B; with --tune, every instantiated shape of the skinny kernel
+// (rows tiles x chunks a step x blocks an SM). Every launch reads a different copy of its matrix (the copies
 // exceed L2 several times, as 32 layers do). Prints microseconds a layer, the weight bytes'
 // GB/s and TFLOP/s. Correctness is the gpu tests' job.
 #include <cublas_v2.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "common.cuh"
@@ -79,9 +81,10 @@ double time_us(F&& launch, int reps) {
 
 int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> shapes = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
-  if (argc > 2) {
+  const bool tune = argc > 1 && std::strcmp(argv[1], "--tune") == 0;
+  if (argc > 2 + tune) {
     shapes.clear();
-    for (int i = 1; i + 1 < argc; i += 2) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1])});
+    for (int i = 1 + tune; i + 1 < argc; i += 2) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1])});
   }
   const std::vector<int64_t> batches = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   const int64_t max_b = batches.back();
@@ -120,9 +123,30 @@ int main(int argc, char** argv) {
     GemvOutput out;
     out.y = y;
     report(1, "gemv", time_us(layer([&](const DeviceMatrix& m) { gemv(m, in, out, GemvVariant::fast, nullptr); }), 40));
-    for (int64_t b : batches)
+    // Every instantiated shape at every batch it serves (skinny.cu, kernel_for), then the
+    // default's.
+    struct Tune {
+      int nt, mt, u;
+    };
+    const Tune tunes[] = {{1, 8, 1}, {1, 4, 1}, {1, 4, 2}, {1, 2, 2}, {1, 2, 4}, {2, 8, 1}, {2, 4, 1},
+                          {2, 4, 2}, {2, 2, 2}, {2, 2, 4}, {4, 4, 1}, {4, 2, 2}, {8, 2, 1}, {8, 1, 2}};
+    for (int64_t b : batches) {
+      const int nt = b <= 8 ? 1 : (b <= 16 ? 2 : (b <= 32 ? 4 : 8));
+      if (tune)
+        for (const Tune& t : tunes) {
+          if (t.nt != nt) continue;
+          for (int bps : {2, 4, 8}) {
+            char label[32];
+            std::snprintf(label, sizeof label, "m%du%db%d", t.mt, t.u, bps);
+            report(b, label, time_us(layer([&](const DeviceMatrix& m) {
+                                       gemm_skinny_tuned(m, x, b, y, false, ws, {t.mt, t.u, bps}, nullptr);
+                                     }),
+                                     20));
+          }
+        }
       report(b, "skinny",
              time_us(layer([&](const DeviceMatrix& m) { gemm_skinny(m, x, b, y, false, ws, nullptr); }), 40));
+    }
     if (s == Scheme::fp16) {
       for (int64_t b : batches) {
         auto gemm = [&](const DeviceMatrix& m) {
