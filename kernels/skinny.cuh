@@ -32,7 +32,7 @@ void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y
                  void* workspace, cudaStream_t s);
 
 // The same with its shape chosen by hand (the tests and decodebench_skinny_bench): row tiles
-// of 16 a block (1, 2, 4 or 8), chunks of 16 bytes a lane a step (1, 2 or 4) and the blocks
+// of 16 a block (1, 2 or 4), chunks of 16 bytes a lane a step (1, 2 or 4) and the blocks
 // an SM the column split aims at (1 to 8); 0: the default. Not every combination is
 // instantiated (skinny.cu, kernel_for): others fail with the reason.
 struct SkinnyTuning {
