@@ -1,5 +1,10 @@
-// The bandwidth and launch-cost probes (see probe.cuh).
+// The bandwidth, compute and launch-cost probes (see probe.cuh).
+#include <cublas_v2.h>
+
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
 
 #include "common.cuh"
 #include "probe.cuh"
@@ -42,7 +47,101 @@ struct Events {
   }
 };
 
+// The compute probe's device memory and cuBLAS handle, released on every way out.
+struct GemmOperands {
+  void* a = nullptr;
+  void* b = nullptr;
+  void* c = nullptr;
+  cublasHandle_t h = nullptr;
+  ~GemmOperands() {
+    if (h) cublasDestroy(h);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+  }
+};
+
+void* alloc_operand(size_t bytes, int n) {
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    fail("compute probe: cannot allocate {} MiB of GPU memory for its {} x {} x {} GEMM ({})", bytes >> 20, n,
+         n, n, cudaGetErrorString(e));
+  }
+  return p;
+}
+
+void check_cublas(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS) fail("compute probe: {} failed ({})", what, cublasGetStatusName(st));
+}
+
+ComputePeak run_gemm_probe() {
+  constexpr int kMaxN = 8192, kMinN = 256;
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  // A and B in fp16, C in fp32: 8 bytes per n x n element, at most a quarter of what is free.
+  const auto bytes_at = [](int n) { return size_t{8} * static_cast<size_t>(n) * static_cast<size_t>(n); };
+  int n = kMaxN;
+  while (n > kMinN && bytes_at(n) > free_b / 4) n /= 2;
+  if (bytes_at(n) > free_b / 4)
+    fail("compute probe: {} MiB of GPU memory free, too little for a {} x {} x {} GEMM in a quarter of it",
+         free_b >> 20, n, n, n);
+  const size_t half_bytes = size_t{2} * static_cast<size_t>(n) * static_cast<size_t>(n);
+  GemmOperands g;
+  g.a = alloc_operand(half_bytes, n);
+  g.b = alloc_operand(half_bytes, n);
+  g.c = alloc_operand(2 * half_bytes, n);
+  // Every half 0x2020 (about 0.00806): each C element sums n products of about 6.5e-5, far
+  // from fp16's or fp32's range, so no inf or NaN slows or spoils a pass.
+  constexpr uint16_t kFill = 0x2020;
+  CUDA_CHECK(cudaMemset(g.a, kFill & 0xff, half_bytes));
+  CUDA_CHECK(cudaMemset(g.b, kFill & 0xff, half_bytes));
+  CUDA_CHECK(cudaMemset(g.c, 0, 2 * half_bytes));
+  check_cublas(cublasCreate(&g.h), "cublasCreate");
+  // Small matrices take several GEMMs a pass, so each pass is a few milliseconds of work.
+  const int per_pass = std::min(64, (kMaxN / n) * (kMaxN / n) * (kMaxN / n));
+  const float alpha = 1.f, beta = 0.f;
+  Events ev;
+  double best_ms = 1e30;
+  for (int pass = 0; pass < 12; ++pass) {  // the first 2 untimed: cuBLAS picks and loads its kernel
+    CUDA_CHECK(cudaEventRecord(ev.a));
+    for (int r = 0; r < per_pass; ++r)
+      // Laid out as the engine's GEMMs: op(A) = A^T, fp16 in, fp32 out and accumulation.
+      check_cublas(
+          cublasGemmEx(g.h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &alpha, g.a, CUDA_R_16F, n, g.b, CUDA_R_16F, n,
+                       &beta, g.c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+    CUDA_CHECK(cudaEventRecord(ev.b));
+    CUDA_CHECK(cudaEventSynchronize(ev.b));
+    if (pass >= 2) best_ms = std::min(best_ms, static_cast<double>(ev.ms()));
+  }
+  // The GEMM computed what it was given: C[0] is n times the square of the fill.
+  float c0 = 0;
+  CUDA_CHECK(cudaMemcpy(&c0, g.c, sizeof c0, cudaMemcpyDeviceToHost));
+  __half_raw fill;
+  fill.x = kFill;
+  const double v = static_cast<double>(__half2float(__half(fill)));
+  const double want = static_cast<double>(n) * v * v;
+  if (!std::isfinite(c0) || std::abs(c0 - want) > 1e-2 * want)
+    fail("compute probe: its {} x {} x {} GEMM computed {} where {} was expected", n, n, n, c0, want);
+  const double flops = 2.0 * n * n * n * per_pass;
+  return {flops / (best_ms * 1e-3) / 1e12,
+          fmt::format("cublasGemmEx fp16 {0} x {0} x {0}, fp32 accumulate", n)};
+}
+
 }  // namespace
+
+ComputePeak measure_gemm_peak() {
+  static std::mutex mu;
+  static std::map<int, ComputePeak> measured;  // by device
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mu);
+  auto it = measured.find(dev);
+  if (it == measured.end()) it = measured.emplace(dev, run_gemm_probe()).first;
+  return it->second;
+}
 
 double measure_read_GBps(size_t bytes) {
   bytes &= ~size_t{15};
