@@ -126,37 +126,26 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[t][n][0] = acc[t][n][1] = acc[t][n][2] = acc[t][n][3] = 0.f;
 
-  // The weights of the warp's next set are loaded before this set's dot products, so that
-  // their memory round trip overlaps the dequantization and the mmas.
-  const int64_t step = static_cast<int64_t>(a.splits) * kWarps;
-  auto chunk_of = [&](int64_t set, int u) {
-    const int64_t ci = (set * 4 + c) * U + u;
-    return ci < chunks ? ci : chunks - 1;
-  };
-  auto load = [&](uint4(&w)[U][MT][2], int64_t set) {
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int t = 0; t < MT; ++t)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          w[u][t][h] = ld_stream(reinterpret_cast<const uint4*>(base + woff[t][h]) + chunk_of(set, u));
-  };
-  uint4 w[U][MT][2];
-  int64_t set = static_cast<int64_t>(split) * kWarps + warp;
-  if (set < sets) load(w, set);
-  for (; set < sets; set += step) {
+  for (int64_t set = static_cast<int64_t>(split) * kWarps + warp; set < sets;
+       set += static_cast<int64_t>(a.splits) * kWarps) {
     // Lane c's chunks of the set: U consecutive ones, so that a quad reads 4 U x 16
     // contiguous bytes of each of its rows.
     int64_t cc[U];
     bool live[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      live[u] = (set * 4 + c) * U + u < chunks;
-      cc[u] = chunk_of(set, u);
+      const int64_t ci = (set * 4 + c) * U + u;
+      live[u] = ci < chunks;
+      cc[u] = live[u] ? ci : chunks - 1;
     }
-    uint4 next[U][MT][2];
-    if (set + step < sets) load(next, set + step);
+    uint4 w[U][MT][2];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int t = 0; t < MT; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          w[u][t][h] = ld_stream(reinterpret_cast<const uint4*>(base + woff[t][h]) + cc[u]);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       uint32_t scale[MT][2], zero[MT][2];
@@ -199,12 +188,6 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
         }
       }
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int t = 0; t < MT; ++t)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) w[u][t][h] = next[u][t][h];
   }
 
   // The block's warps added in order, through shared memory.
@@ -278,7 +261,9 @@ Shape shape_of(int64_t rows, int64_t cols, int cpc, int64_t batch, SkinnyTuning 
   Shape s;
   const int64_t b = std::min(batch, kSkinnyMaxBatch);
   s.nt = b <= 8 ? 1 : (b <= 16 ? 2 : (b <= 32 ? 4 : 8));
-  // The defaults: the fastest shapes of decodebench_skinny_bench --tune on 8b's layers (H200).
+  // The defaults: the fastest shapes of decodebench_skinny_bench --tune on 8b's layers
+  // (H200, results/lab/batch.md): 4 tiles x 1 chunk, 2 blocks an SM, but int8 and fp16 at 8
+  // sequences or fewer 2 x 2 and fp16 at 16 2 x 2; 2 x 1 from 33 sequences on.
   const bool fp16 = cpc == cols_per_chunk(Scheme::fp16), int8 = cpc == cols_per_chunk(Scheme::int8);
   int mt = 4, u = 1;
   if (s.nt == 1 && (fp16 || int8)) mt = 2, u = 2;
@@ -288,7 +273,7 @@ Shape shape_of(int64_t rows, int64_t cols, int cpc, int64_t batch, SkinnyTuning 
   s.u = t.u ? t.u : u;
   s.tiles = (rows + 16 * s.mt - 1) / (16 * s.mt);
   const int64_t sets = (cols / cpc + 4 * s.u - 1) / (4 * s.u);
-  const int64_t target = int64_t{sm_count()} * (t.blocks_per_sm ? t.blocks_per_sm : 4);
+  const int64_t target = int64_t{sm_count()} * (t.blocks_per_sm ? t.blocks_per_sm : 2);
   const int64_t want = (target + s.tiles - 1) / s.tiles;
   s.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, sets / kWarps), 1, kMaxSplits));
   return s;
@@ -303,10 +288,9 @@ KernelFn kernel_for(int nt, int mt, int u) {
   if (nt == NT_ && mt == MT_ && u == U_) return &skinny_kernel<S, MT_, NT_, U_>;
   DB_SKINNY(1, 8, 1)
   DB_SKINNY(1, 4, 1)
-  DB_SKINNY(1, 4, 2)
-  DB_SKINNY(1, 2, 2) DB_SKINNY(1, 2, 4) DB_SKINNY(2, 8, 1) DB_SKINNY(2, 4, 1) DB_SKINNY(2, 4, 2)
-      DB_SKINNY(2, 2, 2) DB_SKINNY(2, 2, 4) DB_SKINNY(4, 4, 1) DB_SKINNY(4, 2, 2) DB_SKINNY(8, 2, 1)
-          DB_SKINNY(8, 1, 2)
+  DB_SKINNY(1, 4, 2) DB_SKINNY(1, 2, 2) DB_SKINNY(1, 2, 4) DB_SKINNY(2, 8, 1) DB_SKINNY(2, 4, 1)
+      DB_SKINNY(2, 4, 2) DB_SKINNY(2, 2, 2) DB_SKINNY(2, 2, 4) DB_SKINNY(4, 4, 1) DB_SKINNY(4, 2, 2)
+          DB_SKINNY(8, 2, 1) DB_SKINNY(8, 1, 2)
 #undef DB_SKINNY
               fail("skinny GEMM: no kernel for {} sequence groups x {} row tiles x {} chunks", nt, mt, u);
 }
