@@ -688,6 +688,7 @@ const float* Engine::rope() const {
 }
 
 void Engine::set_input(int64_t pos, int32_t token) {
+  if (batch_ != 1) fail("set_input at a batch of {}: set_inputs() gives every sequence its token", batch_);
   const int32_t v[2] = {token, static_cast<int32_t>(pos)};
   CUDA_CHECK(cudaMemcpyAsync(buf_->state, v, sizeof v, cudaMemcpyHostToDevice, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));  // `v` lives on this stack frame
