@@ -38,6 +38,21 @@ __device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const flo
   }
 }
 
+// Sequence blockIdx.z of a batch: its slices of qkv, of the caches (rope_positions rows
+// each: the engine's cache holds as many positions as the rope table), of the partials, the
+// counters and the output. The biases and norms are the model's, shared.
+__device__ __forceinline__ void select_sequence(AttentionArgs& a) {
+  const int64_t z = blockIdx.z;
+  const int64_t q_dim = int64_t{a.heads} * a.head_dim, kv_dim = int64_t{a.kv_heads} * a.head_dim;
+  a.qkv += z * (q_dim + 2 * kv_dim);
+  a.k_cache += z * a.rope_positions * kv_dim;
+  a.v_cache += z * a.rope_positions * kv_dim;
+  a.part_o += z * a.heads * a.max_splits * a.head_dim;
+  a.part_ml += z * a.heads * a.max_splits * 2;
+  a.counters += z * a.kv_heads;
+  a.out += z * q_dim;
+}
+
 // MAXG: the query heads per kv head rounded up to 2, 4 or 8. Every per-head loop runs MAXG
 // times without a guard, the heads past G reading zero queries (their results are unused),
 // so the heads' dot products interleave as independent chains. BIAS: qwen2's q/k/v biases,
@@ -45,8 +60,11 @@ __device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const flo
 // WIDE: a cache of more than kWideSplits splits; the blocks only write their partials, and
 // attention_wide_merge_kernel merges them with many blocks (the last block of a kv head
 // merging a thousand splits alone was most of a long-context step's attention time).
-template <int HD, int MAXG, bool BIAS, bool WIDE>
+// SEQ: a batch (attention(a, s, batch) with batch > 1), sequence blockIdx.z; a template
+// switch so that batch 1 runs exactly the kernel it would otherwise.
+template <int HD, int MAXG, bool BIAS, bool WIDE, bool SEQ>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
+  if constexpr (SEQ) select_sequence(a);
   constexpr int E = HD / kWarp;  // elements per lane
   // The position and the cached K and V rows (below pos) are only written by earlier steps,
   // and the step's first kernel waits for the previous step before it lets the next kernel
@@ -420,7 +438,9 @@ __device__ void norm_rope_block(float* x, const __half* norm_w, float eps, const
   __syncthreads();
 }
 
+template <bool SEQ>
 __global__ void __launch_bounds__(kThreads) attention_any_kernel(AttentionArgs a) {
+  if constexpr (SEQ) select_sequence(a);
   const int pos = __ldcg(a.pos);
   const int split = blockIdx.y;
   const int start = split * kAttentionChunk;
@@ -510,7 +530,9 @@ __global__ void __launch_bounds__(kThreads) attention_any_kernel(AttentionArgs a
 }
 
 // The splits of attention_any_kernel merged (log-sum-exp): one block per query head.
+template <bool SEQ>
 __global__ void __launch_bounds__(kThreads) attention_any_merge_kernel(AttentionArgs a) {
+  if constexpr (SEQ) select_sequence(a);
   pdl_wait();
   const int splits = __ldcg(a.pos) / kAttentionChunk + 1;
   if (splits == 1) return;  // the attention kernel wrote the output
@@ -537,7 +559,9 @@ __global__ void __launch_bounds__(kThreads) attention_any_merge_kernel(Attention
 // flight at once in each of heads x HD / 32 blocks.
 constexpr int kWideWarps = 16;
 
+template <bool SEQ>
 __global__ void __launch_bounds__(kWideWarps* kWarp) attention_wide_merge_kernel(AttentionArgs a) {
+  if constexpr (SEQ) select_sequence(a);
   pdl_wait();  // the partials
   const int splits = __ldcg(a.pos) / kAttentionChunk + 1;
   if (splits == 1) return;  // the attention kernel wrote the output
@@ -568,44 +592,57 @@ __global__ void __launch_bounds__(kWideWarps* kWarp) attention_wide_merge_kernel
   a.out[h * a.head_dim + i] = __float2half_rn(total / L);
 }
 
-void launch_any(const AttentionArgs& a, cudaStream_t s) {
+// The launchers: grid.z is the batch, one sequence a z index (SEQ where batch > 1).
+template <bool SEQ>
+void launch_any(const AttentionArgs& a, cudaStream_t s, int batch) {
   if (a.head_dim % 8 != 0 || a.head_dim < 8 || a.head_dim > kMaxAnyHeadDim)
     fail("attention: head_dim {} is not supported (a multiple of 8 up to {})", a.head_dim, kMaxAnyHeadDim);
-  launch(attention_any_kernel, dim3(a.heads, a.max_splits), kThreads, 0, s, a);
-  launch(attention_any_merge_kernel, dim3(a.heads), kThreads, 0, s, a);
+  launch(attention_any_kernel<SEQ>, dim3(a.heads, a.max_splits, batch), kThreads, 0, s, a);
+  launch(attention_any_merge_kernel<SEQ>, dim3(a.heads, 1, batch), kThreads, 0, s, a);
 }
 
-template <int MAXG, bool BIAS, bool WIDE>
-void launch_hd(const AttentionArgs& a, cudaStream_t s) {
-  const dim3 grid(a.kv_heads, a.max_splits);
+template <int MAXG, bool BIAS, bool WIDE, bool SEQ>
+void launch_hd(const AttentionArgs& a, cudaStream_t s, int batch) {
+  const dim3 grid(a.kv_heads, a.max_splits, batch);
   switch (a.head_dim) {
     case 32:
-      return launch(attention_kernel<32, MAXG, BIAS, WIDE>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<32, MAXG, BIAS, WIDE, SEQ>, grid, kThreads, 0, s, a);
     case 64:
-      return launch(attention_kernel<64, MAXG, BIAS, WIDE>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<64, MAXG, BIAS, WIDE, SEQ>, grid, kThreads, 0, s, a);
     case 96:
-      return launch(attention_kernel<96, MAXG, BIAS, WIDE>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<96, MAXG, BIAS, WIDE, SEQ>, grid, kThreads, 0, s, a);
     case 128:
-      return launch(attention_kernel<128, MAXG, BIAS, WIDE>, grid, kThreads, 0, s, a);
+      return launch(attention_kernel<128, MAXG, BIAS, WIDE, SEQ>, grid, kThreads, 0, s, a);
   }
-  launch_any(a, s);
+  launch_any<SEQ>(a, s, batch);
 }
 
 // A cache of more than kWideSplits splits (8192 positions) merges in a kernel of its own.
 constexpr int kWideSplits = 64;
 
-template <int MAXG, bool BIAS>
-void launch_split(const AttentionArgs& a, cudaStream_t s) {
+template <int MAXG, bool BIAS, bool SEQ>
+void launch_split(const AttentionArgs& a, cudaStream_t s, int batch) {
   if (a.max_splits <= kWideSplits || !attention_fast_path(a.head_dim, a.heads, a.kv_heads))
-    return launch_hd<MAXG, BIAS, false>(a, s);  // the plain kernel merges in a kernel of its own already
-  launch_hd<MAXG, BIAS, true>(a, s);
-  launch(attention_wide_merge_kernel, dim3(a.heads, a.head_dim / kWarp), kWideWarps * kWarp, 0, s, a);
+    return launch_hd<MAXG, BIAS, false, SEQ>(
+        a, s, batch);  // the plain kernel merges in a kernel of its own already
+  launch_hd<MAXG, BIAS, true, SEQ>(a, s, batch);
+  launch(attention_wide_merge_kernel<SEQ>, dim3(a.heads, a.head_dim / kWarp, batch), kWideWarps * kWarp, 0, s,
+         a);
 }
 
-template <int MAXG>
-void launch_group(const AttentionArgs& a, cudaStream_t s) {
-  if (a.qkv_bias) return launch_split<MAXG, true>(a, s);
-  launch_split<MAXG, false>(a, s);
+template <int MAXG, bool SEQ>
+void launch_group(const AttentionArgs& a, cudaStream_t s, int batch) {
+  if (a.qkv_bias) return launch_split<MAXG, true, SEQ>(a, s, batch);
+  launch_split<MAXG, false, SEQ>(a, s, batch);
+}
+
+template <bool SEQ>
+void launch_batch(const AttentionArgs& a, cudaStream_t s, int batch) {
+  const int group = a.heads / a.kv_heads;
+  if (group > kMaxGroup) return launch_any<SEQ>(a, s, batch);
+  if (group <= 2) return launch_group<2, SEQ>(a, s, batch);
+  if (group <= 4) return launch_group<4, SEQ>(a, s, batch);
+  launch_group<8, SEQ>(a, s, batch);
 }
 
 }  // namespace
@@ -619,14 +656,12 @@ bool attention_fast_path(int head_dim, int heads, int kv_heads) {
   return hd && heads % kv_heads == 0 && heads / kv_heads <= kMaxGroup;
 }
 
-void attention(const AttentionArgs& a, cudaStream_t s) {
+void attention(const AttentionArgs& a, cudaStream_t s, int batch) {
   if (a.kv_heads <= 0 || a.heads % a.kv_heads != 0)
     fail("attention: {} query heads are not a multiple of {} kv heads", a.heads, a.kv_heads);
-  const int group = a.heads / a.kv_heads;
-  if (group > kMaxGroup) return launch_any(a, s);
-  if (group <= 2) return launch_group<2>(a, s);
-  if (group <= 4) return launch_group<4>(a, s);
-  launch_group<8>(a, s);
+  if (batch < 1 || batch > 65535) fail("attention: a batch of {} sequences (1 to 65535)", batch);
+  if (batch == 1) return launch_batch<false>(a, s, 1);
+  launch_batch<true>(a, s, batch);
 }
 
 }  // namespace db::cuda

@@ -42,6 +42,13 @@ int attention_splits(int64_t positions);
 // heads per kv head); any other head_dim that is a multiple of 8 up to 256, and any group,
 // takes a plain kernel and a merge kernel.
 bool attention_fast_path(int head_dim, int heads, int kv_heads);
-void attention(const AttentionArgs& a, cudaStream_t s);
+// `batch` sequences at once (--batch), one grid z index each, all at position *pos: every
+// pointer of `a` but the model's (rope, q_norm, k_norm, qkv_bias) is sequence 0's, and
+// sequence z's lies at a fixed stride from it: qkv + z (q_dim + 2 kv_dim), the caches
+// + z rope_positions kv_dim (each sequence's cache holds rope_positions rows), part_o
+// + z heads max_splits head_dim, part_ml + z heads max_splits 2, counters + z kv_heads,
+// out + z q_dim. No field of its own: one more int would take AttentionArgs past 128 bytes.
+// Batch 1 runs the kernels it always has.
+void attention(const AttentionArgs& a, cudaStream_t s, int batch = 1);
 
 }  // namespace db::cuda

@@ -1,4 +1,6 @@
 // The small kernels of a decode step (see step.cuh).
+#include <algorithm>
+
 #include "common.cuh"
 #include "gemv.cuh"
 #include "pdl.cuh"
@@ -76,6 +78,30 @@ __global__ void argmax_kernel(const float* logits, int64_t n, unsigned long long
   if (threadIdx.x % kWarp == 0) atomicMax(key, best);
 }
 
+// Row blockIdx.y of logits [batch, n]: a plain launch, no PDL (the batched step's kernels).
+__global__ void argmax_rows_kernel(const float* logits, int64_t n, unsigned long long* keys) {
+  const float* row = logits + blockIdx.y * n;
+  unsigned long long best = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    best = max(best, argmax_key(row[i], static_cast<uint32_t>(i)));
+  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
+  if (threadIdx.x % kWarp == 0) atomicMax(&keys[blockIdx.y], best);
+}
+
+__global__ void finish_step_batch_kernel(BatchState st) {
+  const int32_t p = *st.pos;
+  const int64_t at = p - *st.first_pos;
+  for (int64_t b = threadIdx.x; b < st.batch; b += blockDim.x) {
+    const int32_t t = static_cast<int32_t>(argmax_index(st.keys[b]));
+    st.tokens_out[b * st.positions + at] = t;
+    st.tokens[b] = t;
+    st.keys[b] = 0;
+  }
+  __syncthreads();  // every thread has read pos
+  if (threadIdx.x == 0) *st.pos = p + 1;
+}
+
 }  // namespace
 
 void embed(const __half* table, int64_t hidden, const StepState& st, float* resid, unsigned long long* sumsq,
@@ -98,6 +124,18 @@ void silu_mul_interleaved(const float* gate_up, int64_t inter, __half* act, cuda
 
 void argmax(const float* logits, int64_t n, unsigned long long* key, cudaStream_t s) {
   launch(argmax_kernel, 264, 256, 0, s, logits, n, key);
+}
+
+void argmax_rows(const float* logits, int64_t batch, int64_t n, unsigned long long* keys, cudaStream_t s) {
+  // A few blocks a row: enough blocks in all to cover the SMs at small batches.
+  const unsigned per_row = static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(64, 264 / batch)));
+  argmax_rows_kernel<<<dim3(per_row, static_cast<unsigned>(batch)), 256, 0, s>>>(logits, n, keys);
+  CUDA_CHECK_LAUNCH();
+}
+
+void finish_step_batch(const BatchState& st, cudaStream_t s) {
+  finish_step_batch_kernel<<<1, 256, 0, s>>>(st);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace db::cuda

@@ -35,4 +35,22 @@ void rmsnorm(const float* resid, const __half* w, float eps, int64_t n, __half* 
 void silu_mul_interleaved(const float* gate_up, int64_t inter, __half* act, cudaStream_t s);
 void argmax(const float* logits, int64_t n, unsigned long long* key, cudaStream_t s);
 
+// The batched step (--batch B > 1): plain launches, each starting after its predecessor has
+// completed, like the prefill's kernels (prefill.cuh).
+// keys[b] keeps row b's argmax key of logits [batch, n] (keys zero before).
+void argmax_rows(const float* logits, int64_t batch, int64_t n, unsigned long long* keys, cudaStream_t s);
+// The batch's state in device memory: each sequence's input token, one shared position.
+struct BatchState {
+  int32_t* tokens = nullptr;  // [batch] input token of each sequence
+  int32_t* pos = nullptr;     // position of this step, every sequence's
+  int32_t* first_pos = nullptr;
+  int32_t* tokens_out = nullptr;  // [batch, positions]: sequence b's token at b * positions + pos - first_pos
+  unsigned long long* keys = nullptr;  // [batch] argmax keys
+  int64_t batch = 0;
+  int64_t positions = 0;
+};
+// Each sequence's argmax becomes its next input token and is recorded; keys reset; pos
+// advances once, after every sequence has read it.
+void finish_step_batch(const BatchState& st, cudaStream_t s);
+
 }  // namespace db::cuda

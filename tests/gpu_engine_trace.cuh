@@ -2,11 +2,17 @@
 // free-running greedy steps.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "decodebench/backend.h"
 #include "decodebench/config.h"
+#include "decodebench/cpu_reference.h"
 #include "decodebench/run_spec.h"
 #include "engine.cuh"
 #include "reference_trace.h"
@@ -43,6 +49,30 @@ inline Trace run_engine(db::cuda::Engine& e, int64_t context, int64_t steps, boo
     t.tokens.push_back(e.next_token());
   }
   return t;
+}
+
+// The GPU keeps activations in fp16 between kernels and accumulates in fp16 inside 16-byte
+// chunks (each rounding ~2^-11 relative); through 2 layers and the lm_head that stays under
+// 1e-2 of the largest logit. dequant-cublas rounds every dequantized weight to fp16 once more
+// (2^-12), inside the same bound.
+constexpr double kLogitsBound = 1e-2;
+
+// The engine's teacher-forced logits against the reference's, step by step: within the bound,
+// and the same argmax except where the reference's own top-2 gap is inside that bound (a tie
+// at the precision of the arithmetic).
+inline void expect_reference_logits(const std::vector<std::vector<float>>& gpu, const Trace& cpu,
+                                    const std::string& what) {
+  for (size_t i = 0; i < cpu.logits.size(); ++i) {
+    const std::vector<float>& ref = cpu.logits[i];
+    ASSERT_LE(db_test::max_rel_err(gpu[i], ref), kLogitsBound) << what << " step " << i;
+    const int32_t want = db::CpuModel::argmax(ref), got = db::CpuModel::argmax(gpu[i]);
+    if (got != want) {
+      double mx = 0;
+      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
+      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx)
+          << what << " step " << i << ": argmax " << got << " instead of " << want << " outside a tie";
+    }
+  }
 }
 
 }  // namespace dbtest

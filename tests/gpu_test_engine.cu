@@ -123,29 +123,8 @@ std::vector<std::vector<float>> forced_logits(Engine& e, int64_t context,
   return out;
 }
 
-// The GPU keeps activations in fp16 between kernels and accumulates in fp16 inside 16-byte
-// chunks (each rounding ~2^-11 relative); through 2 layers and the lm_head that stays under
-// 1e-2 of the largest logit. dequant-cublas rounds every dequantized weight to fp16 once more
-// (2^-12), inside the same bound.
-constexpr double kLogitsBound = 1e-2;
-
-// The engine's teacher-forced logits against the reference's, step by step: within the bound,
-// and the same argmax except where the reference's own top-2 gap is inside that bound (a tie
-// at the precision of the arithmetic).
-void expect_reference_logits(const std::vector<std::vector<float>>& gpu, const Trace& cpu,
-                             const std::string& what) {
-  for (size_t i = 0; i < cpu.logits.size(); ++i) {
-    const std::vector<float>& ref = cpu.logits[i];
-    ASSERT_LE(max_rel_err(gpu[i], ref), kLogitsBound) << what << " step " << i;
-    const int32_t want = CpuModel::argmax(ref), got = CpuModel::argmax(gpu[i]);
-    if (got != want) {
-      double mx = 0;
-      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
-      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx)
-          << what << " step " << i << ": argmax " << got << " instead of " << want << " outside a tie";
-    }
-  }
-}
+using dbtest::expect_reference_logits;
+using dbtest::kLogitsBound;
 
 // The issue's property, for the kernels --kernel auto picks: free-running greedy decoding on
 // the synthetic tiny model gives the CPU reference's tokens.

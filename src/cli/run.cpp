@@ -50,7 +50,7 @@ void check_batch_supported(const Backend& backend, BackendKind kind, int64_t bat
   const int64_t most = backend.max_batch();
   if (batch > most)
     fail(
-        "--batch {}: not supported on the {} backend yet (it decodes at most {} sequence{} per step); run "
+        "--batch {}: the {} backend decodes at most {} sequence{} per step; run "
         "--batch {}, or --backend cpu for the reference at any batch",
         batch, to_string(kind), most, most == 1 ? "" : "s", most);
 }

@@ -130,7 +130,7 @@ class CudaDecoder final : public Decoder {
  public:
   CudaDecoder(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, const DecoderSpec& spec,
               bool weights_reused, Clock::time_point load_start)
-      : engine_(std::move(weights), kernel, spec.positions, spec.kernel_fallback),
+      : engine_(std::move(weights), kernel, spec.positions, spec.kernel_fallback, spec.batch),
         graph_(spec.graph),
         cublas_(kernel.name.find("cublas") != std::string::npos),
         weights_reused_(weights_reused),
@@ -140,12 +140,20 @@ class CudaDecoder final : public Decoder {
     load_s_ = std::chrono::duration<double>(Clock::now() - load_start).count();
   }
 
-  // The prompt in chunks through GEMMs and causal attention (Engine::prefill).
+  // The prompt in chunks through GEMMs and causal attention (Engine::prefill), a sequence at
+  // a time into its own cache.
   void prefill(int64_t n) override {
     const int64_t vocab = engine_.config().vocab_size;
     std::vector<int32_t> tokens(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = prompt_token(i, vocab);
-    engine_.prefill(tokens);
+    if (engine_.batch() == 1) {
+      for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = prompt_token(i, vocab);
+      engine_.prefill(tokens);
+      return;
+    }
+    for (int64_t s = 0; s < engine_.batch(); ++s) {
+      for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = prompt_token(s, i, vocab);
+      engine_.prefill(tokens, 0, s);
+    }
   }
   void restart(int64_t position, int32_t token) override {
     engine_.set_first_position(position);
@@ -162,6 +170,16 @@ class CudaDecoder final : public Decoder {
   std::vector<int32_t> tokens(int64_t n) override { return engine_.tokens(n); }
   std::vector<float> logits() override { return engine_.logits(); }
   StepClock& clock() override { return clock_; }
+
+  int64_t batch() const override { return engine_.batch(); }
+  void restart_batch(int64_t position, const std::vector<int32_t>& tokens) override {
+    engine_.set_first_position(position);
+    engine_.set_inputs(position, tokens);
+  }
+  std::vector<int32_t> read_tokens() override { return engine_.next_tokens(); }
+  std::vector<int32_t> sequence_tokens(int64_t s, int64_t n) override { return engine_.tokens(s, n); }
+  std::vector<float> sequence_logits(int64_t s) override { return engine_.logits(s); }
+
   DecoderFacts facts() override {
     DecoderFacts f;
     f.load_s = load_s_;
@@ -217,10 +235,9 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaSetDevice(device_));
     return measure_gemm_peak();
   }
-  // HOOK (cuda): the most sequences the engine decodes in lockstep. Batch 1 until the
-  // engine implements the Decoder's batch methods (measure.h); --batch above it is refused
-  // by the run before anything loads.
-  int64_t max_batch() const override { return 1; }
+  // The most sequences the engine decodes in lockstep; --batch above it is refused by the run
+  // before anything loads.
+  int64_t max_batch() const override { return Engine::kMaxBatch; }
 
   std::optional<ClockState> clock_state() override {
     char bus[32] = {};
@@ -252,7 +269,7 @@ class CudaBackend final : public Backend {
       reuse->key.clear();
     }
     std::shared_ptr<const DeviceWeights> w =
-        load_device_weights(ws, kernel, spec.positions, spec.kernel_fallback);
+        load_device_weights(ws, kernel, spec.positions, spec.kernel_fallback, spec.batch);
     if (reuse) {
       reuse->key = key;
       reuse->state = w;

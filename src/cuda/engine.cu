@@ -11,8 +11,10 @@
 #include "decodebench/accounting.h"
 #include "decodebench/rope.h"
 #include "engine.cuh"
+#include "engine_buffers.cuh"
 #include "engine_lora.cuh"
 #include "int4_frag.h"
+#include "skinny.cuh"
 #include "weights.cuh"
 
 namespace db::cuda {
@@ -25,28 +27,6 @@ LinearImpl linear_impl(const KernelInfo& k) {
   if (v == "dequant-cublas") return LinearImpl::dequant_cublas;
   fail("kernel {} has no CUDA implementation", k.name);
 }
-
-struct Engine::Buffers {
-  float* resid = nullptr;     // [hidden] the residual stream
-  float* qkv = nullptr;       // [q_dim + 2 kv_dim]
-  __half* attn = nullptr;     // [q_dim]
-  __half* act = nullptr;      // [intermediate]
-  float* logits = nullptr;    // [vocab]
-  __half* xnorm = nullptr;    // [max input dim] (cuBLAS paths)
-  float* gate_up = nullptr;   // [2 intermediate] (cuBLAS paths)
-  __half* dequant = nullptr;  // [largest matrix] (dequant-cublas)
-  float* rope = nullptr;      // rope_table(positions)
-  float* part_o = nullptr;
-  float* part_ml = nullptr;
-  unsigned* counters = nullptr;
-  __half* resid_h = nullptr;      // [hidden]: resid's fp16 copy, where every writer keeps it
-  int32_t* state = nullptr;       // token, pos, first_pos
-  int32_t* tokens_out = nullptr;  // [positions]
-  unsigned long long* key = nullptr;
-  unsigned long long* norm_stats = nullptr;  // [2 L + 1][kNormSlots]: per RMSNorm, its input's sum of squares
-  void* cublas_workspace = nullptr;
-  int max_splits = 0;
-};
 
 namespace {
 
@@ -220,6 +200,77 @@ ScratchDims scratch_dims(const ModelConfig& c, const KernelInfo& kernel) {
     d.largest = std::max(d.largest, c.vocab_size * c.hidden_size);
   d.uses_cublas = d.impl == LinearImpl::cublas || d.impl == LinearImpl::dequant_cublas;
   return d;
+}
+
+// The linears of a step as an engine of `kernel` would hold them (shapes, layout, kernel),
+// without memory: a layer's four (every layer's are alike), then the lm_head.
+std::vector<LinearOp> planned_ops(const ModelConfig& c, const KernelInfo& kernel) {
+  const Shapes sh = shapes(c);
+  const SiteImpls impls = site_impls(c, kernel, false);
+  const WeightLayout layout = weight_layout(c, kernel);
+  auto laid = [](DeviceMatrix m, bool repacked) {  // as DeviceWeights::fill leaves it
+    const char* why = nullptr;
+    if (repacked && m.scheme == Scheme::int4 && fast_takes(m, &why)) {
+      m.int4_repacked = true;
+      m.int4_frag = int4_frag::preferred(m.rows, m.cols, m.group_size);
+    }
+    return m;
+  };
+  std::vector<LinearOp> ops;
+  for (int i = 0; i < 4; ++i) ops.push_back({laid(sh.block[i], layout.block_int4_repacked), impls.block[i]});
+  ops.push_back({sh.tied_head ? sh.embedding : laid(sh.head, layout.head_int4_repacked), impls.head});
+  return ops;
+}
+
+}  // namespace
+
+// The fast kernels' matrices at batch > 1: int8 and int4 run the skinny GEMM where it takes
+// the layout; fp16 runs cuBLAS, which streams fp16 weights faster than the skinny GEMM at
+// every batch above 1 (decodebench_skinny_bench on 8b's layers, H200: 123-134 us a layer
+// against 126-236, results/lab/batch.md).
+bool skinny_takes(const DeviceMatrix& m) {
+  const char* why = nullptr;
+  return m.scheme != Scheme::fp16 && skinny_supports(m, &why);
+}
+
+namespace {
+
+// What the step at batch > 1 needs beside its activations: gemm_skinny's workspace for the
+// fast kernels' matrices it takes, an fp16 copy for the quantized ones it does not (the int4
+// fragment layout: dequantized, then cuBLAS) and for dequant-cublas, and whether cuBLAS runs.
+struct BatchNeeds {
+  uint64_t skinny_workspace = 0;
+  int64_t dequant = 0;  // elements of the largest fp16 copy
+  bool cublas = false;
+};
+
+BatchNeeds batch_needs(const std::vector<LinearOp>& ops, int64_t batch, bool external_lora) {
+  BatchNeeds n;
+  n.cublas = external_lora;  // the shrink is a GEMM
+  for (const LinearOp& op : ops) {
+    const int64_t elements = op.m.rows * op.m.cols;
+    switch (op.impl) {
+      case LinearImpl::gemv_fast:
+        if (skinny_takes(op.m)) {
+          n.skinny_workspace =
+              std::max<uint64_t>(n.skinny_workspace, skinny_workspace_bytes(op.m.rows, op.m.cols, batch));
+        } else {
+          n.cublas = true;
+          if (op.m.scheme != Scheme::fp16) n.dequant = std::max(n.dequant, elements);
+        }
+        break;
+      case LinearImpl::gemv_naive:
+        break;
+      case LinearImpl::cublas:
+        n.cublas = true;
+        break;
+      case LinearImpl::dequant_cublas:
+        n.cublas = true;
+        n.dequant = std::max(n.dequant, elements);
+        break;
+    }
+  }
+  return n;
 }
 
 void check_free_memory(uint64_t need, const std::function<std::string()>& message) {
@@ -401,11 +452,11 @@ void DeviceWeights::fill(const WeightSource& ws) {
 }
 
 std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws, const KernelInfo& kernel,
-                                                         int64_t positions, bool fallback) {
+                                                         int64_t positions, bool fallback, int64_t batch) {
   const ModelConfig& c = ws.config();
   Engine::check_kernel(c, kernel, fallback);  // a kernel that cannot run these shapes fails before loading
   const DeviceWeights::Plan w = DeviceWeights::plan(ws);
-  const MemoryUse e = Engine::plan(c, kernel, positions, external_lora_rank(ws));
+  const MemoryUse e = Engine::plan(c, kernel, positions, external_lora_rank(ws), batch);
   // Conservative by the loading buffers, which are freed before the engine allocates.
   const uint64_t need = w.weights_bytes + w.load_bytes + e.total_bytes;
   check_free_memory(need, [&] {
@@ -420,18 +471,25 @@ std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws,
 
 // ------------------------------------------------------------------------ engine
 
-MemoryUse Engine::plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank) {
+MemoryUse Engine::plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank,
+                       int64_t batch) {
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, L = c.num_hidden_layers;
   const int64_t qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
   const ScratchDims d = scratch_dims(c, kernel);
+  // Batch B: the cache, the activations, the attention partials and the step state B-fold;
+  // at B > 1 also the batched step's own scratch (the constructor allocates the same).
+  const uint64_t B = static_cast<uint64_t>(std::max<int64_t>(batch, 1));
+  const BatchNeeds n = B > 1 ? batch_needs(planned_ops(c, kernel), batch, lora_rank > 0) : BatchNeeds{};
+  const int64_t dequant = std::max(d.impl == LinearImpl::dequant_cublas ? d.largest : 0, n.dequant);
   MemoryUse m;
-  m.kv_cache_bytes = 2ull * L * positions * kvd * 2;
-  m.scratch_bytes = 4 * H + 4 * (qd + 2 * kvd) + 2 * qd + 2 * I + 4 * V + 2 * d.max_in + 4 * 2 * I +
-                    4ull * positions * hd +
-                    4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
-                    4 * c.num_key_value_heads + 4 * (3 + positions) + 8 + 8 * (2 * L + 1) * kNormSlots +
-                    (d.impl == LinearImpl::dequant_cublas ? 2ull * d.largest : 0) +
-                    (d.uses_cublas ? kCublasWorkspace : 2 * H) + lora_scratch_bytes(c, lora_rank);
+  m.kv_cache_bytes = 2ull * L * positions * kvd * 2 * B;
+  m.scratch_bytes =
+      B * (4 * H + 4 * (qd + 2 * kvd) + 2 * qd + 2 * I + 4 * V + 2 * d.max_in + 4 * 2 * I) +
+      4ull * positions * hd + B * 4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
+      B * 4 * c.num_key_value_heads + 4 * (B + 2 + B * positions) + 8 * B + 8 * (2 * L + 1) * kNormSlots +
+      2ull * dequant + (d.uses_cublas ? kCublasWorkspace : 2 * H) +
+      (n.cublas && !d.uses_cublas ? kCublasWorkspace : 0) + n.skinny_workspace +
+      (B > 1 ? 4ull * B * 3 * lora_rank : 0) + lora_scratch_bytes(c, lora_rank);
   m.total_bytes = m.kv_cache_bytes + m.scratch_bytes;
   return m;
 }
@@ -470,15 +528,18 @@ const DeviceWeights& non_null(const std::shared_ptr<const DeviceWeights>& w) {
 }
 }  // namespace
 
-Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positions, bool fallback)
-    : Engine(load_device_weights(ws, kernel, positions, fallback), kernel, positions, fallback) {
+Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positions, bool fallback,
+               int64_t batch)
+    : Engine(load_device_weights(ws, kernel, positions, fallback, batch), kernel, positions, fallback,
+             batch) {
   load_s_ += weights_->load_seconds();  // it loaded them for itself
 }
 
 Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions,
-               bool fallback)
+               bool fallback, int64_t batch)
     : c_(non_null(weights).config()),
       positions_(positions),
+      batch_(batch),
       weights_(std::move(weights)),
       buf_(std::make_unique<Buffers>()) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -495,13 +556,16 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
     fail("kernel {} reads the {} weight layout, these weights are in the {} layout", kernel.name,
          weight_layout(c_, kernel).name(), w.layout().name());
   check_kernel(c_, kernel, fallback);
+  if (batch < 1 || batch > kMaxBatch)
+    fail("a batch of {} sequences: the engine runs 1 to {}", batch, kMaxBatch);
+  const int64_t B = batch;
   const ScratchDims dims = scratch_dims(c_, kernel);
   const SiteImpls impls = site_impls(c_, kernel, fallback);
   const LinearImpl impl = dims.impl, head_impl = impls.head;
 
   // --- the memory plan: the weights are resident already, so free memory need only hold the
   // engine's own part (counting the weights again would refuse runs that fit).
-  const MemoryUse own = plan(c_, kernel, positions, w.lora_rank());
+  const MemoryUse own = plan(c_, kernel, positions, w.lora_rank(), B);
   memory_ = own;
   memory_.weights_bytes = w.bytes();
   memory_.total_bytes = w.bytes() + own.total_bytes;
@@ -545,8 +609,10 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
     d.o = {src.o, impls.block[1]};
     d.gate_up = {src.gate_up, impls.block[2]};
     d.down = {src.down, impls.block[3]};
-    d.k_cache = static_cast<__half*>(alloc(positions * kvd * 2));
-    d.v_cache = static_cast<__half*>(alloc(positions * kvd * 2));
+    // Sequence s's rows at s * positions: the stride attention derives from rope_positions,
+    // which is positions_ too (one rope table of the cache's length).
+    d.k_cache = static_cast<__half*>(alloc(B * positions * kvd * 2));
+    d.v_cache = static_cast<__half*>(alloc(B * positions * kvd * 2));
   }
   embedding_ = w.embedding();
   lm_head_ = {w.lm_head(), head_impl};
@@ -554,22 +620,26 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
 
   // --- activations and state
   Buffers& b = *buf_;
-  b.resid = static_cast<float*>(alloc(4 * H));
-  b.qkv = static_cast<float*>(alloc(4 * (qd + 2 * kvd)));
-  b.attn = static_cast<__half*>(alloc(2 * qd));
-  b.act = static_cast<__half*>(alloc(2 * I));
-  b.logits = static_cast<float*>(alloc(4 * V));
-  b.xnorm = static_cast<__half*>(alloc(2 * dims.max_in));
-  b.gate_up = static_cast<float*>(alloc(4 * 2 * I));
-  if (impl == LinearImpl::dequant_cublas || head_impl == LinearImpl::dequant_cublas)
-    b.dequant = static_cast<__half*>(alloc(2 * dims.largest));
+  b.resid = static_cast<float*>(alloc(4 * H * B));
+  b.qkv = static_cast<float*>(alloc(4 * (qd + 2 * kvd) * B));
+  b.attn = static_cast<__half*>(alloc(2 * qd * B));
+  b.act = static_cast<__half*>(alloc(2 * I * B));
+  b.logits = static_cast<float*>(alloc(4 * V * B));
+  b.xnorm = static_cast<__half*>(alloc(2 * dims.max_in * B));
+  b.gate_up = static_cast<float*>(alloc(4 * 2 * I * B));
+  const BatchNeeds needs =
+      B > 1 ? batch_needs({layers_[0].qkv, layers_[0].o, layers_[0].gate_up, layers_[0].down, lm_head_}, B,
+                          w.lora_rank() > 0)
+            : BatchNeeds{};
+  if (impl == LinearImpl::dequant_cublas || head_impl == LinearImpl::dequant_cublas || needs.dequant > 0)
+    b.dequant = static_cast<__half*>(alloc(2 * std::max(dims.largest, needs.dequant)));
   const std::vector<float> rope = rope_table(c_, positions);
   b.rope = static_cast<float*>(alloc(4 * rope.size()));
   CUDA_CHECK(cudaMemcpyAsync(b.rope, rope.data(), 4 * rope.size(), cudaMemcpyHostToDevice, stream_));
-  b.part_o = static_cast<float*>(alloc(4ull * c_.num_attention_heads * b.max_splits * hd));
-  b.part_ml = static_cast<float*>(alloc(4ull * c_.num_attention_heads * b.max_splits * 2));
-  b.counters = static_cast<unsigned*>(alloc(4 * c_.num_key_value_heads));
-  CUDA_CHECK(cudaMemsetAsync(b.counters, 0, 4 * c_.num_key_value_heads, stream_));
+  b.part_o = static_cast<float*>(alloc(4ull * c_.num_attention_heads * b.max_splits * hd * B));
+  b.part_ml = static_cast<float*>(alloc(4ull * c_.num_attention_heads * b.max_splits * 2 * B));
+  b.counters = static_cast<unsigned*>(alloc(4 * c_.num_key_value_heads * B));
+  CUDA_CHECK(cudaMemsetAsync(b.counters, 0, 4 * c_.num_key_value_heads * B, stream_));
   // The normalized GEMVs read x from an fp16 copy of the residual stream, which its writers
   // (embed, and the O and down GEMVs' residual epilogue) store beside it: half the bytes that
   // every block of QKV and gate/up fetches at once right after its wait (8b-int4 4-5% faster).
@@ -577,19 +647,27 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   // below): the cuBLAS paths' epilogue does not write it, and their RMSNorm kernel reads the
   // float stream. Engine::plan counts it on the same condition.
   if (!dims.uses_cublas) b.resid_h = static_cast<__half*>(alloc(2 * H));
-  b.state = static_cast<int32_t*>(alloc(4 * 3));
-  CUDA_CHECK(cudaMemsetAsync(b.state, 0, 4 * 3, stream_));
-  b.tokens_out = static_cast<int32_t*>(alloc(4 * positions));
-  b.key = static_cast<unsigned long long*>(alloc(8));
-  CUDA_CHECK(cudaMemsetAsync(b.key, 0, 8, stream_));
+  // token [B], then pos and first_pos: set_inputs() writes the tokens and pos in one copy.
+  b.state = static_cast<int32_t*>(alloc(4 * (B + 2)));
+  CUDA_CHECK(cudaMemsetAsync(b.state, 0, 4 * (B + 2), stream_));
+  b.tokens_out = static_cast<int32_t*>(alloc(4 * positions * B));
+  b.key = static_cast<unsigned long long*>(alloc(8 * B));
+  CUDA_CHECK(cudaMemsetAsync(b.key, 0, 8 * B, stream_));
   // RMSNorm statistics flow from kernel to kernel only when every linear of the blocks is one
   // of our GEMVs (they write and read them); the cuBLAS paths normalize in a kernel of their own.
   const int stats_count = static_cast<int>((2 * L + 1) * kNormSlots);
   b.norm_stats = static_cast<unsigned long long*>(alloc(8ull * stats_count));
   CUDA_CHECK(cudaMemsetAsync(b.norm_stats, 0, 8ull * stats_count, stream_));
   norm_stats_ = !dims.uses_cublas;  // as resid_h above, and Engine::plan
-  st_ = StepState{b.state, b.state + 1, b.state + 2, b.tokens_out, b.key, b.norm_stats, stats_count};
-  if (dims.uses_cublas || head_impl == LinearImpl::cublas || head_impl == LinearImpl::dequant_cublas) {
+  st_ = StepState{b.state, b.state + B, b.state + B + 1, b.tokens_out, b.key, b.norm_stats, stats_count};
+  bst_ = BatchState{b.state, b.state + B, b.state + B + 1, b.tokens_out, b.key, B, positions};
+  if (needs.skinny_workspace > 0) {
+    b.skinny_workspace = alloc(needs.skinny_workspace);
+    CUDA_CHECK(cudaMemsetAsync(b.skinny_workspace, 0, needs.skinny_workspace, stream_));
+  }
+  if (B > 1 && w.lora_rank() > 0) b.lora_rows = static_cast<float*>(alloc(4ull * B * 3 * w.lora_rank()));
+  if (dims.uses_cublas || head_impl == LinearImpl::cublas || head_impl == LinearImpl::dequant_cublas ||
+      needs.cublas) {
     CUBLAS_CHECK(cublasCreate(&cublas_));
     CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
     b.cublas_workspace = alloc(kCublasWorkspace);
@@ -622,6 +700,7 @@ const float* Engine::rope() const {
 }
 
 void Engine::set_input(int64_t pos, int32_t token) {
+  if (batch_ != 1) fail("set_input at a batch of {}: set_inputs() gives every sequence its token", batch_);
   const int32_t v[2] = {token, static_cast<int32_t>(pos)};
   CUDA_CHECK(cudaMemcpyAsync(buf_->state, v, sizeof v, cudaMemcpyHostToDevice, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));  // `v` lives on this stack frame
@@ -629,7 +708,7 @@ void Engine::set_input(int64_t pos, int32_t token) {
 
 void Engine::set_first_position(int64_t pos) {
   const int32_t v = static_cast<int32_t>(pos);
-  CUDA_CHECK(cudaMemcpyAsync(buf_->state + 2, &v, sizeof v, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(st_.first_pos, &v, sizeof v, cudaMemcpyHostToDevice, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -698,6 +777,7 @@ long long dev_delay_cycles() {
 #endif
 
 void Engine::enqueue_step() {
+  if (batch_ > 1) return enqueue_step_batch();
   Buffers& b = *buf_;
   const float eps = static_cast<float>(c_.rms_norm_eps);
   // The statistics of RMSNorm site s: 2l before layer l's attention, 2l + 1 before its MLP,

@@ -123,7 +123,12 @@ class DeviceWeights {
 // ("not enough GPU memory ... need X ..., Y free of Z") before minutes of loading, not after.
 // `fallback` (--kernel auto): a matrix the kernel cannot take runs the plain GEMV (Engine).
 std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws, const KernelInfo& kernel,
-                                                         int64_t positions, bool fallback = false);
+                                                         int64_t positions, bool fallback = false,
+                                                         int64_t batch = 1);
+
+// Whether the step at batch > 1 runs this fast-kernel matrix through the skinny GEMM
+// (kernels/skinny.cuh); else cuBLAS, after an fp16 copy where it is quantized.
+bool skinny_takes(const DeviceMatrix& m);
 
 // One linear layer as the step runs it.
 struct LinearOp {
@@ -143,9 +148,14 @@ struct DeviceLayer {
   LinearOp o;                        // [hidden, q_dim]
   LinearOp gate_up;                  // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
   LinearOp down;                     // [hidden, intermediate]
-  __half* k_cache = nullptr;         // [positions, kv_dim]
+  __half* k_cache = nullptr;         // [batch, positions, kv_dim]: sequence s's at s * positions * kv_dim
   __half* v_cache = nullptr;
 };
+
+// Row-major y[rows, out] (+)= x[rows, in] W^T for a row-major fp16 W [out, in], through
+// cuBLAS (fp32 accumulation and output): the prefill's GEMMs and the batched step's.
+void gemm_rows(cublasHandle_t h, const __half* w, int64_t out, int64_t in, const __half* x, int64_t rows,
+               float* y, bool accumulate);
 
 class Engine {
  public:
@@ -155,16 +165,20 @@ class Engine {
   // state, and captures the graph.
   // `fallback` (--kernel auto): a matrix the fast GEMV cannot take runs the plain GEMV instead
   // of failing (fallbacks() says which).
+  // `batch` (--batch): sequences decoded in lockstep, each with a KV cache of its own, all at
+  // one position; a step decodes one token of each (enqueue_step_batch). Batch 1 is the
+  // single-sequence step.
   Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions,
-         bool fallback = false);
+         bool fallback = false, int64_t batch = 1);
   // The same with weights of its own (load_device_weights), freed with the engine.
-  Engine(const WeightSource& weights, const KernelInfo& kernel, int64_t positions, bool fallback = false);
+  Engine(const WeightSource& weights, const KernelInfo& kernel, int64_t positions, bool fallback = false,
+         int64_t batch = 1);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   cudaStream_t stream() const { return stream_; }
-  // Sets the position and input token of the next step (stream-ordered copies).
+  // Sets the position and input token of the next step (stream-ordered copies). Batch 1.
   void set_input(int64_t pos, int32_t token);
   // First position whose generated token tokens() reports.
   void set_first_position(int64_t pos);
@@ -172,11 +186,12 @@ class Engine {
   // prefill, src/cuda/engine_prefill.cu): chunks of `chunk` rows (0: kPrefillChunk, fewer when
   // free memory is short) through cuBLAS GEMMs and causal attention, instead of one decode step
   // a token. Leaves the step state alone: set_input() the next position and token after it.
-  void prefill(const std::vector<int32_t>& tokens, int64_t chunk = 0);
+  // `sequence`: whose KV cache it writes (batch > 1); the others' are left alone.
+  void prefill(const std::vector<int32_t>& tokens, int64_t chunk = 0, int64_t sequence = 0);
   static constexpr int64_t kPrefillChunk = 4096;
   // Device memory prefill() allocates for a chunk of `rows` (freed when it returns).
   uint64_t prefill_scratch_bytes(int64_t rows) const;
-  void enqueue_step();   // eager: the kernels of one step
+  void enqueue_step();   // eager: the kernels of one step (every sequence's)
   void capture_graph();  // captures enqueue_step() once
   void launch_graph();   // one replay
   void synchronize();
@@ -184,9 +199,20 @@ class Engine {
   std::vector<int32_t> tokens(int64_t n);  // generated since set_first_position
   int32_t next_token();                    // the next step's input (the last argmax)
 
+  // The batch (any batch size; batch 1 is sequence 0 of the above).
+  static constexpr int64_t kMaxBatch = 4096;  // grid dimensions and scratch stay far from limits
+  int64_t batch() const { return batch_; }
+  // Sets the shared position and every sequence's input token ([batch]) of the next step.
+  void set_inputs(int64_t pos, const std::vector<int32_t>& tokens);
+  std::vector<float> logits(int64_t s);               // sequence s's logits of the last step
+  std::vector<int32_t> tokens(int64_t s, int64_t n);  // sequence s's, generated since set_first_position
+  std::vector<int32_t> next_tokens();                 // every sequence's next input [batch]
+
   // Device memory an engine takes beside its weights: KV cache and scratch (weights_bytes 0).
-  // `lora_rank`: an external adapter's rank, 0 without one.
-  static MemoryUse plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank);
+  // `lora_rank`: an external adapter's rank, 0 without one. `batch`: as the constructor's (the
+  // KV cache and activations B-fold, and the batched step's scratch).
+  static MemoryUse plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank,
+                        int64_t batch = 1);
   // Fails with the reason when `kernel` cannot run the weights of `c` (shapes, group size,
   // scheme), before anything is loaded or allocated.
   static void check_kernel(const ModelConfig& c, const KernelInfo& kernel, bool fallback = false);
@@ -208,10 +234,17 @@ class Engine {
   struct Buffers;
   void release();  // frees the engine's own resources (the destructor, or a constructor that throws)
   void run_linear(const LinearOp& op, const GemvInput& in, const GemvOutput& out);
+  // The step at batch > 1 (src/cuda/engine_batch.cu): the prefill's row-wise kernels, a row
+  // per sequence, each linear one GEMM over the batch.
+  void enqueue_step_batch();
+  // y[batch, rows] (+)= x[batch, cols] W^T for op, and an external adapter's term at `site`.
+  void linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const __half* x, float* y,
+                   bool accumulate);
   const float* rope() const;  // the device's rope_table(positions_)
 
   ModelConfig c_;
   int64_t positions_ = 0;
+  int64_t batch_ = 1;
   std::shared_ptr<const DeviceWeights> weights_;  // kept alive as long as the engine reads them
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -222,6 +255,7 @@ class Engine {
   const __half* final_norm_ = nullptr;
   std::unique_ptr<Buffers> buf_;
   StepState st_;
+  BatchState bst_;  // batch > 1
   cudaGraphExec_t graph_ = nullptr;
   int launches_per_step_ = 0;
   bool norm_stats_ = false;  // the GEMVs hand RMSNorm statistics to each other (step.cuh)

@@ -17,17 +17,6 @@ namespace {
 
 constexpr size_t kPrefillCublasWorkspace = size_t{32} << 20;
 
-// Row-major y[rows, out] (+)= x[rows, in] W^T for a row-major W [out, in]: column-major that
-// is y^T = W x^T, with W^T's storage read transposed.
-void gemm_rows(cublasHandle_t h, const __half* w, int64_t out, int64_t in, const __half* x, int64_t rows,
-               float* y, bool accumulate) {
-  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
-  CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
-                            static_cast<int>(in), &alpha, w, CUDA_R_16F, static_cast<int>(in), x, CUDA_R_16F,
-                            static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out),
-                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
 // The prefill's own device memory, freed when it returns.
 struct PrefillBuffers {
   int64_t rows = 0;           // the chunk
@@ -45,6 +34,16 @@ struct PrefillBuffers {
 
 }  // namespace
 
+// Column-major, that is y^T = W x^T, with W^T's storage read transposed.
+void gemm_rows(cublasHandle_t h, const __half* w, int64_t out, int64_t in, const __half* x, int64_t rows,
+               float* y, bool accumulate) {
+  const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
+  CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
+                            static_cast<int>(in), &alpha, w, CUDA_R_16F, static_cast<int>(in), x, CUDA_R_16F,
+                            static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out),
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 uint64_t Engine::prefill_scratch_bytes(int64_t rows) const {
   const int64_t H = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
   const int64_t in = std::max({H, qd, I});
@@ -57,10 +56,13 @@ uint64_t Engine::prefill_scratch_bytes(int64_t rows) const {
          kPrefillCublasWorkspace;
 }
 
-void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk) {
+void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t sequence) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return;
   if (n > positions_) fail("prefill of {} tokens: the KV cache holds {} positions", n, positions_);
+  if (sequence < 0 || sequence >= batch_) fail("prefill of sequence {}: the batch has {}", sequence, batch_);
+  // The sequence's slice of each layer's cache.
+  const int64_t cache_offset = sequence * positions_ * c_.kv_dim();
   // The chunk: as asked, else the default, halved while its scratch would take more than half
   // of what is free (a long context leaves less room beside its cache).
   size_t free_b = 0, total_b = 0;
@@ -146,13 +148,13 @@ void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk) {
       qa.kv_heads = static_cast<int>(c_.num_key_value_heads);
       qa.head_dim = static_cast<int>(c_.head_dim);
       qa.q = b.q;
-      qa.k_cache = d.k_cache;
-      qa.v_cache = d.v_cache;
+      qa.k_cache = d.k_cache + cache_offset;
+      qa.v_cache = d.v_cache + cache_offset;
       prefill_qkv(qa, stream_);
       PrefillAttentionArgs aa;
       aa.q = b.q;
-      aa.k_cache = d.k_cache;
-      aa.v_cache = d.v_cache;
+      aa.k_cache = d.k_cache + cache_offset;
+      aa.v_cache = d.v_cache + cache_offset;
       aa.p0 = p0;
       aa.rows = m;
       aa.heads = qa.heads;

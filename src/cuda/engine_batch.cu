@@ -1,0 +1,145 @@
+// The CUDA engine's step at --batch B > 1 (Engine::enqueue_step_batch): B sequences in
+// lockstep, one row each, through the prefill's row-wise kernels (embed_rows, rmsnorm_rows,
+// silu_mul_interleaved) and one GEMM a linear over all B rows, so each weight is read once a
+// step (the naive kernel excepted: it reads them once a sequence). Attention is the decode
+// kernel with one grid z index a sequence. The launches are plain (no PDL), like the
+// prefill's: each starts after its predecessor has completed.
+#include <algorithm>
+
+#include "attention.cuh"
+#include "common.cuh"
+#include "engine.cuh"
+#include "engine_buffers.cuh"
+#include "prefill.cuh"
+#include "skinny.cuh"
+#include "step.cuh"
+#include "weights.cuh"
+
+namespace db::cuda {
+
+void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const __half* x, float* y,
+                         bool accumulate) {
+  Buffers& b = *buf_;
+  const int64_t B = batch_, rows = op.m.rows, cols = op.m.cols;
+  switch (op.impl) {
+    case LinearImpl::gemv_fast:
+      if (skinny_takes(op.m)) {
+        gemm_skinny(op.m, x, B, y, accumulate, b.skinny_workspace, stream_);
+        break;
+      }
+      // fp16 goes to cuBLAS (skinny_takes says why), and what the skinny GEMM does not take
+      // (the int4 fragment layout) as an fp16 copy through cuBLAS, as the prefill runs it.
+      if (op.m.scheme == Scheme::fp16) {
+        gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
+      } else {
+        dequantize_any_to_f16(op.m, b.dequant, stream_);
+        gemm_rows(cublas_, b.dequant, rows, cols, x, B, y, accumulate);
+      }
+      break;
+    case LinearImpl::gemv_naive:
+      // The slow path stays itself: the plain GEMV once a sequence, the weights read B times.
+      for (int64_t s = 0; s < B; ++s) {
+        GemvOutput out{accumulate ? Epilogue::residual : Epilogue::store, y + s * rows, nullptr};
+        if (accumulate) {
+          out.y = nullptr;
+          out.resid = y + s * rows;
+        }
+        gemv(op.m, GemvInput{x + s * cols}, out, GemvVariant::naive, stream_);
+      }
+      break;
+    case LinearImpl::cublas:
+      gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
+      break;
+    case LinearImpl::dequant_cublas:
+      dequantize_to_f16(op.m, b.dequant, stream_);
+      gemm_rows(cublas_, b.dequant, rows, cols, x, B, y, accumulate);
+      break;
+  }
+  // An external adapter: the shrink of every row as one GEMM, then each row's expand added to y.
+  if (weights_->lora_rank() == 0 || layer < 0) return;
+  const LoraGroup& g = weights_->lora_groups()[layer][static_cast<int>(site)];
+  if (g.targets == 0) return;
+  gemm_rows(cublas_, g.a, int64_t{g.targets} * g.rank, g.in, x, B, b.lora_rows, false);
+  lora_expand_rows(g, b.lora_rows, B, y, rows, stream_);
+}
+
+void Engine::enqueue_step_batch() {
+  Buffers& b = *buf_;
+  const int64_t B = batch_, H = c_.hidden_size, I = c_.intermediate_size;
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  embed_rows(static_cast<const __half*>(embedding_.qweight), H, bst_.tokens, B, b.resid, stream_);
+  for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
+    const DeviceLayer& d = layers_[l];
+    rmsnorm_rows(b.resid, d.attn_norm, eps, B, H, b.xnorm, stream_);
+    linear_rows(l, LoraSite::qkv, d.qkv, b.xnorm, b.qkv, false);
+
+    AttentionArgs a;  // sequence 0's; attention() strides to the others (attention.cuh)
+    a.qkv = b.qkv;
+    a.qkv_bias = d.qkv_bias;
+    a.q_norm = d.q_norm;
+    a.k_norm = d.k_norm;
+    a.eps = eps;
+    a.rope = b.rope;
+    a.rope_positions = positions_;  // also each sequence's cache length, the stride between them
+    a.k_cache = d.k_cache;
+    a.v_cache = d.v_cache;
+    a.pos = bst_.pos;
+    a.heads = static_cast<int>(c_.num_attention_heads);
+    a.kv_heads = static_cast<int>(c_.num_key_value_heads);
+    a.head_dim = static_cast<int>(c_.head_dim);
+    a.max_splits = b.max_splits;
+    a.part_o = b.part_o;
+    a.part_ml = b.part_ml;
+    a.counters = b.counters;
+    a.out = b.attn;
+    a.early_launch = false;  // the O GEMM is a plain launch: nothing to let in early
+    attention(a, stream_, static_cast<int>(B));
+
+    linear_rows(l, LoraSite::o, d.o, b.attn, b.resid, true);
+    rmsnorm_rows(b.resid, d.mlp_norm, eps, B, H, b.xnorm, stream_);
+    linear_rows(l, LoraSite::gate_up, d.gate_up, b.xnorm, b.gate_up, false);
+    silu_mul_interleaved(b.gate_up, B * I, b.act, stream_);  // rows are contiguous: one flat pass
+    linear_rows(l, LoraSite::down, d.down, b.act, b.resid, true);
+  }
+  rmsnorm_rows(b.resid, final_norm_, eps, B, H, b.xnorm, stream_);
+  linear_rows(-1, LoraSite::qkv, lm_head_, b.xnorm, b.logits, false);  // no adapter on the lm_head
+  argmax_rows(b.logits, B, c_.vocab_size, bst_.keys, stream_);
+  finish_step_batch(bst_, stream_);
+}
+
+void Engine::set_inputs(int64_t pos, const std::vector<int32_t>& tokens) {
+  if (static_cast<int64_t>(tokens.size()) != batch_)
+    fail("set_inputs: {} tokens for a batch of {}", tokens.size(), batch_);
+  // The tokens and pos lie side by side in the state (Buffers::state): one copy.
+  std::vector<int32_t> v(tokens);
+  v.push_back(static_cast<int32_t>(pos));
+  CUDA_CHECK(cudaMemcpyAsync(buf_->state, v.data(), 4 * v.size(), cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaStreamSynchronize(stream_));  // `v` lives on this stack frame
+}
+
+std::vector<float> Engine::logits(int64_t s) {
+  if (s < 0 || s >= batch_) fail("logits of sequence {}: the batch has {}", s, batch_);
+  std::vector<float> v(static_cast<size_t>(c_.vocab_size));
+  CUDA_CHECK(cudaMemcpyAsync(v.data(), buf_->logits + s * c_.vocab_size, 4 * v.size(), cudaMemcpyDeviceToHost,
+                             stream_));
+  synchronize();
+  return v;
+}
+
+std::vector<int32_t> Engine::tokens(int64_t s, int64_t n) {
+  if (s < 0 || s >= batch_) fail("tokens of sequence {}: the batch has {}", s, batch_);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  CUDA_CHECK(cudaMemcpyAsync(v.data(), buf_->tokens_out + s * positions_, 4 * v.size(),
+                             cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return v;
+}
+
+std::vector<int32_t> Engine::next_tokens() {
+  std::vector<int32_t> v(static_cast<size_t>(batch_));
+  CUDA_CHECK(cudaMemcpyAsync(v.data(), buf_->state, 4 * v.size(), cudaMemcpyDeviceToHost, stream_));
+  synchronize();
+  return v;
+}
+
+}  // namespace db::cuda

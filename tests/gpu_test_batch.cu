@@ -1,0 +1,302 @@
+// The CUDA engine at --batch B: B sequences in lockstep, each with its own prompt and KV
+// cache. Every sequence's logits stay within the single-sequence bound of the CPU reference
+// at B (which computes each sequence exactly as it would alone), every sequence decodes the
+// reference's tokens, graph and eager are identical, and adapters and a prefilled context
+// take the same paths as at batch 1.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "decodebench/adapter.h"
+#include "decodebench/backend.h"
+#include "decodebench/cpu_reference.h"
+#include "decodebench/safetensors.h"
+#include "engine.cuh"
+#include "gpu_common.cuh"
+#include "gpu_engine_trace.cuh"
+
+using namespace db;
+using namespace db::cuda;
+using dbtest::expect_reference_logits;
+using dbtest::tiny;
+using dbtest::Trace;
+
+namespace {
+
+// Each sequence's prompt (measure.h): sequence s's token i.
+std::vector<int32_t> prompts_at(int64_t batch, int64_t i, int64_t vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(batch));
+  for (int64_t s = 0; s < batch; ++s) t[static_cast<size_t>(s)] = prompt_token(s, i, vocab);
+  return t;
+}
+
+// The reference at B: `context` prompt tokens of every sequence, then `steps` greedy steps
+// from prompt token `context`; one trace a sequence.
+std::vector<Trace> cpu_batch(const WeightSource& ws, int64_t batch, int64_t context, int64_t steps) {
+  const int64_t vocab = ws.config().vocab_size;
+  CpuModel m(ws, context + steps, 0, batch);
+  for (int64_t i = 0; i < context; ++i) m.step_batch(prompts_at(batch, i, vocab), i);
+  std::vector<int32_t> in = prompts_at(batch, context, vocab);
+  std::vector<Trace> t(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < steps; ++i) {
+    m.step_batch(in, context + i);
+    for (int64_t s = 0; s < batch; ++s) {
+      Trace& ts = t[static_cast<size_t>(s)];
+      ts.logits.push_back(m.logits(s));
+      in[static_cast<size_t>(s)] = CpuModel::argmax(ts.logits.back());
+      ts.tokens.push_back(in[static_cast<size_t>(s)]);
+    }
+  }
+  return t;
+}
+
+// The engine's context: a prefill a sequence (Engine::prefill), or decode steps.
+void engine_context(Engine& e, int64_t context, bool prefill) {
+  const int64_t vocab = e.config().vocab_size, B = e.batch();
+  e.set_first_position(0);
+  if (prefill) {
+    for (int64_t s = 0; s < B; ++s) {
+      std::vector<int32_t> p;
+      for (int64_t i = 0; i < context; ++i) p.push_back(prompt_token(s, i, vocab));
+      e.prefill(p, 0, s);
+    }
+    return;
+  }
+  for (int64_t i = 0; i < context; ++i) {
+    e.set_inputs(i, prompts_at(B, i, vocab));
+    e.enqueue_step();
+  }
+}
+
+// Free-running: `steps` greedy steps from `context` (graph replays or eager steps); one trace
+// a sequence, with the tokens the engine recorded.
+std::vector<Trace> engine_batch(Engine& e, int64_t context, int64_t steps, bool graph, bool prefill = false) {
+  const int64_t vocab = e.config().vocab_size, B = e.batch();
+  engine_context(e, context, prefill);
+  e.set_first_position(context);
+  e.set_inputs(context, prompts_at(B, context, vocab));
+  std::vector<Trace> t(static_cast<size_t>(B));
+  for (int64_t i = 0; i < steps; ++i) {
+    if (graph)
+      e.launch_graph();
+    else
+      e.enqueue_step();
+    for (int64_t s = 0; s < B; ++s) t[static_cast<size_t>(s)].logits.push_back(e.logits(s));
+  }
+  for (int64_t s = 0; s < B; ++s) t[static_cast<size_t>(s)].tokens = e.tokens(s, steps);
+  return t;
+}
+
+// Teacher-forced with each sequence's reference tokens, so each step compares the same
+// computation: the logits of every step and sequence, [sequence][step].
+std::vector<std::vector<std::vector<float>>> forced_batch(Engine& e, int64_t context,
+                                                          const std::vector<Trace>& cpu, bool prefill) {
+  const int64_t vocab = e.config().vocab_size, B = e.batch();
+  engine_context(e, context, prefill);
+  e.set_first_position(context);
+  std::vector<int32_t> in = prompts_at(B, context, vocab);
+  std::vector<std::vector<std::vector<float>>> out(static_cast<size_t>(B));
+  for (size_t i = 0; i < cpu[0].tokens.size(); ++i) {
+    e.set_inputs(context + static_cast<int64_t>(i), in);
+    e.launch_graph();
+    for (int64_t s = 0; s < B; ++s) {
+      out[static_cast<size_t>(s)].push_back(e.logits(s));
+      in[static_cast<size_t>(s)] = cpu[static_cast<size_t>(s)].tokens[i];
+    }
+  }
+  return out;
+}
+
+struct BatchCase {
+  Scheme scheme;
+  const char* kernel;
+  int64_t batch;
+};
+
+class EngineBatch : public ::testing::TestWithParam<BatchCase> {};
+
+// Every kernel at every batch: each sequence within the single-sequence bound of the
+// reference, the same argmax outside a tie.
+TEST_P(EngineBatch, EverySequenceWithinTheBoundAndSameArgmax) {
+  REQUIRE_GPU();
+  const BatchCase p = GetParam();
+  const WeightSource ws(tiny(p.scheme), "", 5);
+  const int64_t context = 5, steps = 4;
+  const std::vector<Trace> cpu = cpu_batch(ws, p.batch, context, steps);
+  Engine e(ws, resolve_kernel(p.kernel, p.scheme), context + steps, false, p.batch);
+  ASSERT_EQ(e.batch(), p.batch);
+  const auto gpu = forced_batch(e, context, cpu, false);
+  for (int64_t s = 0; s < p.batch; ++s)
+    expect_reference_logits(gpu[static_cast<size_t>(s)], cpu[static_cast<size_t>(s)],
+                            fmt::format("{} batch {} sequence {}", p.kernel, p.batch, s));
+}
+
+std::vector<BatchCase> every_kernel_and_batch() {
+  std::vector<BatchCase> v;
+  const std::pair<Scheme, const char*> kernels[] = {
+      {Scheme::fp16, "fp16.gemv"},  {Scheme::fp16, "fp16.cublas"},         {Scheme::int8, "int8.gemv"},
+      {Scheme::int8, "int8.naive"}, {Scheme::int8, "int8.dequant-cublas"}, {Scheme::int4, "int4.gemv"},
+      {Scheme::int4, "int4.naive"}, {Scheme::int4, "int4.dequant-cublas"}};
+  for (const auto& [scheme, kernel] : kernels)
+    for (int64_t b : {1, 2, 3, 8, 17, 64}) v.push_back({scheme, kernel, b});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, EngineBatch, ::testing::ValuesIn(every_kernel_and_batch()),
+                         [](const auto& info) {
+                           std::string n = fmt::format("{}_b{}", info.param.kernel, info.param.batch);
+                           for (char& ch : n)
+                             if (ch == '.' || ch == '-') ch = '_';
+                           return n;
+                         });
+
+// Free-running greedy decoding with the kernels --kernel auto picks: every sequence of the
+// batch decodes the reference's tokens, which are what that sequence decodes alone.
+TEST(EngineBatchTokens, EverySequenceDecodesTheReferenceTokens) {
+  REQUIRE_GPU();
+  for (const char* preset : {"tiny", "tiny-qwen2"})
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4})
+      for (int64_t batch : {3, 17}) {
+        const WeightSource ws(tiny(s, preset), "", 5);
+        const int64_t context = 5, steps = 16;
+        const std::vector<Trace> cpu = cpu_batch(ws, batch, context, steps);
+        Engine e(ws, resolve_kernel("auto", s), context + steps, false, batch);
+        const std::vector<Trace> gpu = engine_batch(e, context, steps, true);
+        for (int64_t q = 0; q < batch; ++q)
+          EXPECT_EQ(gpu[static_cast<size_t>(q)].tokens, cpu[static_cast<size_t>(q)].tokens)
+              << preset << " " << to_string(s) << " batch " << batch << " sequence " << q;
+      }
+}
+
+// transformers' goldens at batch 3: sequence 0 fed the golden's prompt decodes the golden's
+// tokens, and the other two (the backends' prompts of sequences 1 and 2) decode what the
+// reference decodes for them, on the checkpoints loaded through the file path.
+TEST(EngineBatchTokens, GoldensAtBatchThree) {
+  REQUIRE_GPU();
+  constexpr int64_t B = 3;
+  for (const char* model :
+       {"tiny-llama", "tiny-llama-bf16", "tiny-llama-sharded", "tiny-qwen2", "tiny-qwen3"}) {
+    const std::string d = std::string(DB_TEST_DATA) + "/hf/" + model;
+    const SafetensorsFile golden(d + "/golden.safetensors");
+    const TensorInfo& t = golden.get("tokens");
+    std::vector<int32_t> seq(static_cast<size_t>(t.elements()));
+    std::memcpy(seq.data(), t.data, t.nbytes);
+    const int64_t prompt = std::stoll(golden.metadata().at("prompt_length"));
+    const int64_t n = static_cast<int64_t>(seq.size());
+    const ModelConfig c = apply_overrides(load_model_config(d), RunSpec{});
+    const WeightSource ws(c, d, 0);
+    // Sequence 0 reads the golden, the others the backends' prompts.
+    auto input = [&](int64_t s, int64_t i) { return s == 0 ? seq[i] : prompt_token(s, i, c.vocab_size); };
+    auto inputs = [&](int64_t i) {
+      std::vector<int32_t> v;
+      for (int64_t s = 0; s < B; ++s) v.push_back(input(s, i));
+      return v;
+    };
+    CpuModel cpu(ws, n, 0, B);
+    Engine e(ws, resolve_kernel("auto", Scheme::fp16), n, false, B);
+    e.set_first_position(0);
+    for (int64_t i = 0; i < prompt - 1; ++i) {
+      cpu.step_batch(inputs(i), i);
+      e.set_inputs(i, inputs(i));
+      e.enqueue_step();
+    }
+    std::vector<std::vector<int32_t>> want(B);
+    std::vector<int32_t> in = inputs(prompt - 1);
+    e.set_first_position(prompt - 1);
+    e.set_inputs(prompt - 1, in);
+    for (int64_t i = prompt - 1; i < n - 1; ++i) {
+      cpu.step_batch(in, i);
+      for (int64_t s = 0; s < B; ++s) {
+        in[s] = CpuModel::argmax(cpu.logits(s));
+        want[s].push_back(in[s]);
+      }
+      e.launch_graph();
+    }
+    EXPECT_EQ(e.tokens(0, n - prompt), std::vector<int32_t>(seq.begin() + prompt, seq.end())) << model;
+    for (int64_t s = 0; s < B; ++s) EXPECT_EQ(e.tokens(s, n - prompt), want[s]) << model << " sequence " << s;
+  }
+}
+
+// The graph is captured from the eager step's launches: the same tokens and the same logits
+// bit for bit, at batch 3 and 17.
+TEST(EngineBatchGraph, GraphAndEagerGiveIdenticalTokensAndLogits) {
+  REQUIRE_GPU();
+  for (const char* preset : {"tiny", "tiny-qwen2"})
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4})
+      for (int64_t batch : {3, 17}) {
+        const WeightSource ws(tiny(s, preset), "", 11);
+        Engine e(ws, resolve_kernel("auto", s), 20 + 12, false, batch);
+        const std::vector<Trace> eager = engine_batch(e, 20, 12, false);
+        const std::vector<Trace> graph = engine_batch(e, 20, 12, true);
+        for (int64_t q = 0; q < batch; ++q) {
+          const std::string what = fmt::format("{} {} batch {} sequence {}", preset, to_string(s), batch, q);
+          EXPECT_EQ(eager[q].tokens, graph[q].tokens) << what;
+          for (size_t i = 0; i < eager[q].logits.size(); ++i)
+            ASSERT_EQ(eager[q].logits[i], graph[q].logits[i]) << what;
+        }
+      }
+}
+
+// An external adapter (the shrink a GEMM over the batch, the expand a row each) and a merged
+// one (in the weights) at batch 3, against the reference with the same adapter.
+TEST(EngineBatchLora, ExternalAndMergedAdaptersMatchTheReference) {
+  REQUIRE_GPU();
+  constexpr int64_t B = 3;
+  for (AdapterMode mode : {AdapterMode::external, AdapterMode::merged})
+    for (const auto& [scheme, kernel] :
+         {std::pair{Scheme::fp16, "fp16.gemv"}, std::pair{Scheme::fp16, "fp16.cublas"},
+          std::pair{Scheme::int8, "int8.naive"}, std::pair{Scheme::int4, "int4.gemv"},
+          std::pair{Scheme::int4, "int4.dequant-cublas"}}) {
+      const ModelConfig c = tiny(scheme);
+      const Adapter a = load_adapter("synthetic:rank=8", c, 5, mode);
+      const WeightSource ws(c, "", 5, &a);
+      const int64_t context = 5, steps = 6;
+      const std::vector<Trace> cpu = cpu_batch(ws, B, context, steps);
+      Engine e(ws, resolve_kernel(kernel, scheme), context + steps, false, B);
+      const auto gpu = forced_batch(e, context, cpu, false);
+      for (int64_t s = 0; s < B; ++s)
+        expect_reference_logits(gpu[s], cpu[s],
+                                fmt::format("{} {} adapter, sequence {}", kernel,
+                                            mode == AdapterMode::external ? "external" : "merged", s));
+    }
+}
+
+// --context at batch 3: each sequence's prompt prefilled into its own cache (Engine::prefill
+// with the sequence), then the batched steps: within the bound of the reference, and the
+// reference's tokens with the kernels --kernel auto picks.
+TEST(EngineBatchPrefill, EverySequencesContextPrefilledIntoItsOwnCache) {
+  REQUIRE_GPU();
+  constexpr int64_t B = 3;
+  for (const char* preset : {"tiny", "tiny-qwen2"})
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+      const WeightSource ws(tiny(s, preset), "", 7);
+      const int64_t context = 150, steps = 8;  // past one attention split
+      const std::vector<Trace> cpu = cpu_batch(ws, B, context, steps);
+      Engine e(ws, resolve_kernel("auto", s), context + steps, false, B);
+      const auto forced = forced_batch(e, context, cpu, true);
+      for (int64_t q = 0; q < B; ++q)
+        expect_reference_logits(forced[q], cpu[q], fmt::format("{} {} sequence {}", preset, to_string(s), q));
+      Engine f(ws, resolve_kernel("auto", s), context + steps, false, B);
+      const std::vector<Trace> gpu = engine_batch(f, context, steps, true, true);
+      for (int64_t q = 0; q < B; ++q)
+        EXPECT_EQ(gpu[q].tokens, cpu[q].tokens) << preset << " " << to_string(s) << " sequence " << q;
+    }
+}
+
+// The memory plan counts the batch: the KV cache B-fold, and an engine of B sequences holds
+// what plan() says.
+TEST(EngineBatchMemory, ThePlanCountsEverySequencesCache) {
+  REQUIRE_GPU();
+  const WeightSource ws(tiny(Scheme::int4), "", 3);
+  const KernelInfo k = resolve_kernel("auto", Scheme::int4);
+  const MemoryUse one = Engine::plan(ws.config(), k, 40, 0), eight = Engine::plan(ws.config(), k, 40, 0, 8);
+  EXPECT_EQ(eight.kv_cache_bytes, 8 * one.kv_cache_bytes);
+  EXPECT_GT(eight.scratch_bytes, one.scratch_bytes);
+  Engine e(ws, k, 40, false, 8);
+  EXPECT_EQ(e.memory().kv_cache_bytes, eight.kv_cache_bytes);
+  EXPECT_EQ(e.memory().scratch_bytes, eight.scratch_bytes);
+}
+
+}  // namespace
