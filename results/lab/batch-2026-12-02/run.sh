@@ -2,6 +2,8 @@
 # The batched step on the H200. From the repository root, on the GPU machine (libre2-dev as
 # in ../measurement-2026-12-01/validate.sh's header):
 #   bash results/lab/batch-2026-12-02/run.sh skinny   # build, the skinny GEMM's gpu tests, its bench
+#   bash results/lab/batch-2026-12-02/run.sh gpu      # build everything, every gpu test
+#   bash results/lab/batch-2026-12-02/run.sh sweep    # 8b and 1b x fp16/int8/int4 x B = 1..256
 # Outputs go to $OUT, else results/h200/batch/.
 #
 # Predictions for the skinny bench (one 8b layer's four linears, written before running):
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/../../.."
 out=${OUT:-results/h200/batch}
 mkdir -p "$out"
 b=build-gpu
-case "${1:?usage: run.sh skinny}" in
+case "${1:?usage: run.sh skinny|gpu|sweep}" in
   skinny)
     cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON \
       >"$out/build.log" 2>&1 &&
@@ -26,6 +28,28 @@ case "${1:?usage: run.sh skinny}" in
     tail -3 "$out/gtest-skinny.txt"
     grep -E "FAILED|Failure" "$out/gtest-skinny.txt" | head -20 || true
     $b/decodebench_skinny_bench --tune >"$out/skinny-tune.txt"; grep -v '^.*m[0-9]u' "$out/skinny-tune.txt" | tee "$out/skinny-bench.txt"
+    ;;
+  gpu)
+    cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON \
+      >"$out/build.log" 2>&1 && cmake --build $b -j16 >>"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+    ctest --test-dir $b -L gpu -j6 --output-on-failure --timeout 400 >"$out/ctest-gpu.txt" 2>&1
+    tail -3 "$out/ctest-gpu.txt"
+    grep -E "\(Failed\)|\(Timeout\)|\*\*\*" "$out/ctest-gpu.txt" | head -20 || true
+    ;;
+  sweep)
+    # The matrix's protocol (scripts/bench_matrix.sh), so that batch 1 compares with the
+    # committed matrix key by key.
+    for m in 8b 1b; do
+      $b/decodebench sweep --model $m-fp16,$m-int8,$m-int4 --graph on --batch 1-256*2 --tokens 128 --warmup 16 \
+        --repeat 5 -o "$out/sweep-$m.jsonl" >"$out/sweep-$m.txt" 2>"$out/sweep-$m.log" || tail -5 "$out/sweep-$m.log"
+    done
+    $b/decodebench report "$out"/sweep-8b.jsonl "$out"/sweep-1b.jsonl --format md >"$out/sweep.md"
+    committed=$(ls results/h200/{1b,8b}-*-graph-on.json)
+    $b/decodebench report $committed --format jsonl -o "$out/committed-b1.jsonl"
+    cat "$out/sweep-8b.jsonl" "$out/sweep-1b.jsonl" >"$out/sweep.jsonl"
+    $b/decodebench compare "$out/committed-b1.jsonl" "$out/sweep.jsonl" --threshold 1% \
+      >"$out/b1-compare.md" 2>&1
+    grep -E "matched|same|slower|faster" "$out/b1-compare.md" | head -12
     ;;
   *) echo "unknown stage" >&2; exit 2 ;;
 esac
