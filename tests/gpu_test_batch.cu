@@ -171,8 +171,10 @@ TEST(EngineBatchTokens, EverySequenceDecodesTheReferenceTokens) {
 }
 
 // transformers' goldens at batch 3: sequence 0 fed the golden's prompt decodes the golden's
-// tokens, and the other two (the backends' prompts of sequences 1 and 2) decode what the
-// reference decodes for them, on the checkpoints loaded through the file path.
+// tokens (the graph, free-running), and the other two (the backends' prompts of sequences 1
+// and 2), teacher-forced with the reference's tokens, give the reference's logits within the
+// bound and its argmax outside a tie (a random prompt on these tiny checkpoints meets near
+// ties, where free-running tokens may part at the precision of the arithmetic).
 TEST(EngineBatchTokens, GoldensAtBatchThree) {
   REQUIRE_GPU();
   constexpr int64_t B = 3;
@@ -202,20 +204,27 @@ TEST(EngineBatchTokens, GoldensAtBatchThree) {
       e.set_inputs(i, inputs(i));
       e.enqueue_step();
     }
-    std::vector<std::vector<int32_t>> want(B);
-    std::vector<int32_t> in = inputs(prompt - 1);
+    // Free-running: sequence 0 against transformers.
     e.set_first_position(prompt - 1);
-    e.set_inputs(prompt - 1, in);
+    e.set_inputs(prompt - 1, inputs(prompt - 1));
+    for (int64_t i = prompt - 1; i < n - 1; ++i) e.launch_graph();
+    EXPECT_EQ(e.tokens(0, n - prompt), std::vector<int32_t>(seq.begin() + prompt, seq.end())) << model;
+    // Teacher-forced from the same cache: every sequence against the reference.
+    std::vector<std::vector<std::vector<float>>> gpu(B);
+    std::vector<Trace> ref(B);
+    std::vector<int32_t> in = inputs(prompt - 1);
     for (int64_t i = prompt - 1; i < n - 1; ++i) {
+      e.set_inputs(i, in);
+      e.enqueue_step();
       cpu.step_batch(in, i);
       for (int64_t s = 0; s < B; ++s) {
-        in[s] = CpuModel::argmax(cpu.logits(s));
-        want[s].push_back(in[s]);
+        gpu[s].push_back(e.logits(s));
+        ref[s].logits.push_back(cpu.logits(s));
+        in[s] = CpuModel::argmax(ref[s].logits.back());
       }
-      e.launch_graph();
     }
-    EXPECT_EQ(e.tokens(0, n - prompt), std::vector<int32_t>(seq.begin() + prompt, seq.end())) << model;
-    for (int64_t s = 0; s < B; ++s) EXPECT_EQ(e.tokens(s, n - prompt), want[s]) << model << " sequence " << s;
+    for (int64_t s = 0; s < B; ++s)
+      expect_reference_logits(gpu[s], ref[s], fmt::format("{} sequence {}", model, s));
   }
 }
 

@@ -37,6 +37,13 @@ case "${1:?usage: run.sh skinny|gpu|sweep}" in
     grep -E "\(Failed\)|\(Timeout\)|\*\*\*" "$out/ctest-gpu.txt" | head -20 || true
     ;;
   sweep)
+    if [ ! -x $b/decodebench ]; then
+      cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON \
+        >"$out/build.log" 2>&1 && cmake --build $b -j16 --target decodebench decodebench_gpu_tests >>"$out/build.log" 2>&1 ||
+        { tail -30 "$out/build.log"; exit 1; }
+    fi
+    $b/decodebench_gpu_tests --gtest_filter='EngineBatch*' >"$out/gtest-batch.txt" 2>&1
+    tail -1 "$out/gtest-batch.txt"
     # The matrix's protocol (scripts/bench_matrix.sh), so that batch 1 compares with the
     # committed matrix key by key.
     for m in 8b 1b; do
