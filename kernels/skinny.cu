@@ -285,15 +285,21 @@ using KernelFn = void (*)(SkinnyArgs);
 template <Scheme S>
 KernelFn kernel_for(int nt, int mt, int u) {
 #define DB_SKINNY(NT_, MT_, U_) \
-  if (nt == NT_ && mt == MT_ && u == U_) return &skinny_kernel<S, MT_, NT_, U_>;
-  DB_SKINNY(1, 8, 1)
-  DB_SKINNY(1, 4, 1)
-  DB_SKINNY(1, 4, 2)
-  DB_SKINNY(1, 2, 2)
-  DB_SKINNY(1, 2, 4) DB_SKINNY(2, 8, 1) DB_SKINNY(2, 4, 1) DB_SKINNY(2, 4, 2) DB_SKINNY(2, 2, 2)
-      DB_SKINNY(2, 2, 4) DB_SKINNY(4, 4, 1) DB_SKINNY(4, 2, 2) DB_SKINNY(8, 2, 1) DB_SKINNY(8, 1, 2)
+  if (nt == NT_ && mt == MT_ && u == U_) return &skinny_kernel<S, MT_, NT_, U_>
+  DB_SKINNY(1, 4, 1);
+  DB_SKINNY(1, 4, 2);
+  DB_SKINNY(1, 2, 2);
+  DB_SKINNY(1, 2, 4);
+  DB_SKINNY(2, 4, 1);
+  DB_SKINNY(2, 4, 2);
+  DB_SKINNY(2, 2, 2);
+  DB_SKINNY(2, 2, 4);
+  DB_SKINNY(4, 4, 1);
+  DB_SKINNY(4, 2, 2);
+  DB_SKINNY(8, 2, 1);
+  DB_SKINNY(8, 1, 2);
 #undef DB_SKINNY
-          fail("skinny GEMM: no kernel for {} sequence groups x {} row tiles x {} chunks", nt, mt, u);
+  fail("skinny GEMM: no kernel for {} sequence groups x {} row tiles x {} chunks", nt, mt, u);
 }
 
 KernelFn kernel_for(Scheme s, const Shape& sh) {

@@ -225,12 +225,15 @@ std::vector<LinearOp> planned_ops(const ModelConfig& c, const KernelInfo& kernel
 }  // namespace
 
 // The fast kernels' matrices at batch > 1: int8 and int4 run the skinny GEMM where it takes
-// the layout; fp16 runs cuBLAS, which streams fp16 weights faster than the skinny GEMM at
-// every batch above 1 (decodebench_skinny_bench on 8b's layers, H200: 123-134 us a layer
-// against 126-236, results/lab/batch.md).
-bool skinny_takes(const DeviceMatrix& m) {
+// the layout, up to the 64 sequences of one launch; fp16 runs cuBLAS, and so do int8 and
+// int4 above 64 sequences, on an fp16 copy. On 8b's layers on the H200
+// (decodebench_skinny_bench, results/lab/batch.md) cuBLAS streams fp16 weights faster than
+// the skinny GEMM at every batch above 1 (123-134 against 126-236 us a layer), and past 64
+// sequences the skinny GEMM reads the weights once a launch of 64: the 8b-int4 step at 128
+// sequences takes 17.7 ms that way, against ~5 ms of fp16 copies plus 6.6 ms of cuBLAS.
+bool skinny_takes(const DeviceMatrix& m, int64_t batch) {
   const char* why = nullptr;
-  return m.scheme != Scheme::fp16 && skinny_supports(m, &why);
+  return m.scheme != Scheme::fp16 && batch <= kSkinnyMaxBatch && skinny_supports(m, &why);
 }
 
 namespace {
@@ -251,7 +254,7 @@ BatchNeeds batch_needs(const std::vector<LinearOp>& ops, int64_t batch, bool ext
     const int64_t elements = op.m.rows * op.m.cols;
     switch (op.impl) {
       case LinearImpl::gemv_fast:
-        if (skinny_takes(op.m)) {
+        if (skinny_takes(op.m, batch)) {
           n.skinny_workspace =
               std::max<uint64_t>(n.skinny_workspace, skinny_workspace_bytes(op.m.rows, op.m.cols, batch));
         } else {

@@ -126,9 +126,9 @@ std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws,
                                                          int64_t positions, bool fallback = false,
                                                          int64_t batch = 1);
 
-// Whether the step at batch > 1 runs this fast-kernel matrix through the skinny GEMM
+// Whether the step at `batch` > 1 runs this fast-kernel matrix through the skinny GEMM
 // (kernels/skinny.cuh); else cuBLAS, after an fp16 copy where it is quantized.
-bool skinny_takes(const DeviceMatrix& m);
+bool skinny_takes(const DeviceMatrix& m, int64_t batch);
 
 // One linear layer as the step runs it.
 struct LinearOp {

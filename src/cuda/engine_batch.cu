@@ -23,12 +23,13 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
   const int64_t B = batch_, rows = op.m.rows, cols = op.m.cols;
   switch (op.impl) {
     case LinearImpl::gemv_fast:
-      if (skinny_takes(op.m)) {
+      if (skinny_takes(op.m, B)) {
         gemm_skinny(op.m, x, B, y, accumulate, b.skinny_workspace, stream_);
         break;
       }
-      // fp16 goes to cuBLAS (skinny_takes says why), and what the skinny GEMM does not take
-      // (the int4 fragment layout) as an fp16 copy through cuBLAS, as the prefill runs it.
+      // fp16 goes to cuBLAS, and what the skinny GEMM does not take (the int4 fragment
+      // layout, more than 64 sequences: skinny_takes says why) as an fp16 copy through cuBLAS,
+      // as the prefill runs it.
       if (op.m.scheme == Scheme::fp16) {
         gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
       } else {
