@@ -117,8 +117,8 @@ struct BatchCase {
 
 class EngineBatch : public ::testing::TestWithParam<BatchCase> {};
 
-// Every kernel at every batch: each sequence within the single-sequence bound of the
-// reference, the same argmax outside a tie.
+// Every kernel at every batch (and the gemv kernels past 64 sequences): each sequence within the
+// single-sequence bound of the reference, the same argmax outside a tie.
 TEST_P(EngineBatch, EverySequenceWithinTheBoundAndSameArgmax) {
   REQUIRE_GPU();
   const BatchCase p = GetParam();
@@ -141,6 +141,9 @@ std::vector<BatchCase> every_kernel_and_batch() {
       {Scheme::int4, "int4.naive"}, {Scheme::int4, "int4.dequant-cublas"}};
   for (const auto& [scheme, kernel] : kernels)
     for (int64_t b : {1, 2, 3, 8, 17, 64}) v.push_back({scheme, kernel, b});
+  // Past one skinny launch: int8 and int4 gemv run cuBLAS on an fp16 copy (skinny_takes).
+  for (Scheme s : {Scheme::int8, Scheme::int4})
+    v.push_back({s, s == Scheme::int8 ? "int8.gemv" : "int4.gemv", 65});
   return v;
 }
 

@@ -4,6 +4,7 @@
 #   bash results/lab/batch-2026-12-02/run.sh skinny   # build, the skinny GEMM's gpu tests, its bench
 #   bash results/lab/batch-2026-12-02/run.sh gpu      # build everything, every gpu test
 #   bash results/lab/batch-2026-12-02/run.sh sweep    # 8b and 1b x fp16/int8/int4 x B = 1..256
+#   bash results/lab/batch-2026-12-02/run.sh final    # int8/int4 past 64 on cuBLAS; batch 1, 3 runs a key
 # Outputs go to $OUT, else results/h200/batch/.
 #
 # Predictions for the skinny bench (one 8b layer's four linears, written before running):
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/../../.."
 out=${OUT:-results/h200/batch}
 mkdir -p "$out"
 b=build-gpu
-case "${1:?usage: run.sh skinny|gpu|sweep}" in
+case "${1:?usage: run.sh skinny|gpu|sweep|final}" in
   skinny)
     cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON \
       >"$out/build.log" 2>&1 &&
@@ -57,6 +58,24 @@ case "${1:?usage: run.sh skinny|gpu|sweep}" in
     $b/decodebench compare "$out/committed-b1.jsonl" "$out/sweep.jsonl" --threshold 1% \
       >"$out/b1-compare.md" 2>&1
     grep -E "matched|same|slower|faster" "$out/b1-compare.md" | head -12
+    ;;
+  final)
+    cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+      >"$out/build.log" 2>&1 && cmake --build $b -j16 --target decodebench decodebench_gpu_tests >>"$out/build.log" 2>&1 ||
+      { tail -30 "$out/build.log"; exit 1; }
+    $b/decodebench_gpu_tests --gtest_filter='EngineBatch*:Skinny*' >"$out/gtest-final.txt" 2>&1
+    tail -1 "$out/gtest-final.txt"; grep -E "^\[  FAILED" "$out/gtest-final.txt" | head
+    for m in 8b 1b; do
+      $b/decodebench sweep --model $m-int8,$m-int4 --graph on --batch 128,256 --tokens 128 --warmup 16 --repeat 5 \
+        -o "$out/sweep-$m-past64.jsonl" >/dev/null 2>"$out/sweep-$m-past64.log" || tail -5 "$out/sweep-$m-past64.log"
+    done
+    # Batch 1 as scripts/ci_regression.sh measures it: three runs a key.
+    $b/decodebench sweep --model 8b-int4,8b-int8,8b-fp16 --graph on --tokens 128 --repeat 5 --runs 3 \
+      -o "$out/b1-runs3.jsonl" >/dev/null 2>"$out/b1-runs3.log"
+    committed=$(ls results/h200/8b-*-graph-on.json)
+    $b/decodebench report $committed --format jsonl -o "$out/committed-8b-b1.jsonl"
+    $b/decodebench compare "$out/committed-8b-b1.jsonl" "$out/b1-runs3.jsonl" --threshold 1% >"$out/b1-runs3-compare.md" 2>&1
+    grep -E "^\| 8b|matched" "$out/b1-runs3-compare.md"
     ;;
   *) echo "unknown stage" >&2; exit 2 ;;
 esac
