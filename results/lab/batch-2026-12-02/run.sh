@@ -60,7 +60,7 @@ case "${1:?usage: run.sh skinny|gpu|sweep|final}" in
     grep -E "matched|same|slower|faster" "$out/b1-compare.md" | head -12
     ;;
   final)
-    cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON \
       >"$out/build.log" 2>&1 && cmake --build $b -j16 --target decodebench decodebench_gpu_tests >>"$out/build.log" 2>&1 ||
       { tail -30 "$out/build.log"; exit 1; }
     $b/decodebench_gpu_tests --gtest_filter='EngineBatch*:Skinny*' >"$out/gtest-final.txt" 2>&1
