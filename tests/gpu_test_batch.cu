@@ -184,12 +184,9 @@ TEST(EngineBatchTokens, GoldensAtBatchThree) {
   for (const char* model :
        {"tiny-llama", "tiny-llama-bf16", "tiny-llama-sharded", "tiny-qwen2", "tiny-qwen3"}) {
     const std::string d = std::string(DB_TEST_DATA) + "/hf/" + model;
-    const SafetensorsFile golden(d + "/golden.safetensors");
-    const TensorInfo& t = golden.get("tokens");
-    std::vector<int32_t> seq(static_cast<size_t>(t.elements()));
-    std::memcpy(seq.data(), t.data, t.nbytes);
-    const int64_t prompt = std::stoll(golden.metadata().at("prompt_length"));
-    const int64_t n = static_cast<int64_t>(seq.size());
+    const db_test::Golden golden = db_test::read_golden(d + "/golden.safetensors");
+    const std::vector<int32_t>& seq = golden.tokens;
+    const int64_t prompt = golden.prompt, n = static_cast<int64_t>(seq.size());
     const ModelConfig c = apply_overrides(load_model_config(d), RunSpec{});
     const WeightSource ws(c, d, 0);
     // Sequence 0 reads the golden, the others the backends' prompts.

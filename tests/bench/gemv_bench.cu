@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.cuh"
 #include "common.cuh"
 #include "decodebench/half.h"
 #include "int4_frag.h"
@@ -35,23 +36,6 @@ struct Shape {
   bool fp16_only = false;  // the lm_head is fp16 unless --lm-head says otherwise
 };
 
-template <class F>
-double time_us(F&& launch, int reps) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 8; ++i) launch(i);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  CUDA_CHECK(cudaEventRecord(a));
-  for (int i = 0; i < reps; ++i) launch(i);
-  CUDA_CHECK(cudaEventRecord(b));
-  CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
-  return ms * 1e3 / reps;
-}
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bench_timing.cuh"
 #include "common.cuh"
 #include "gemv.cuh"
 #include "skinny.cuh"
@@ -59,23 +60,6 @@ Copies make_copies(Scheme s, int64_t rows, int64_t cols) {
   return c;
 }
 
-template <class F>
-double time_us(F&& launch, int reps) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 4; ++i) launch(i);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  CUDA_CHECK(cudaEventRecord(a));
-  for (int i = 0; i < reps; ++i) launch(i);
-  CUDA_CHECK(cudaEventRecord(b));
-  CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
-  return ms * 1e3 / reps;
-}
 
 }  // namespace
 
@@ -122,7 +106,7 @@ int main(int argc, char** argv) {
     in.x = x;
     GemvOutput out;
     out.y = y;
-    report(1, "gemv", time_us(layer([&](const DeviceMatrix& m) { gemv(m, in, out, GemvVariant::fast, nullptr); }), 40));
+    report(1, "gemv", time_us(layer([&](const DeviceMatrix& m) { gemv(m, in, out, GemvVariant::fast, nullptr); }), 40, 4));
     // Every instantiated shape at every batch it serves (skinny.cu, kernel_for), then the
     // default's.
     struct Tune {
@@ -141,11 +125,11 @@ int main(int argc, char** argv) {
             report(b, label, time_us(layer([&](const DeviceMatrix& m) {
                                        gemm_skinny_tuned(m, x, b, y, false, ws, {t.mt, t.u, bps}, nullptr);
                                      }),
-                                     20));
+                                     20, 4));
           }
         }
       report(b, "skinny",
-             time_us(layer([&](const DeviceMatrix& m) { gemm_skinny(m, x, b, y, false, ws, nullptr); }), 40));
+             time_us(layer([&](const DeviceMatrix& m) { gemm_skinny(m, x, b, y, false, ws, nullptr); }), 40, 4));
     }
     if (s == Scheme::fp16) {
       for (int64_t b : batches) {
@@ -156,7 +140,7 @@ int main(int argc, char** argv) {
                        CUDA_R_16F, static_cast<int>(m.cols), &beta, y, CUDA_R_32F, static_cast<int>(m.rows),
                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         };
-        report(b, "cublas", time_us(layer(gemm), 40));
+        report(b, "cublas", time_us(layer(gemm), 40, 4));
       }
     }
     for (Copies& c : copies)
