@@ -230,7 +230,8 @@ std::vector<LinearOp> planned_ops(const ModelConfig& c, const KernelInfo& kernel
 // (decodebench_skinny_bench, results/lab/batch.md) cuBLAS streams fp16 weights faster than
 // the skinny GEMM at every batch above 1 (123-134 against 126-236 us a layer), and past 64
 // sequences the skinny GEMM reads the weights once a launch of 64: the 8b-int4 step at 128
-// sequences takes 17.7 ms that way, against ~5 ms of fp16 copies plus 6.6 ms of cuBLAS.
+// sequences takes 17.7 ms that way and 16.3 ms on cuBLAS over fp16 copies (35.0 against 19.2
+// at 256).
 bool skinny_takes(const DeviceMatrix& m, int64_t batch) {
   const char* why = nullptr;
   return m.scheme != Scheme::fp16 && batch <= kSkinnyMaxBatch && skinny_supports(m, &why);
