@@ -21,35 +21,40 @@ __device__ __forceinline__ uint32_t and_or(uint32_t a) {
   return r;
 }
 
+// The four fp16 pairs q - zero of one repacked word: columns (0, 1), (2, 3), (4, 5), (6, 7)
+// (the word holds columns 0..7 as nibbles 0,2,4,6,1,3,5,7). OR-ing a masked nibble into the
+// mantissa of fp16 1024 (0x6400) gives 1024 + v exactly; the high nibble of a byte gives
+// 1024 + 16v, fixed by one fma with 1/16. lo_sub is 1024 + zero and hi_add -(64 + zero) in
+// both halves, so (q - zero) comes out exact.
+__device__ __forceinline__ void int4_pairs(uint32_t q, __half2 lo_sub, __half2 hi_add, __half2 (&v)[4]) {
+  const __half2 sixteenth = bits_h2(0x2c002c00u);  // 1/16
+  v[0] = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
+  v[1] = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
+  q >>= 8;
+  v[2] = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
+  v[3] = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
+}
+
 // One 16-byte chunk (32 weights) of the repacked nibble layout against its 32 fp16 x values
-// (xv[j]: columns 8j..8j+7), before the group scale. A repacked word holds columns 0..7 as
-// nibbles 0,2,4,6,1,3,5,7. OR-ing a masked nibble into the mantissa of fp16 1024 (0x6400)
-// gives 1024 + v exactly; the high nibble of a byte gives 1024 + 16v, fixed by one fma with
-// 1/16. With the zero point folded into the subtrahend, (q - zero) comes out exact in fp16.
-// Byte `byte` of `zeros` is the chunk's zero point; a constant once the caller's loops are
-// unrolled.
+// (xv[j]: columns 8j..8j+7), before the group scale, through int4_pairs. Byte `byte` of
+// `zeros` is the chunk's zero point; a constant once the caller's loops are unrolled.
 __device__ __forceinline__ float int4_dot_q(uint4 w, const uint4 (&xv)[4], uint32_t zeros, int byte) {
   // Both halves of each constant by one byte permute (zero < 16): 0x64zz is 1024 + zero,
   // 0xd4(16 zero) is -(64 + zero).
   const uint32_t sel = 0x4040u | (byte << 8) | byte;
   const __half2 lo_sub = bits_h2(__byte_perm(zeros, 0x64u, sel));
   const __half2 hi_add = bits_h2(__byte_perm(zeros << 4, 0xd4u, sel));  // zero < 16: no carry into the next
-  const __half2 sixteenth = bits_h2(0x2c002c00u);                       // 1/16
   const uint32_t words[4] = {w.x, w.y, w.z, w.w};
   __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const uint4 x = xv[j];
-    uint32_t q = words[j];
-    const __half2 v01 = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
-    const __half2 v23 = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
-    q >>= 8;
-    const __half2 v45 = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
-    const __half2 v67 = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
-    acc0 = __hfma2(v01, bits_h2(x.x), acc0);
-    acc1 = __hfma2(v23, bits_h2(x.y), acc1);
-    acc0 = __hfma2(v45, bits_h2(x.z), acc0);
-    acc1 = __hfma2(v67, bits_h2(x.w), acc1);
+    __half2 v[4];
+    int4_pairs(words[j], lo_sub, hi_add, v);
+    acc0 = __hfma2(v[0], bits_h2(x.x), acc0);
+    acc1 = __hfma2(v[1], bits_h2(x.y), acc1);
+    acc0 = __hfma2(v[2], bits_h2(x.z), acc0);
+    acc1 = __hfma2(v[3], bits_h2(x.w), acc1);
   }
   // The two accumulators added in half2, as int8's dot does: one add and two conversions
   // where converting each takes four, and three fp32 adds.

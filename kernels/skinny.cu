@@ -69,26 +69,17 @@ __device__ __forceinline__ void dequant(Pairs<S>& out, uint4 w, uint32_t scale, 
       out.p[2 * i + 1] = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4342u)), magic));
     }
   } else {
-    // The repacked word holds columns 0..7 as nibbles 0,2,4,6,1,3,5,7 (gemv.cuh): a mask
-    // gives 1024 + v of columns (0, 1), the other 1024 + 16 v of (2, 3), and the same on the
-    // word shifted by 8 gives (4, 5) and (6, 7). 0x64zz is 1024 + zero, 0xd4(16 zero) is
-    // -(64 + zero), both exact.
+    // (q - zero) * scale, the pairs in column order (int4_dot.cuh, int4_pairs). 0x64zz is
+    // 1024 + zero, 0xd4(16 zero) is -(64 + zero), both exact.
     const __half2 lo_sub = bits_h2(0x64006400u | zero | (zero << 16));
     const __half2 hi_add = bits_h2(0xd400d400u | (zero << 4) | (zero << 20));
-    const __half2 sixteenth = bits_h2(0x2c002c00u);
     const __half2 s2 = bits_h2(scale | (scale << 16));
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      uint32_t q = words[i];
-      const __half2 v01 = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
-      const __half2 v23 = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
-      q >>= 8;
-      const __half2 v45 = __hsub2(bits_h2(and_or<0x000f000fu, 0x64006400u>(q)), lo_sub);
-      const __half2 v67 = __hfma2(bits_h2(and_or<0x00f000f0u, 0x64006400u>(q)), sixteenth, hi_add);
-      out.p[4 * i] = h2_bits(__hmul2(v01, s2));
-      out.p[4 * i + 1] = h2_bits(__hmul2(v23, s2));
-      out.p[4 * i + 2] = h2_bits(__hmul2(v45, s2));
-      out.p[4 * i + 3] = h2_bits(__hmul2(v67, s2));
+      __half2 v[4];
+      int4_pairs(words[i], lo_sub, hi_add, v);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) out.p[4 * i + k] = h2_bits(__hmul2(v[k], s2));
     }
   }
 }

@@ -67,26 +67,25 @@ __global__ void silu_mul_kernel(const float* gu, int64_t inter, __half* act) {
   }
 }
 
-__global__ void argmax_kernel(const float* logits, int64_t n, unsigned long long* key) {
-  pdl_trigger();
-  pdl_wait();  // logits, and the key finish_step zeroed
-  unsigned long long best = 0;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x)
-    best = max(best, argmax_key(logits[i], static_cast<uint32_t>(i)));
-  for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
-  if (threadIdx.x % kWarp == 0) atomicMax(key, best);
-}
-
-// Row blockIdx.y of logits [batch, n]: a plain launch, no PDL (the batched step's kernels).
-__global__ void argmax_rows_kernel(const float* logits, int64_t n, unsigned long long* keys) {
-  const float* row = logits + blockIdx.y * n;
+// The grid's x blocks over one row of n logits: each warp's largest key into *key.
+__device__ __forceinline__ void argmax_into(const float* row, int64_t n, unsigned long long* key) {
   unsigned long long best = 0;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x)
     best = max(best, argmax_key(row[i], static_cast<uint32_t>(i)));
   for (int o = 16; o > 0; o >>= 1) best = max(best, __shfl_xor_sync(0xffffffffu, best, o));
-  if (threadIdx.x % kWarp == 0) atomicMax(&keys[blockIdx.y], best);
+  if (threadIdx.x % kWarp == 0) atomicMax(key, best);
+}
+
+__global__ void argmax_kernel(const float* logits, int64_t n, unsigned long long* key) {
+  pdl_trigger();
+  pdl_wait();  // logits, and the key finish_step zeroed
+  argmax_into(logits, n, key);
+}
+
+// Row blockIdx.y of logits [batch, n]: a plain launch, no PDL (the batched step's kernels).
+__global__ void argmax_rows_kernel(const float* logits, int64_t n, unsigned long long* keys) {
+  argmax_into(logits + blockIdx.y * n, n, &keys[blockIdx.y]);
 }
 
 __global__ void finish_step_batch_kernel(BatchState st) {

@@ -102,7 +102,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
 
   Progress progress(fmt::format("{} on {}", spec.model, spec.backend == BackendKind::cpu ? "cpu" : "cuda"),
                     spec.progress);
-  progress.phase("device and bandwidth probe");
+  progress.phase("device, bandwidth and compute probes");
   const Environment env = backend->environment();
   const ComputePeak compute = backend->compute_peak(cfg.quant.scheme);
   progress.phase("load");

@@ -703,6 +703,31 @@ const float* Engine::rope() const {
   return buf_->rope;
 }
 
+AttentionArgs Engine::attention_args(const DeviceLayer& d, const int32_t* pos) const {
+  const Buffers& b = *buf_;
+  AttentionArgs a;
+  a.qkv = b.qkv;  // W x, plus an external adapter's delta; attention adds the bias
+  a.qkv_bias = d.qkv_bias;
+  a.q_norm = d.q_norm;
+  a.k_norm = d.k_norm;
+  a.eps = static_cast<float>(c_.rms_norm_eps);
+  a.rope = b.rope;
+  a.rope_positions = positions_;  // also each sequence's cache length, the stride between them
+  a.k_cache = d.k_cache;
+  a.v_cache = d.v_cache;
+  a.pos = pos;
+  a.heads = static_cast<int>(c_.num_attention_heads);
+  a.kv_heads = static_cast<int>(c_.num_key_value_heads);
+  a.head_dim = static_cast<int>(c_.head_dim);
+  a.max_splits = b.max_splits;
+  a.part_o = b.part_o;
+  a.part_ml = b.part_ml;
+  a.counters = b.counters;
+  a.out = b.attn;
+  a.early_launch = false;
+  return a;
+}
+
 void Engine::set_input(int64_t pos, int32_t token) {
   if (batch_ != 1) fail("set_input at a batch of {}: set_inputs() gives every sequence its token", batch_);
   const int32_t v[2] = {token, static_cast<int32_t>(pos)};
@@ -796,25 +821,7 @@ void Engine::enqueue_step() {
     run_linear(d.qkv, {nullptr, b.resid, d.attn_norm, eps, stats(2 * l), b.resid_h},
                with_addend({Epilogue::store, b.qkv}, qkv_delta));
 
-    AttentionArgs a;
-    a.qkv = b.qkv;  // W x, plus an external adapter's delta; attention adds the bias
-    a.qkv_bias = d.qkv_bias;
-    a.q_norm = d.q_norm;
-    a.k_norm = d.k_norm;
-    a.eps = eps;
-    a.rope = b.rope;
-    a.rope_positions = positions_;
-    a.k_cache = d.k_cache;
-    a.v_cache = d.v_cache;
-    a.pos = st_.pos;
-    a.heads = static_cast<int>(c_.num_attention_heads);
-    a.kv_heads = static_cast<int>(c_.num_key_value_heads);
-    a.head_dim = static_cast<int>(c_.head_dim);
-    a.max_splits = b.max_splits;
-    a.part_o = b.part_o;
-    a.part_ml = b.part_ml;
-    a.counters = b.counters;
-    a.out = b.attn;
+    AttentionArgs a = attention_args(d, st_.pos);
     a.early_launch = d.o.impl == LinearImpl::gemv_fast && d.o.m.scheme == Scheme::int4;
     attention(a, stream_);
 

@@ -22,6 +22,8 @@
 
 namespace db::cuda {
 
+struct AttentionArgs;  // attention.cuh
+
 #define CUBLAS_CHECK(expr)                                                                                  \
   do {                                                                                                      \
     const cublasStatus_t db_st_ = (expr);                                                                   \
@@ -156,6 +158,10 @@ struct DeviceLayer {
 // cuBLAS (fp32 accumulation and output): the prefill's GEMMs and the batched step's.
 void gemm_rows(cublasHandle_t h, const __half* w, int64_t out, int64_t in, const __half* x, int64_t rows,
                float* y, bool accumulate);
+// An external adapter's term for `rows` rows of x [rows, g.in]: the shrink of every row as one
+// GEMM into t [rows, targets x rank], then each row's expand added to y [rows, out].
+void lora_rows(cublasHandle_t h, const LoraGroup& g, const __half* x, int64_t rows, float* t, float* y,
+               int64_t out, cudaStream_t s);
 
 class Engine {
  public:
@@ -241,6 +247,10 @@ class Engine {
   void linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const __half* x, float* y,
                    bool accumulate);
   const float* rope() const;  // the device's rope_table(positions_)
+  // The decode attention's arguments for layer `d` over the step's buffers, at the device
+  // position `pos` (sequence 0's at batch > 1: attention() strides to the others); no early
+  // launch.
+  AttentionArgs attention_args(const DeviceLayer& d, const int32_t* pos) const;
 
   ModelConfig c_;
   int64_t positions_ = 0;

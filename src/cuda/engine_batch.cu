@@ -56,12 +56,9 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
       gemm_rows(cublas_, b.dequant, rows, cols, x, B, y, accumulate);
       break;
   }
-  // An external adapter: the shrink of every row as one GEMM, then each row's expand added to y.
-  if (weights_->lora_rank() == 0 || layer < 0) return;
+  if (weights_->lora_rank() == 0 || layer < 0) return;  // no external adapter, or the lm_head
   const LoraGroup& g = weights_->lora_groups()[layer][static_cast<int>(site)];
-  if (g.targets == 0) return;
-  gemm_rows(cublas_, g.a, int64_t{g.targets} * g.rank, g.in, x, B, b.lora_rows, false);
-  lora_expand_rows(g, b.lora_rows, B, y, rows, stream_);
+  if (g.targets > 0) lora_rows(cublas_, g, x, B, b.lora_rows, y, rows, stream_);
 }
 
 void Engine::enqueue_step_batch() {
@@ -74,27 +71,8 @@ void Engine::enqueue_step_batch() {
     rmsnorm_rows(b.resid, d.attn_norm, eps, B, H, b.xnorm, stream_);
     linear_rows(l, LoraSite::qkv, d.qkv, b.xnorm, b.qkv, false);
 
-    AttentionArgs a;  // sequence 0's; attention() strides to the others (attention.cuh)
-    a.qkv = b.qkv;
-    a.qkv_bias = d.qkv_bias;
-    a.q_norm = d.q_norm;
-    a.k_norm = d.k_norm;
-    a.eps = eps;
-    a.rope = b.rope;
-    a.rope_positions = positions_;  // also each sequence's cache length, the stride between them
-    a.k_cache = d.k_cache;
-    a.v_cache = d.v_cache;
-    a.pos = bst_.pos;
-    a.heads = static_cast<int>(c_.num_attention_heads);
-    a.kv_heads = static_cast<int>(c_.num_key_value_heads);
-    a.head_dim = static_cast<int>(c_.head_dim);
-    a.max_splits = b.max_splits;
-    a.part_o = b.part_o;
-    a.part_ml = b.part_ml;
-    a.counters = b.counters;
-    a.out = b.attn;
-    a.early_launch = false;  // the O GEMM is a plain launch: nothing to let in early
-    attention(a, stream_, static_cast<int>(B));
+    // The O GEMM is a plain launch: no early launch to let in.
+    attention(attention_args(d, bst_.pos), stream_, static_cast<int>(B));
 
     linear_rows(l, LoraSite::o, d.o, b.attn, b.resid, true);
     rmsnorm_rows(b.resid, d.mlp_norm, eps, B, H, b.xnorm, stream_);

@@ -44,6 +44,12 @@ void gemm_rows(cublasHandle_t h, const __half* w, int64_t out, int64_t in, const
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+void lora_rows(cublasHandle_t h, const LoraGroup& g, const __half* x, int64_t rows, float* t, float* y,
+               int64_t out, cudaStream_t s) {
+  gemm_rows(h, g.a, int64_t{g.targets} * g.rank, g.in, x, rows, t, false);
+  lora_expand_rows(g, t, rows, y, out, s);
+}
+
 uint64_t Engine::prefill_scratch_bytes(int64_t rows) const {
   const int64_t H = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
   const int64_t in = std::max({H, qd, I});
@@ -121,9 +127,7 @@ void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t 
     gemm_rows(cublas, w, op.m.rows, op.m.cols, x, m, y, accumulate);
     if (weights_->lora_rank() == 0) return;
     const LoraGroup& g = weights_->lora_groups()[l][static_cast<int>(site)];
-    if (g.targets == 0) return;
-    gemm_rows(cublas, g.a, int64_t{g.targets} * g.rank, g.in, x, m, b.lora, false);
-    lora_expand_rows(g, b.lora, m, y, op.m.rows, stream_);
+    if (g.targets > 0) lora_rows(cublas, g, x, m, b.lora, y, op.m.rows, stream_);
   };
 
   for (int64_t p0 = 0; p0 < n; p0 += rows) {
