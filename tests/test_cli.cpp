@@ -58,6 +58,25 @@ TEST(Cli, BatchIsAPositiveIntegerUpToTheLimit) {
                         "--batch '1-8*1'");
 }
 
+// What `sweep` takes as a list or a range, `run` refuses in one line that points at `sweep`.
+TEST(Cli, RunPointsListsAndRangesAtSweep) {
+  expect_one_line_error(
+      run({"--model", "tiny", "--backend", "cpu", "--batch", "1-16*2"}), 2,
+      "--batch: '1-16*2' is a range: `run` takes one value, `decodebench sweep` takes lists and ranges");
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--context", "0,64"}), 2,
+                        "--context: '0,64' is a list");
+  expect_one_line_error(run({"--model", "tiny", "--tokens", "8-64+8"}), 2, "--tokens: '8-64+8' is a range");
+  expect_one_line_error(
+      run({"--model", "tiny", "--graph", "on,off"}), 2,
+      "--graph: 'on,off' is a list: `run` takes one value, `decodebench sweep` takes lists");
+  expect_one_line_error(run({"run", "--model", "tiny,tiny-int4"}), 2, "--model: 'tiny,tiny-int4' is a list");
+  expect_one_line_error(run({"--model", "tiny", "--quant", "int8,int4"}), 2,
+                        "--quant: 'int8,int4' is a list");
+  // A negative count is a bad value, not a range.
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--batch", "-2"}), 2,
+                        "--batch must be at least 1, got -2");
+}
+
 TEST(Cli, GraphMaybe) {
   expect_one_line_error(run({"--model", "tiny", "--graph", "maybe"}), 2, "--graph");
 }

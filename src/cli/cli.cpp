@@ -205,25 +205,47 @@ struct RunArgs {
               batch = std::to_string(spec.batch);
 };
 
-// The run options on `run`, or (sweep) on `sweep`, where --model, --quant, --kernel, --graph,
-// --adapter-mode, --context, --tokens and --batch take lists, checked item by item afterwards.
+// On `run`, a value `sweep` would take as a list (or, for the counts, as a range): one line
+// that points at `sweep`, where "not an integer" or "not in {on,off}" would say less.
+CLI::Validator one_value(bool counts) {
+  return CLI::Validator(
+      [counts](std::string& v) -> std::string {
+        const bool list = v.find(',') != std::string::npos;
+        const bool range =
+            counts && (v.find_first_of("*+") != std::string::npos || v.find('-', 1) != std::string::npos);
+        if (!list && !range) return {};
+        return fmt::format("'{}' is a {}: `run` takes one value, `decodebench sweep` takes lists{}", v,
+                           list ? "list" : "range", counts ? " and ranges" : "");
+      },
+      "");
+}
+
+// The run options on `run`, or (sweep) on `sweep`, where --model, --quant, --group-size,
+// --lm-head, --kernel, --graph, --adapter-mode, --seed, --context, --tokens and --batch take
+// lists, checked item by item afterwards.
 void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
   RunSpec& s = a.spec;
-  const auto member = [sweep](CLI::Option* o, std::vector<std::string> names) {
+  // Those options: on `run`, one value each.
+  const auto listed = [sweep](CLI::Option* o, bool counts = false) {
+    if (!sweep) o->check(one_value(counts));
+    return o;
+  };
+  const auto member = [sweep, listed](CLI::Option* o, std::vector<std::string> names) {
+    listed(o);
     if (!sweep) o->check(CLI::IsMember(names));
     return o;
   };
-  run->add_option("--model", s.model,
-                  "Preset (`decodebench list presets`), config file, HF config.json or model dir")
+  listed(run->add_option("--model", s.model,
+                         "Preset (`decodebench list presets`), config file, HF config.json or model dir"))
       ->capture_default_str();
   run->add_option(
       "--weights", s.weights,
       "safetensors file, sharded HF dir or decodebench file (default: synthetic weights from --seed)");
-  add_integer(run, "--seed", a.seed, "Seed of the synthetic weights")->capture_default_str();
+  listed(add_integer(run, "--seed", a.seed, "Seed of the synthetic weights"))->capture_default_str();
   member(run->add_option("--quant", a.quant, "Weight scheme (default: the config's)"), kSchemeNames);
-  add_integer(run, "--group-size", a.group_size, "int4 group size (default: the config's)");
+  listed(add_integer(run, "--group-size", a.group_size, "int4 group size (default: the config's)"));
   member(run->add_option("--lm-head", a.lm_head, "lm_head scheme (default: the config's)"), kSchemeNames);
-  run->add_option("--kernel", s.kernel, "GEMV kernel: auto or a name from `decodebench list kernels`")
+  listed(run->add_option("--kernel", s.kernel, "GEMV kernel: auto or a name from `decodebench list kernels`"))
       ->capture_default_str();
   member(run->add_option("--graph", a.graph, "Replay one captured CUDA Graph per token, or launch eagerly"),
          {"on", "off"})
@@ -234,11 +256,12 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
                          "Merge the adapter into W, or apply A and B beside it"),
          {"merged", "external"})
       ->capture_default_str();
-  add_integer(run, "--context", a.context, "Start position (KV depth) of the timed tokens")
+  listed(add_integer(run, "--context", a.context, "Start position (KV depth) of the timed tokens"), true)
       ->capture_default_str();
-  add_integer(run, "--tokens", a.tokens, "Timed tokens per repetition")->capture_default_str();
-  add_integer(run, "--batch", a.batch,
-              "Sequences decoded in lockstep, each with its own KV cache: one token of each per step")
+  listed(add_integer(run, "--tokens", a.tokens, "Timed tokens per repetition"), true)->capture_default_str();
+  listed(add_integer(run, "--batch", a.batch,
+                     "Sequences decoded in lockstep, each with its own KV cache: one token of each per step"),
+         true)
       ->capture_default_str();
   add_integer(run, "--warmup", a.warmup, "Untimed steps before timing")->capture_default_str();
   add_integer(run, "-r,--repeat", a.repeat, "Repetitions (at least this many with --max-noise)")
