@@ -1,5 +1,5 @@
 // How fast HBM streams for a given number of bytes in flight per SM (dev tool, not a test):
-//   build-gpu/decodebench_flight_bench [--quick]
+//   build-gpu/decodebench_flight_bench [--quick | --barriers | --rotate | --tiles]
 // A batch=1 GEMV reads every weight once, so its speed is set by how many bytes each SM
 // keeps in flight (Little's law: bandwidth = bytes in flight / latency, and the latency
 // grows with the load) and by what interrupts the stream. This measures that directly,
@@ -145,6 +145,38 @@ __global__ void ldgsts_kernel(Args a) {
   }
   if (acc == 0x9e3779b9u) *a.sink = acc;
   if (threadIdx.x == 0 && w) atomicAdd(a.waited, static_cast<unsigned long long>(w));
+}
+
+// The skinny GEMM's loads (kernels/skinny.cu) against contiguous ones, nothing computed: a
+// block of 4 warps owns 64 rows of `row_bytes` each (its split of them: sets split, split +
+// splits, ...); a warp takes every 4th set of 64 bytes a row and, a set, loads for each of
+// its 4 tiles of 16 rows the chunk c of rows g and g + 8 (lane g, c), 8 rows x 64 bytes a
+// load (kFrag), or the same number of bytes as 512 contiguous ones a load (the rows GEMV's
+// pattern and a pre-shuffled layout's). U sets a warp go out together.
+template <bool kFrag, int U>
+__global__ void tile_kernel(Args a, int row_bytes, int splits) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, c = lane % 4;
+  const unsigned char* p = a.base + static_cast<int64_t>(blockIdx.x) * a.block_bytes;
+  const int sets = row_bytes / 64;
+  uint32_t acc = 0;
+  for (int set = (blockIdx.y * 4 + warp) * U; set < sets; set += 4 * splits * U) {
+    uint4 v[U][8];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int64_t off = kFrag ? static_cast<int64_t>(16 * (i / 2) + g + 8 * (i % 2)) * row_bytes +
+                                        (set + u) * 64 + c * 16
+                                  : static_cast<int64_t>(set + u) * 4096 + i * 512 + lane * 16;
+        v[u][i] = ld_stream(reinterpret_cast<const uint4*>(p + off));
+      }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc ^= fold(v[u][i]);
+    use(acc);
+  }
+  if (acc == 0x9e3779b9u) *a.sink = acc;
 }
 
 // Nothing but `n` grid barriers: what one costs with no bytes moving.
@@ -387,8 +419,10 @@ int run(int argc, char** argv) {
   const bool barriers_only = argc > 1 && std::strcmp(argv[1], "--barriers") == 0;
   // --rotate: only the rows kernel's configuration, with and without rotated starts.
   const bool rotate_only = argc > 1 && std::strcmp(argv[1], "--rotate") == 0;
-  if (argc > 2 || (argc == 2 && !quick && !barriers_only && !rotate_only))
-    usage_fail("usage: decodebench_flight_bench [--quick | --barriers | --rotate]");
+  // --tiles: only the skinny GEMM's load pattern against contiguous loads.
+  const bool tiles_only = argc > 1 && std::strcmp(argv[1], "--tiles") == 0;
+  if (argc > 2 || (argc == 2 && !quick && !barriers_only && !rotate_only && !tiles_only))
+    usage_fail("usage: decodebench_flight_bench [--quick | --barriers | --rotate | --tiles]");
   Bench b;
   int dev = 0, major = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
@@ -397,6 +431,37 @@ int run(int argc, char** argv) {
   const int64_t kTotal = int64_t{1} << 30;
   std::printf("%d SMs; GB/s over ~1 GiB a launch unless said; KB/SM: bytes in flight per SM at most\n",
               b.sms);
+
+  // The skinny GEMM's load pattern against contiguous loads on 8b-int4's gate/up and down,
+  // 128 threads a block, blocks an SM held to bps by shared memory.
+  if (tiles_only) {
+    std::printf("\n# tiles: matrix rows row_bytes splits bps U pattern | GB/s\n");
+    struct Shape {
+      const char* name;
+      int rows, row_bytes, splits;
+    };
+    for (const Shape& sh : {Shape{"gate/up", 28672, 2048, 1}, Shape{"down", 4096, 7168, 8}})
+      for (int bps : {2, 4, 8})
+        for (int U : {1, 2})
+          for (int frag = 0; frag < 2; ++frag) {
+            const void* k = frag ? (U == 1 ? reinterpret_cast<const void*>(&tile_kernel<true, 1>)
+                                           : reinterpret_cast<const void*>(&tile_kernel<true, 2>))
+                                 : (U == 1 ? reinterpret_cast<const void*>(&tile_kernel<false, 1>)
+                                           : reinterpret_cast<const void*>(&tile_kernel<false, 2>));
+            const size_t smem = size_t{216} * 1024 / bps;
+            if (occupancy(k, 128, smem) != bps) fail("tiles: {} blocks an SM, not {}", occupancy(k, 128, smem), bps);
+            const int64_t bb = int64_t{64} * sh.row_bytes;
+            const dim3 grid(sh.rows / 64, sh.splits);
+            const double gb = b.gbps(bb * grid.x, bb, 0, [&](Args a) {
+              int rb = sh.row_bytes, sp = sh.splits;
+              void* args[] = {&a, &rb, &sp};
+              CUDA_CHECK(cudaLaunchKernel(k, grid, dim3(128), args, smem, nullptr));
+            });
+            std::printf("tiles %-8s %5d %4d %d %d %d %-10s | %6.0f\n", sh.name, sh.rows, sh.row_bytes, sh.splits,
+                        bps, U, frag ? "8rowsx64B" : "contiguous", gb);
+          }
+    return 0;
+  }
 
   // regs: T threads x bps blocks per SM, N loads a thread.
   std::printf("\n# regs: mode T bps N sync barrierKB/SM | KB/SM GB/s\n");

@@ -1,9 +1,9 @@
 // The batched step's linears timed at every batch (lab tool, not a test):
-//   build-gpu/decodebench_skinny_bench [--tune] [rows cols]...
+//   build-gpu/decodebench_skinny_bench [--tune] [--int4] [rows cols]...
 // For each scheme and batch B, one 8b layer's four linears (qkv, o, gate/up, down; or the
 // shapes given) through the tensor-core skinny GEMM, beside the rows GEMV at B = 1 and
 // cuBLAS on fp16 weights at B; with --tune, every instantiated shape of the skinny kernel
-// (rows tiles x chunks a step x blocks an SM). Every launch reads a different copy of its matrix (the copies
+// (rows tiles x chunks a step x blocks an SM); with --int4, int4 alone. Every launch reads a different copy of its matrix (the copies
 // exceed L2 several times, as 32 layers do). Prints microseconds a layer, the weight bytes'
 // GB/s and TFLOP/s. Correctness is the gpu tests' job.
 #include <cublas_v2.h>
@@ -65,10 +65,14 @@ Copies make_copies(Scheme s, int64_t rows, int64_t cols) {
 
 int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> shapes = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
-  const bool tune = argc > 1 && std::strcmp(argv[1], "--tune") == 0;
-  if (argc > 2 + tune) {
+  int arg = 1;
+  const bool tune = arg < argc && std::strcmp(argv[arg], "--tune") == 0;
+  arg += tune;
+  const bool int4_only = arg < argc && std::strcmp(argv[arg], "--int4") == 0;
+  arg += int4_only;
+  if (arg + 1 < argc) {
     shapes.clear();
-    for (int i = 1 + tune; i + 1 < argc; i += 2) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1])});
+    for (int i = arg; i + 1 < argc; i += 2) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1])});
   }
   const std::vector<int64_t> batches = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   const int64_t max_b = batches.back();
@@ -85,6 +89,7 @@ int main(int argc, char** argv) {
 
   std::printf("%-6s %5s %-8s %10s %9s %9s\n", "scheme", "B", "kernel", "us/layer", "GB/s", "TFLOP/s");
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    if (int4_only && s != Scheme::int4) continue;
     std::vector<Copies> copies;
     uint64_t layer_bytes = 0;
     double layer_flop = 0;
