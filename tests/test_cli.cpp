@@ -72,9 +72,12 @@ TEST(Cli, RunPointsListsAndRangesAtSweep) {
   expect_one_line_error(run({"run", "--model", "tiny,tiny-int4"}), 2, "--model: 'tiny,tiny-int4' is a list");
   expect_one_line_error(run({"--model", "tiny", "--quant", "int8,int4"}), 2,
                         "--quant: 'int8,int4' is a list");
-  // A negative count is a bad value, not a range.
+  // A negative count is a bad value, not a range; so is what sweep would not read as one.
   expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--batch", "-2"}), 2,
                         "--batch must be at least 1, got -2");
+  const Outcome bad = run({"--model", "tiny", "--backend", "cpu", "--batch", "2-1*2"});
+  expect_one_line_error(bad, 2, "'2-1*2'");
+  EXPECT_EQ(bad.err.find("range"), std::string::npos) << bad.err;
 }
 
 TEST(Cli, GraphMaybe) {

@@ -104,6 +104,16 @@ TEST_F(E2e, AContextReportsHowAndHowFastItWasReached) {
   EXPECT_EQ(none.out.find("prefill "), std::string::npos) << none.out;
 }
 
+// `run` refuses a comma list of models (sweep takes those), but a config path with a comma
+// in it is a path.
+TEST_F(E2e, RunTakesAModelPathWithAComma) {
+  fs::create_directories(path("a,b"));
+  fs::copy_file(fs::path(DB_SOURCE_DIR) / "configs" / "tiny.json", path("a,b/tiny.json"));
+  const db::Result r = run_ok(
+      {"--model", path("a,b/tiny.json"), "--tokens", "2", "--warmup", "0", "--repeat", "1"}, "out.json");
+  EXPECT_EQ(r.config.scheme, "fp16");
+}
+
 TEST_F(E2e, HfCheckpointRunsThroughWeights) {
   const db::Result r =
       run_ok({"--model", kTinyLlama, "--weights", kTinyLlama, "--tokens", "4", "--repeat", "1"}, "hf.json");

@@ -206,7 +206,9 @@ struct RunArgs {
 };
 
 // On `run`, a value `sweep` would take as a list (or, for the counts, as a range): one line
-// that points at `sweep`, where "not an integer" or "not in {on,off}" would say less.
+// that points at `sweep`, where "not an integer" or "not in {on,off}" would say less. A count
+// is a list or range only as sweep reads one (`expand_int_list`; anything it refuses is left
+// to the integer's own check), and an existing path with a comma is a path (--model).
 CLI::Validator one_value(bool counts) {
   return CLI::Validator(
       [counts](std::string& v) -> std::string {
@@ -214,6 +216,13 @@ CLI::Validator one_value(bool counts) {
         const bool range =
             counts && (v.find_first_of("*+") != std::string::npos || v.find('-', 1) != std::string::npos);
         if (!list && !range) return {};
+        std::error_code ec;
+        if (!counts && fs::exists(v, ec)) return {};
+        if (counts) try {
+            expand_int_list("", v);
+          } catch (const UsageError&) {
+            return {};
+          }
         return fmt::format("'{}' is a {}: `run` takes one value, `decodebench sweep` takes lists{}", v,
                            list ? "list" : "range", counts ? " and ranges" : "");
       },
