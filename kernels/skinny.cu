@@ -86,6 +86,7 @@ __device__ __forceinline__ void dequant(Pairs<S>& out, uint4 w, uint32_t scale, 
 
 template <Scheme S, int MT, int NT, int U>
 __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
+  pdl_trigger();  // the next kernel may launch and issue its own weight loads
   constexpr int V = kCols<S>;
   constexpr int kMmas = V / 4;     // mmas a chunk feeds
   constexpr int kXPieces = V / 8;  // 16-byte pieces of x a chunk's columns take
@@ -117,19 +118,18 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[t][n][0] = acc[t][n][1] = acc[t][n][2] = acc[t][n][3] = 0.f;
 
-  for (int64_t set = static_cast<int64_t>(split) * kWarps + warp; set < sets;
-       set += static_cast<int64_t>(a.splits) * kWarps) {
-    // Lane c's chunks of the set: U consecutive ones, so that a quad reads 4 U x 16
-    // contiguous bytes of each of its rows.
-    int64_t cc[U];
-    bool live[U];
+  // Lane c's chunks of a set: U consecutive ones, so that a quad reads 4 U x 16 contiguous
+  // bytes of each of its rows; past the last chunk, the last one again (x is zero there).
+  int64_t cc[U];
+  bool live[U];
+  uint4 w[U][MT][2];
+  auto load = [&](int64_t set) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t ci = (set * 4 + c) * U + u;
       live[u] = ci < chunks;
       cc[u] = live[u] ? ci : chunks - 1;
     }
-    uint4 w[U][MT][2];
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
@@ -137,6 +137,15 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
 #pragma unroll
         for (int h = 0; h < 2; ++h)
           w[u][t][h] = ld_stream(reinterpret_cast<const uint4*>(base + woff[t][h]) + cc[u]);
+  };
+  // Launched with PDL (pdl.cuh): the weights are constant, so the warp's first set is loaded
+  // while the previous kernel is still finishing; x, the workspace and y come after the wait.
+  int64_t set = static_cast<int64_t>(split) * kWarps + warp;
+  const int64_t stride = static_cast<int64_t>(a.splits) * kWarps;
+  if (set < sets) load(set);
+  pdl_wait();
+  for (bool loaded = true; set < sets; set += stride, loaded = false) {
+    if (!loaded) load(set);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       uint32_t scale[MT][2], zero[MT][2];
@@ -357,10 +366,8 @@ void gemm_skinny_tuned(const DeviceMatrix& w, const __half* x, int64_t batch, fl
     a.accumulate = accumulate;
     a.counters = static_cast<unsigned*>(workspace);
     a.partial = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + counter_bytes(sh.tiles));
-    kernel_for(
-        w.scheme,
-        sh)<<<dim3(static_cast<unsigned>(sh.tiles), static_cast<unsigned>(sh.splits)), kThreads, 0, s>>>(a);
-    CUDA_CHECK_LAUNCH();
+    launch(kernel_for(w.scheme, sh), dim3(static_cast<unsigned>(sh.tiles), static_cast<unsigned>(sh.splits)),
+           dim3(kThreads), 0, s, a);
   }
 }
 

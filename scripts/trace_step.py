@@ -21,7 +21,7 @@ def role_of(name, gemv_index, layers):
                       ("argmax", "argmax"), ("lora", "lora"), ("rmsnorm", "rmsnorm"), ("silu", "silu")):
         if key in name:
             return role
-    if "gemv" in name or "gemm" in name.lower() or "Kernel" in name:
+    if "gemv" in name or "skinny" in name or "gemm" in name.lower() or "Kernel" in name:
         return "lm_head" if gemv_index == 4 * layers else ("qkv", "o", "gate_up", "down")[gemv_index % 4]
     return "other"
 

@@ -77,6 +77,31 @@ TEST_F(TraceStep, ExposedTimesAddUpToTheStepAndTheStepEndsAtItsFinish) {
   EXPECT_TRUE(role_line(out, "other").empty()) << "the kernel after finish_step was counted:\n" << out;
 }
 
+// The batched step's GEMMs (the skinny GEMM) take the GEMV roles in order; its RMSNorm
+// kernels are their own role.
+TEST_F(TraceStep, TheBatchedStepsSkinnyGemmsTakeTheGemvRoles) {
+  const db_test::Outcome o =
+      run_script("trace_step.py", {write_trace({{0, 1000, "embed_rows_kernel"},
+                                                {1000, 2000, "rmsnorm_rows_kernel"},
+                                                {2000, 5000, "skinny_kernel"},
+                                                {5000, 6000, "attention_kernel"},
+                                                {6000, 8000, "skinny_kernel"},
+                                                {8000, 9000, "rmsnorm_rows_kernel"},
+                                                {9000, 14000, "skinny_kernel"},
+                                                {14000, 18000, "skinny_kernel"},
+                                                {18000, 19000, "finish_step_batch_kernel"}}),
+                                   "0"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::vector<std::pair<std::string, double>> want = {
+      {"qkv", 3.0}, {"o", 2.0}, {"gate_up", 5.0}, {"down", 4.0}, {"rmsnorm", 2.0}};
+  for (const auto& [role, exposed] : want) {
+    const std::vector<double> got = role_line(o.out, role);
+    ASSERT_EQ(got.size(), 4u) << "no line for " << role << " in\n" << o.out;
+    EXPECT_DOUBLE_EQ(got[1], exposed) << role;
+  }
+  EXPECT_TRUE(role_line(o.out, "other").empty()) << o.out;
+}
+
 TEST_F(TraceStep, BadInputIsOneLineAndExit2) {
   const std::string trace = write_trace(kOneStep);
   std::ofstream(path("not.csv")) << "a,b\n1,2\n";
