@@ -3,6 +3,7 @@
 #include "decodebench/quant.h"
 #include "int4_frag.h"
 #include "int4_meta.h"
+#include "pdl.cuh"
 #include "prefill.cuh"
 #include "weights.cuh"
 
@@ -19,8 +20,11 @@ __global__ void embed_rows_kernel(const __half* table, int64_t hidden, const int
     resid[t * hidden + i] = __half2float(row[i]);
 }
 
-// One block per row.
+// One block per row. Launched with PDL (pdl.cuh): in the batched step it sits between the
+// GEMMs, so its launch and the next GEMM's first weight loads hide under the kernel before.
 __global__ void rmsnorm_rows_kernel(const float* resid, const __half* w, float eps, int64_t n, __half* out) {
+  pdl_trigger();
+  pdl_wait();
   __shared__ float red[kWarp];
   const float* x = resid + blockIdx.x * n;
   float ss = 0.f;
@@ -426,8 +430,7 @@ void embed_rows(const __half* table, int64_t hidden, const int32_t* tokens, int6
 
 void rmsnorm_rows(const float* resid, const __half* w, float eps, int64_t rows, int64_t n, __half* out,
                   cudaStream_t s) {
-  rmsnorm_rows_kernel<<<static_cast<unsigned>(rows), 1024, 0, s>>>(resid, w, eps, n, out);
-  CUDA_CHECK_LAUNCH();
+  launch(rmsnorm_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(1024), 0, s, resid, w, eps, n, out);
 }
 
 void prefill_qkv(const PrefillQkvArgs& a, cudaStream_t s) {

@@ -6,6 +6,9 @@
 # ../measurement-2026-12-01/validate.sh's header):
 #   bash results/lab/batch-2026-12-02-3/run.sh probe   # run1
 #   bash results/lab/batch-2026-12-02-3/run.sh tiled   # run2
+#   bash results/lab/batch-2026-12-02-3/run.sh pdl     # run3
+#   bash results/lab/batch-2026-12-02-3/run.sh launch  # run4 (with the lab-only switch of launch.patch)
+#   bash results/lab/batch-2026-12-02-3/run.sh final   # run5
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-3/run1.
 #
 # 1. `decodebench_flight_bench --tiles`: the skinny GEMM's loads (a warp: 8 rows x 64 bytes
@@ -27,12 +30,37 @@
 #    layer at B = 8 69 -> ~58 us, at 16 101 -> ~85. Kill: the layer at B = 8 not at or below
 #    58 us (15%) in this one call: the layout alone does not pay for holding or converting a
 #    second copy of the weights.
+# 4. (pdl, after run2: the tile layout 14% slower, killed; but per matrix the skinny GEMM is
+#    ~9.5 us + bytes at ~4 TB/s against the rows GEMV's ~3.2 us + the same, and the skinny
+#    kernel was the one GEMM launched without PDL) The skinny GEMM launched with PDL: its
+#    trigger first, its first set's weights loaded before the wait. Prediction (before
+#    running): int4 a layer at B = 8 69 -> ~45 us, at 16 102 -> ~78; int8 at 8 94 -> ~70; the
+#    8b-int4 step at B = 8 2.98 -> ~2.2 ms, at 16 4.11 -> ~3.3. Kill: the int4 layer at B = 8
+#    not below 60 us in this one call (the fixed cost is not the launch's serialization).
+# 5. (launch, after run3: int4 65 us at B = 8 (kill met), 91 at 16; the 8b-int4 step at 16
+#    3.77 ms; but int8 at B <= 8 and the fp16 skinny slower) Which part of the PDL launch
+#    costs int8: the same build run three ways by a lab-only switch (launch.patch,
+#    DB_SKINNY_LAUNCH): plain <<<>>>, PDL with the launch helper's carveout, PDL alone.
+#    Prediction: plain gives back the landed figures (int4 ~69 us at B = 8, int8 ~94); PDL
+#    alone keeps int4's gain and gives int8 back its B <= 8 (the carveout the cause).
+#    Decision, not a kill: the launch with the least int8 + int4 time summed over B = 2, 8,
+#    16, 64 (picked by the script), with which the batch tests and the committed sweep's
+#    skinny rows (8b and 1b, int8 and int4, B = 2..64) run again.
+# 6. (final, after run4: PDL with the carveout the best launch; the B = 16 trace spends 276 us
+#    of 3796 in 65 RMSNorm kernels, 4.2 us each, the one kernel of the batched step between
+#    the GEMMs still launched without PDL) rmsnorm_rows launched with PDL, the skinny GEMM
+#    with PDL as run4. Prediction (before running): RMSNorm's exposed time at B = 16 276 ->
+#    ~100 us; the 8b-int4 step at 16 3.78 -> ~3.6 ms, at 2 2.81 -> ~2.65. Land if the step
+#    improves at B = 16 and no sweep row is more than 1% slower than run4's.
+#    And a kernel timeline of the 8b-int4 step at B = 1 and 16 (PDL with the carveout):
+#    where the B = 16 step's time beside the GEMMs goes (run3: 3.77 ms, of which the skinny
+#    GEMMs ~2.9 at the bench's 91 us a layer; B = 1 spends ~0.37 ms beside its GEMVs).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/lab/batch-2026-12-02-3/run1}
 mkdir -p "$out"
 b=build-gpu
-case "${1:?usage: run.sh probe|tiled}" in
+case "${1:?usage: run.sh probe|tiled|pdl|launch|final}" in
   probe)
     { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
       cmake --build $b -j16 --target decodebench_gpu_tests decodebench_flight_bench decodebench_skinny_bench; } \
@@ -52,5 +80,66 @@ case "${1:?usage: run.sh probe|tiled}" in
       echo "== ${shape:-8b layer}"
       $b/decodebench_skinny_bench --int4 $shape 2>&1 | grep -E "^int4 +(1|2|8|16|32|64) " | tr -s ' '
     done | tee "$out/tiled.txt"
+    ;;
+  pdl)
+    { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
+      cmake --build $b -j16 --target decodebench decodebench_gpu_tests decodebench_skinny_bench; } \
+      >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+    $b/decodebench_gpu_tests --gtest_filter='*Skinny*:*Batch*' >"$out/gtest-skinny-batch.txt" 2>&1
+    tail -1 "$out/gtest-skinny-batch.txt"
+    grep -E "FAILED|Failure" -A3 "$out/gtest-skinny-batch.txt" | head -30 || true
+    $b/decodebench_skinny_bench >"$out/skinny-bench.txt" 2>&1
+    grep -E "^(int4|int8|fp16) +(1|2|8|16|64) " "$out/skinny-bench.txt"
+    $b/decodebench sweep --model 8b-int4,8b-int8 --graph on --batch 1,2,8,16,64 --tokens 64 --warmup 8 --repeat 3 \
+      -o "$out/sweep-8b.jsonl" >"$out/sweep-8b.txt" 2>"$out/sweep-8b.log" || tail -5 "$out/sweep-8b.log"
+    cut -d'|' -f2,12,15 "$out/sweep-8b.txt"
+    ;;
+  launch)
+    { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
+      cmake --build $b -j16 --target decodebench decodebench_gpu_tests decodebench_kernel_trace decodebench_skinny_bench; } \
+      >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+    for mode in plain pdl pdl-nocarveout; do
+      DB_SKINNY_LAUNCH=$mode $b/decodebench_skinny_bench >"$out/skinny-bench-$mode.txt" 2>&1
+      echo "== $mode"
+      grep -E "^(int4|int8|fp16) +(1|2|8|16|64) skinny" "$out/skinny-bench-$mode.txt" | awk '{printf "%s/%s %s  ", $1, $2, $4} END {print ""}'
+    done
+    # The launch with the least int8 + int4 time at B = 2, 8, 16, 64 (one for every scheme).
+    best=$(for mode in plain pdl pdl-nocarveout; do
+      awk -v m=$mode '$1 ~ /int8|int4/ && $3 == "skinny" && ($2 == 2 || $2 == 8 || $2 == 16 || $2 == 64) {t += $4}
+        END {print t, m}' "$out/skinny-bench-$mode.txt"; done | sort -n | head -1 | cut -d' ' -f2)
+    echo "best: $best" | tee "$out/best.txt"
+    export DB_SKINNY_LAUNCH=$best
+    for B in 1 16; do
+      DB_TRACE_OUT="/tmp/trace-b$B.csv" CUDA_INJECTION64_PATH=$b/libdecodebench_kernel_trace.so \
+        $b/decodebench --model 8b-int4 --graph on --batch $B --tokens 32 --warmup 0 --repeat 1 -o /tmp/t-b$B.json \
+        >/dev/null 2>"$out/trace-b$B.log"
+      python3 scripts/trace_step.py "/tmp/trace-b$B.csv" 16 | tee "$out/trace-b$B.txt"
+    done
+    $b/decodebench_gpu_tests --gtest_filter='*Skinny*:*Batch*' >"$out/gtest-skinny-batch.txt" 2>&1
+    tail -1 "$out/gtest-skinny-batch.txt"
+    grep -E "FAILED|Failure" -A3 "$out/gtest-skinny-batch.txt" | head -30 || true
+    # The committed sweep's skinny rows again (results/h200/batch: int8 and int4 at 2..64).
+    for M in 8b 1b; do
+      $b/decodebench sweep --model $M-int8,$M-int4 --graph on --batch 2-64*2 --tokens 128 --warmup 16 --repeat 5 \
+        -o "$out/sweep-$M.jsonl" >"$out/sweep-$M.txt" 2>"$out/sweep-$M.log" || tail -5 "$out/sweep-$M.log"
+      cut -d'|' -f2,3,12,15 "$out/sweep-$M.txt"
+    done
+    ;;
+  final)
+    { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
+      cmake --build $b -j16 --target decodebench decodebench_gpu_tests decodebench_kernel_trace; } \
+      >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+    DB_TRACE_OUT=/tmp/trace-b16.csv CUDA_INJECTION64_PATH=$b/libdecodebench_kernel_trace.so \
+      $b/decodebench --model 8b-int4 --graph on --batch 16 --tokens 32 --warmup 0 --repeat 1 -o /tmp/t-b16.json \
+      >/dev/null 2>"$out/trace-b16.log"
+    python3 scripts/trace_step.py /tmp/trace-b16.csv 16 | tee "$out/trace-b16.txt"
+    $b/decodebench_gpu_tests --gtest_filter='*Skinny*:*Batch*:*Prefill*' >"$out/gtest.txt" 2>&1
+    tail -1 "$out/gtest.txt"
+    grep -E "FAILED|Failure" -A3 "$out/gtest.txt" | head -30 || true
+    for M in 8b 1b; do
+      $b/decodebench sweep --model $M-fp16,$M-int8,$M-int4 --graph on --batch 2-64*2 --tokens 128 --warmup 16 \
+        --repeat 5 -o "$out/sweep-$M.jsonl" >"$out/sweep-$M.txt" 2>"$out/sweep-$M.log" || tail -5 "$out/sweep-$M.log"
+      cut -d'|' -f2,3,12,15 "$out/sweep-$M.txt"
+    done
     ;;
 esac
