@@ -9,6 +9,7 @@
 #   bash results/lab/batch-2026-12-02-3/run.sh pdl     # run3
 #   bash results/lab/batch-2026-12-02-3/run.sh launch  # run4 (with the lab-only switch of launch.patch)
 #   bash results/lab/batch-2026-12-02-3/run.sh final   # run5
+#   bash results/lab/batch-2026-12-02-3/run.sh next    # prepared, not run (no device time left)
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-3/run1.
 #
 # 1. `decodebench_flight_bench --tiles`: the skinny GEMM's loads (a warp: 8 rows x 64 bytes
@@ -52,6 +53,16 @@
 #    with PDL as run4. Prediction (before running): RMSNorm's exposed time at B = 16 276 ->
 #    ~100 us; the 8b-int4 step at 16 3.78 -> ~3.6 ms, at 2 2.81 -> ~2.65. Land if the step
 #    improves at B = 16 and no sweep row is more than 1% slower than run4's.
+# 7. (next, prepared after run5, not run) The open questions of lab batch §10-§11 in one loan:
+#    a. every skinny shape at every batch (`skinny_bench --tune`): does int8 at B <= 8 do
+#       better at 4 tiles x 1 chunk than its default 2 x 2 under PDL? Prediction: yes, ~95 us
+#       a layer against 104 (int4's shape gained under PDL, int8's 2 x 2 lost). Decision:
+#       the default becomes the fastest shape if it is 3% faster.
+#    b. 1b-int8 at B = 8 before and after RMSNorm's PDL (81d8245 against f494711), built
+#       side by side, alternating, 3 runs a side. Prediction: within 0.5% (run5's +1.5% was
+#       the loan). Kill for the worry: the after side slower by more than 1% in this A/B.
+#    c. the 8b-int4 step at B = 8 under the tracer: each GEMM's busy and early time beside
+#       batch 1's, for the skinny GEMM's fixed cost (open-questions).
 #    And a kernel timeline of the 8b-int4 step at B = 1 and 16 (PDL with the carveout):
 #    where the B = 16 step's time beside the GEMMs goes (run3: 3.77 ms, of which the skinny
 #    GEMMs ~2.9 at the bench's 91 us a layer; B = 1 spends ~0.37 ms beside its GEMVs).
@@ -60,7 +71,7 @@ cd "$(dirname "$0")/../../.."
 out=${OUT:-results/lab/batch-2026-12-02-3/run1}
 mkdir -p "$out"
 b=build-gpu
-case "${1:?usage: run.sh probe|tiled|pdl|launch|final}" in
+case "${1:?usage: run.sh probe|tiled|pdl|launch|final|next}" in
   probe)
     { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
       cmake --build $b -j16 --target decodebench_gpu_tests decodebench_flight_bench decodebench_skinny_bench; } \
@@ -140,6 +151,33 @@ case "${1:?usage: run.sh probe|tiled|pdl|launch|final}" in
       $b/decodebench sweep --model $M-fp16,$M-int8,$M-int4 --graph on --batch 2-64*2 --tokens 128 --warmup 16 \
         --repeat 5 -o "$out/sweep-$M.jsonl" >"$out/sweep-$M.txt" 2>"$out/sweep-$M.log" || tail -5 "$out/sweep-$M.log"
       cut -d'|' -f2,3,12,15 "$out/sweep-$M.txt"
+    done
+    ;;
+  next)
+    base=/tmp/db-base
+    rm -rf $base && mkdir -p $base && git archive 81d8245 | tar -x -C $base
+    { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
+      cmake --build $b -j16 --target decodebench decodebench_kernel_trace decodebench_skinny_bench &&
+      cmake -S $base -B $base/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      cmake --build $base/build -j16 --target decodebench; } >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+    $b/decodebench_skinny_bench --tune >"$out/skinny-tune.txt" 2>&1
+    grep -E "^int8 +(2|8) m" "$out/skinny-tune.txt" | sort -k2,2n -k4,4n
+    rm -f "$out/base.jsonl" "$out/head.jsonl"
+    for i in 1 2 3; do  # as ../matrix-2026-12-02/run2/ab.sh: a JSONL a side, compared run by run
+      for side in base head; do
+        bin=$b/decodebench
+        [ $side = base ] && bin=$base/build/decodebench
+        $bin run --model 1b-int8 --graph on --batch 8 --tokens 128 --warmup 16 --repeat 5 -o /tmp/ab.json \
+          >/dev/null 2>>"$out/ab.log" && $b/decodebench report /tmp/ab.json --format jsonl >>"$out/$side.jsonl"
+      done
+    done
+    $b/decodebench compare "$out/base.jsonl" "$out/head.jsonl" --threshold 1% >"$out/ab-compare.md" 2>&1
+    grep -E "same|noise|regressed|improved|unstable|Gate" "$out/ab-compare.md" | head -10
+    for B in 1 8; do
+      DB_TRACE_OUT="/tmp/trace-b$B.csv" CUDA_INJECTION64_PATH=$b/libdecodebench_kernel_trace.so \
+        $b/decodebench --model 8b-int4 --graph on --batch $B --tokens 32 --warmup 0 --repeat 1 -o /tmp/t-b$B.json \
+        >/dev/null 2>"$out/trace-b$B.log"
+      python3 scripts/trace_step.py "/tmp/trace-b$B.csv" 16 | tee "$out/trace-b$B.txt"
     done
     ;;
 esac
