@@ -21,7 +21,9 @@ def role_of(name, gemv_index, layers):
                       ("argmax", "argmax"), ("lora", "lora"), ("rmsnorm", "rmsnorm"), ("silu", "silu")):
         if key in name:
             return role
-    if "gemv" in name or "skinny" in name or "gemm" in name.lower() or "Kernel" in name:
+    # The GEMVs, the batched step's skinny GEMM, and cuBLAS (nvjet on sm_90 with CUDA 13, gemm or
+    # Kernel in older kernels' names) in the step's order.
+    if "gemv" in name or "skinny" in name or "nvjet" in name or "gemm" in name.lower() or "Kernel" in name:
         return "lm_head" if gemv_index == 4 * layers else ("qkv", "o", "gate_up", "down")[gemv_index % 4]
     return "other"
 

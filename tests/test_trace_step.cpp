@@ -77,8 +77,8 @@ TEST_F(TraceStep, ExposedTimesAddUpToTheStepAndTheStepEndsAtItsFinish) {
   EXPECT_TRUE(role_line(out, "other").empty()) << "the kernel after finish_step was counted:\n" << out;
 }
 
-// The batched step's GEMMs (the skinny GEMM) take the GEMV roles in order; its RMSNorm
-// kernels are their own role.
+// The batched step's GEMMs (the skinny GEMM, then cuBLAS's nvjet kernel for the lm_head) take
+// the GEMV roles in order; its RMSNorm kernels are their own role.
 TEST_F(TraceStep, TheBatchedStepsSkinnyGemmsTakeTheGemvRoles) {
   const db_test::Outcome o =
       run_script("trace_step.py", {write_trace({{0, 1000, "embed_rows_kernel"},
@@ -89,11 +89,13 @@ TEST_F(TraceStep, TheBatchedStepsSkinnyGemmsTakeTheGemvRoles) {
                                                 {8000, 9000, "rmsnorm_rows_kernel"},
                                                 {9000, 14000, "skinny_kernel"},
                                                 {14000, 18000, "skinny_kernel"},
-                                                {18000, 19000, "finish_step_batch_kernel"}}),
+                                                {18000, 18500, "rmsnorm_rows_kernel"},
+                                                {18500, 21000, "nvjet_sm90_hsh_128x256_64x4_2x1_v_bz_TNN"},
+                                                {21000, 22000, "finish_step_batch_kernel"}}),
                                    "0"});
   ASSERT_EQ(o.code, 0) << o.err;
   const std::vector<std::pair<std::string, double>> want = {
-      {"qkv", 3.0}, {"o", 2.0}, {"gate_up", 5.0}, {"down", 4.0}, {"rmsnorm", 2.0}};
+      {"qkv", 3.0}, {"o", 2.0}, {"gate_up", 5.0}, {"down", 4.0}, {"rmsnorm", 2.5}, {"lm_head", 2.5}};
   for (const auto& [role, exposed] : want) {
     const std::vector<double> got = role_line(o.out, role);
     ASSERT_EQ(got.size(), 4u) << "no line for " << role << " in\n" << o.out;
