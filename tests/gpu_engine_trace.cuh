@@ -2,6 +2,7 @@
 // free-running greedy steps.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -57,21 +58,24 @@ inline Trace run_engine(db::cuda::Engine& e, int64_t context, int64_t steps, boo
 // (2^-12), inside the same bound.
 constexpr double kLogitsBound = 1e-2;
 
+// Token `got` where `ref`'s logits pick `want`: allowed only at a tie, where the two logits
+// differ by less than the bound (the precision of the arithmetic).
+inline void expect_tie(const std::vector<float>& ref, int32_t want, int32_t got, const std::string& what) {
+  double mx = 0;
+  for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
+  EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx)
+      << what << ": " << got << " instead of " << want << " outside a tie";
+}
+
 // The engine's teacher-forced logits against the reference's, step by step: within the bound,
-// and the same argmax except where the reference's own top-2 gap is inside that bound (a tie
-// at the precision of the arithmetic).
+// and the same argmax except at a tie (expect_tie).
 inline void expect_reference_logits(const std::vector<std::vector<float>>& gpu, const Trace& cpu,
                                     const std::string& what) {
   for (size_t i = 0; i < cpu.logits.size(); ++i) {
     const std::vector<float>& ref = cpu.logits[i];
     ASSERT_LE(db_test::max_rel_err(gpu[i], ref), kLogitsBound) << what << " step " << i;
     const int32_t want = db::CpuModel::argmax(ref), got = db::CpuModel::argmax(gpu[i]);
-    if (got != want) {
-      double mx = 0;
-      for (float v : ref) mx = std::max(mx, double(std::fabs(v)));
-      EXPECT_LE(ref[want] - ref[got], 2 * kLogitsBound * mx)
-          << what << " step " << i << ": argmax " << got << " instead of " << want << " outside a tie";
-    }
+    if (got != want) expect_tie(ref, want, got, fmt::format("{} step {}: argmax", what, i));
   }
 }
 

@@ -3,9 +3,9 @@
 // For each scheme and batch B, one 8b layer's four linears (qkv, o, gate/up, down; or the
 // shapes given) through the tensor-core skinny GEMM, beside the rows GEMV at B = 1 and
 // cuBLAS on fp16 weights at B; with --tune, every instantiated shape of the skinny kernel
-// (rows tiles x chunks a step x blocks an SM); with --int4, int4 alone. Every launch reads a different copy of its matrix (the copies
-// exceed L2 several times, as 32 layers do). Prints microseconds a layer, the weight bytes'
-// GB/s and TFLOP/s. Correctness is the gpu tests' job.
+// (rows tiles x chunks a step x blocks an SM); with --int4, int4 alone. Every launch reads a
+// different copy of its matrix (the copies exceed L2 several times, as 32 layers do). Prints
+// microseconds a layer, the weight bytes' GB/s and TFLOP/s. Correctness is the gpu tests' job.
 #include <cublas_v2.h>
 
 #include <cstdio>
