@@ -200,6 +200,12 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
       for (int i = 0; i < 4; ++i) red[warp][((t * NT + n) * kWarp + lane) * 4 + i] = acc[t][n][i];
   __syncthreads();
 
+  auto sum = [&](int e) {
+    float v = 0.f;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) v += red[k][e];
+    return v;
+  };
   // Element e of the tile: (t, n, lane, i) of the accumulators, D's row g + 8 (i / 2) and
   // column 2 c + i % 2 of tile t and sequence group n.
   auto finish = [&](int e, float v) {
@@ -212,21 +218,11 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
     *y = a.accumulate ? *y + v : v;
   };
   if (a.splits == 1) {
-    for (int e = threadIdx.x; e < E; e += kThreads) {
-      float v = 0.f;
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k) v += red[k][e];
-      finish(e, v);
-    }
+    for (int e = threadIdx.x; e < E; e += kThreads) finish(e, sum(e));
     return;
   }
   float* mine = a.partial + (static_cast<int64_t>(blockIdx.x) * a.splits + split) * E;
-  for (int e = threadIdx.x; e < E; e += kThreads) {
-    float v = 0.f;
-#pragma unroll
-    for (int k = 0; k < kWarps; ++k) v += red[k][e];
-    mine[e] = v;
-  }
+  for (int e = threadIdx.x; e < E; e += kThreads) mine[e] = sum(e);
   __threadfence();
   __syncthreads();
   __shared__ bool last;
@@ -257,23 +253,38 @@ int cols_per_chunk(Scheme s) {
   return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
 }
 
-Shape shape_of(int64_t rows, int64_t cols, int cpc, int64_t batch, SkinnyTuning t) {
+// The defaults, by scheme and sequence groups (1, 2, 4, 8): the fastest shape of
+// decodebench_skinny_bench --tune on 8b's layers (H200; results/lab/batch.md §12); for one
+// group, by its times at 2, 4 and 8 sequences summed.
+struct DefaultShape {
+  int mt, u, blocks_per_sm;
+};
+DefaultShape default_shape(Scheme scheme, int nt) {
+  const int g = nt == 1 ? 0 : (nt == 2 ? 1 : (nt == 4 ? 2 : 3));
+  static constexpr DefaultShape kFp16[] = {{4, 2, 4}, {4, 2, 4}, {2, 2, 2}, {1, 2, 2}};
+  static constexpr DefaultShape kInt8[] = {{2, 4, 4}, {2, 2, 2}, {4, 1, 2}, {2, 1, 1}};
+  static constexpr DefaultShape kInt4[] = {{4, 1, 2}, {4, 1, 2}, {4, 1, 2}, {2, 1, 1}};
+  switch (scheme) {
+    case Scheme::fp16:
+      return kFp16[g];
+    case Scheme::int8:
+      return kInt8[g];
+    case Scheme::int4:
+      return kInt4[g];
+  }
+  fail("skinny GEMM: unknown scheme");
+}
+
+Shape shape_of(int64_t rows, int64_t cols, Scheme scheme, int64_t batch, SkinnyTuning t) {
   Shape s;
   const int64_t b = std::min(batch, kSkinnyMaxBatch);
   s.nt = b <= 8 ? 1 : (b <= 16 ? 2 : (b <= 32 ? 4 : 8));
-  // The defaults: the fastest shapes of decodebench_skinny_bench --tune on 8b's layers
-  // (H200, results/lab/batch.md): 4 tiles x 1 chunk, 2 blocks an SM, but int8 and fp16 at 8
-  // sequences or fewer 2 x 2 and fp16 at 16 2 x 2; 2 x 1 from 33 sequences on.
-  const bool fp16 = cpc == cols_per_chunk(Scheme::fp16), int8 = cpc == cols_per_chunk(Scheme::int8);
-  int mt = 4, u = 1;
-  if (s.nt == 1 && (fp16 || int8)) mt = 2, u = 2;
-  if (s.nt == 2 && fp16) mt = 2, u = 2;
-  if (s.nt >= 8) mt = 2;
-  s.mt = t.mt ? t.mt : mt;
-  s.u = t.u ? t.u : u;
+  const DefaultShape d = default_shape(scheme, s.nt);
+  s.mt = t.mt ? t.mt : d.mt;
+  s.u = t.u ? t.u : d.u;
   s.tiles = (rows + 16 * s.mt - 1) / (16 * s.mt);
-  const int64_t sets = (cols / cpc + 4 * s.u - 1) / (4 * s.u);
-  const int64_t target = int64_t{sm_count()} * (t.blocks_per_sm ? t.blocks_per_sm : 2);
+  const int64_t sets = (cols / cols_per_chunk(scheme) + 4 * s.u - 1) / (4 * s.u);
+  const int64_t target = int64_t{sm_count()} * (t.blocks_per_sm ? t.blocks_per_sm : d.blocks_per_sm);
   const int64_t want = (target + s.tiles - 1) / s.tiles;
   s.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, sets / kWarps), 1, kMaxSplits));
   return s;
@@ -281,35 +292,32 @@ Shape shape_of(int64_t rows, int64_t cols, int cpc, int64_t batch, SkinnyTuning 
 
 using KernelFn = void (*)(SkinnyArgs);
 
-// The instantiated shapes: (NT, MT, U).
+// The instantiated shapes, (NT, MT, U); skinny_kernel_shapes() lists them.
+// clang-format off
+#define DB_SKINNY_SHAPES(X) \
+  X(1, 4, 1) X(1, 4, 2) X(1, 2, 2) X(1, 2, 4) \
+  X(2, 4, 1) X(2, 4, 2) X(2, 2, 2) X(2, 2, 4) \
+  X(4, 4, 1) X(4, 2, 2) \
+  X(8, 2, 1) X(8, 1, 2)
+// clang-format on
+
 template <Scheme S>
-KernelFn kernel_for(int nt, int mt, int u) {
+KernelFn kernel_for(const Shape& sh) {
 #define DB_SKINNY(NT_, MT_, U_) \
-  if (nt == NT_ && mt == MT_ && u == U_) return &skinny_kernel<S, MT_, NT_, U_>
-  DB_SKINNY(1, 4, 1);
-  DB_SKINNY(1, 4, 2);
-  DB_SKINNY(1, 2, 2);
-  DB_SKINNY(1, 2, 4);
-  DB_SKINNY(2, 4, 1);
-  DB_SKINNY(2, 4, 2);
-  DB_SKINNY(2, 2, 2);
-  DB_SKINNY(2, 2, 4);
-  DB_SKINNY(4, 4, 1);
-  DB_SKINNY(4, 2, 2);
-  DB_SKINNY(8, 2, 1);
-  DB_SKINNY(8, 1, 2);
+  if (sh.nt == NT_ && sh.mt == MT_ && sh.u == U_) return &skinny_kernel<S, MT_, NT_, U_>;
+  DB_SKINNY_SHAPES(DB_SKINNY)
 #undef DB_SKINNY
-  fail("skinny GEMM: no kernel for {} sequence groups x {} row tiles x {} chunks", nt, mt, u);
+  fail("skinny GEMM: no kernel for {} sequence groups x {} row tiles x {} chunks", sh.nt, sh.mt, sh.u);
 }
 
 KernelFn kernel_for(Scheme s, const Shape& sh) {
   switch (s) {
     case Scheme::fp16:
-      return kernel_for<Scheme::fp16>(sh.nt, sh.mt, sh.u);
+      return kernel_for<Scheme::fp16>(sh);
     case Scheme::int8:
-      return kernel_for<Scheme::int8>(sh.nt, sh.mt, sh.u);
+      return kernel_for<Scheme::int8>(sh);
     case Scheme::int4:
-      return kernel_for<Scheme::int4>(sh.nt, sh.mt, sh.u);
+      return kernel_for<Scheme::int4>(sh);
   }
   fail("skinny GEMM: unknown scheme");
 }
@@ -340,10 +348,19 @@ size_t skinny_workspace_bytes(int64_t rows, int64_t cols, int64_t batch) {
   // The most splits any shape takes: fp16's chunks at one chunk a step, the most blocks an SM.
   size_t most = 0;
   for (int mt : {1, 2, 4}) {
-    const Shape sh = shape_of(rows, cols, cols_per_chunk(Scheme::fp16), batch, {mt, 1, 8});
+    const Shape sh = shape_of(rows, cols, Scheme::fp16, batch, {mt, 1, 8});
     most = std::max<size_t>(most, counter_bytes(sh.tiles) + 4ull * sh.tiles * sh.splits * sh.elements());
   }
   return most;
+}
+
+std::vector<SkinnyKernelShape> skinny_kernel_shapes() {
+  std::vector<SkinnyKernelShape> v;
+#define DB_SKINNY(NT_, MT_, U_) v.push_back({8 * NT_, MT_, U_});
+  DB_SKINNY_SHAPES(DB_SKINNY)
+#undef DB_SKINNY
+#undef DB_SKINNY_SHAPES
+  return v;
 }
 
 void gemm_skinny_tuned(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
@@ -355,7 +372,7 @@ void gemm_skinny_tuned(const DeviceMatrix& w, const __half* x, int64_t batch, fl
   while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
   for (int64_t b0 = 0; b0 < batch; b0 += kSkinnyMaxBatch) {
     const int64_t n = std::min(kSkinnyMaxBatch, batch - b0);
-    const Shape sh = shape_of(w.rows, w.cols, cols_per_chunk(w.scheme), n, t);
+    const Shape sh = shape_of(w.rows, w.cols, w.scheme, n, t);
     SkinnyArgs a;
     a.m = w;
     a.x = x + b0 * w.cols;
@@ -374,6 +391,63 @@ void gemm_skinny_tuned(const DeviceMatrix& w, const __half* x, int64_t batch, fl
 void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
                  void* workspace, cudaStream_t s) {
   gemm_skinny_tuned(w, x, batch, y, accumulate, workspace, {}, s);
+}
+
+SkinnyTuning skinny_resolved(Scheme scheme, int64_t batch, SkinnyTuning t) {
+  const Shape sh = shape_of(16, 1024, scheme, batch, t);  // mt and u do not depend on the size
+  return {sh.mt, sh.u, t.blocks_per_sm ? t.blocks_per_sm : default_shape(scheme, sh.nt).blocks_per_sm};
+}
+
+std::string skinny_label(const SkinnyTuning& t) {
+  return fmt::format("m{}u{}b{}", t.mt, t.u, t.blocks_per_sm);
+}
+
+SkinnyChoice tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __half* x, int64_t batch, float* y,
+                         void* workspace, cudaStream_t s) {
+  if (ms.empty()) fail("tune_skinny: no matrices");
+  const Scheme scheme = ms.front()->scheme;
+  struct Events {
+    cudaEvent_t start = nullptr, end = nullptr;
+    Events() {
+      CUDA_CHECK(cudaEventCreate(&start));
+      CUDA_CHECK(cudaEventCreate(&end));
+    }
+    ~Events() {
+      cudaEventDestroy(start);
+      cudaEventDestroy(end);
+    }
+  } ev;
+  auto pass = [&](const SkinnyTuning& t) {
+    for (const DeviceMatrix* m : ms) gemm_skinny_tuned(*m, x, batch, y, false, workspace, t, s);
+  };
+  auto time_us = [&](const SkinnyTuning& t) {
+    pass(t);
+    float passes_ms[3];
+    for (float& v : passes_ms) {
+      CUDA_CHECK(cudaEventRecord(ev.start, s));
+      pass(t);
+      CUDA_CHECK(cudaEventRecord(ev.end, s));
+      CUDA_CHECK(cudaEventSynchronize(ev.end));
+      CUDA_CHECK(cudaEventElapsedTime(&v, ev.start, ev.end));
+    }
+    std::sort(passes_ms, passes_ms + 3);
+    return 1e3 * passes_ms[1] / static_cast<double>(ms.size());
+  };
+  SkinnyChoice c;
+  c.default_tuning = c.tuning = skinny_resolved(scheme, batch, {});
+  c.default_us = c.us = time_us(c.default_tuning);
+  const int64_t b = std::min(batch, kSkinnyMaxBatch);
+  const int serves = b <= 8 ? 8 : (b <= 16 ? 16 : (b <= 32 ? 32 : 64));
+  for (const SkinnyKernelShape& k : skinny_kernel_shapes()) {
+    if (k.max_batch != serves) continue;
+    for (int bps : {1, 2, 4, 8}) {
+      const SkinnyTuning t{k.mt, k.u, bps};
+      const double us = time_us(t);
+      if (us < c.us) c.tuning = t, c.us = us;
+    }
+  }
+  if (c.us > 0.97 * c.default_us) c.tuning = c.default_tuning, c.us = c.default_us;
+  return c;
 }
 
 }  // namespace db::cuda

@@ -334,6 +334,33 @@ TEST(EngineBatchPrefill, EverySequencesContextPrefilledIntoItsOwnCache) {
     }
 }
 
+// At batch > 1 each kind of matrix the skinny GEMM runs gets a shape timed at load, one line
+// each; a second engine of the process reuses the first's choices (the same shapes, so the
+// same bits); batch 1 and fp16 (cuBLAS) time nothing.
+TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
+  REQUIRE_GPU();
+  for (Scheme s : {Scheme::int8, Scheme::int4}) {
+    const WeightSource ws(tiny(s), "", 3);
+    const KernelInfo k = resolve_kernel("auto", s);
+    Engine e(ws, k, 16, false, 3);
+    const std::vector<std::string> lines = e.skinny_shapes();
+    ASSERT_GE(lines.size(), 4u) << to_string(s);  // and the lm_head's where it is quantized
+    ASSERT_LE(lines.size(), 5u) << to_string(s);
+    const char* kinds[] = {"qkv [", "o_proj [", "gate_up [", "down_proj [", "lm_head ["};
+    for (size_t i = 0; i < lines.size(); ++i) {
+      EXPECT_EQ(lines[i].rfind(kinds[i], 0), 0u) << lines[i];
+      EXPECT_NE(lines[i].find("(default m"), std::string::npos) << lines[i];
+    }
+    Engine f(ws, k, 16, false, 3);
+    EXPECT_EQ(f.skinny_shapes(), lines) << to_string(s);
+    Engine one(ws, k, 16, false, 1);
+    EXPECT_TRUE(one.skinny_shapes().empty()) << to_string(s);
+  }
+  const WeightSource ws(tiny(Scheme::fp16), "", 3);
+  Engine e(ws, resolve_kernel("auto", Scheme::fp16), 16, false, 3);
+  EXPECT_TRUE(e.skinny_shapes().empty());
+}
+
 // The memory plan counts the batch: the KV cache B-fold, and an engine of B sequences holds
 // what plan() says.
 TEST(EngineBatchMemory, ThePlanCountsEverySequencesCache) {

@@ -120,16 +120,10 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyTest, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return name(info.param); });
 
-// Every instantiated shape of the kernel (skinny.cu, kernel_for) on a matrix that is not a
+// Every instantiated shape of the kernel (skinny_kernel_shapes) on a matrix that is not a
 // multiple of any of its tiles, against the default shape's result within the bound.
 TEST(Skinny, EveryTunedShapeGivesTheDefaultsResult) {
   REQUIRE_GPU();
-  struct Tune {
-    int64_t batch;
-    int mt, u;
-  };
-  const Tune tunes[] = {{5, 4, 1},  {5, 4, 2},  {5, 2, 2},  {5, 2, 4},  {13, 4, 1}, {13, 4, 2},
-                        {13, 2, 2}, {13, 2, 4}, {29, 4, 1}, {29, 2, 2}, {50, 2, 1}, {50, 1, 2}};
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
     const int64_t rows = 200, cols = 1536;
     std::mt19937 rng(5);
@@ -145,22 +139,71 @@ TEST(Skinny, EveryTunedShapeGivesTheDefaultsResult) {
     DeviceBuffer<float> y(static_cast<size_t>(64 * rows));
     DeviceBuffer<uint8_t> ws(skinny_workspace_bytes(rows, cols, 64));
     CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
-    for (const Tune& t : tunes) {
+    for (const SkinnyKernelShape& k : skinny_kernel_shapes()) {
+      const int64_t batch = k.max_batch - 3;  // 5, 13, 29, 61: a ragged last group of 8
       const __half* xp = reinterpret_cast<const __half*>(dx.p);
       y.poison();
-      gemm_skinny(dq.m, xp, t.batch, y.p, false, ws.p, nullptr);
+      gemm_skinny(dq.m, xp, batch, y.p, false, ws.p, nullptr);
       CUDA_CHECK(cudaDeviceSynchronize());
       const std::vector<float> want = y.download();
       for (int bps : {1, 8}) {
         y.poison();
-        gemm_skinny_tuned(dq.m, xp, t.batch, y.p, false, ws.p, {t.mt, t.u, bps}, nullptr);
+        gemm_skinny_tuned(dq.m, xp, batch, y.p, false, ws.p, {k.mt, k.u, bps}, nullptr);
         CUDA_CHECK(cudaDeviceSynchronize());
         const std::vector<float> got = y.download();
-        for (int64_t i = 0; i < t.batch * rows; ++i)
+        for (int64_t i = 0; i < batch * rows; ++i)
           ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i])))
-              << to_string(s) << " batch " << t.batch << " m" << t.mt << "u" << t.u << "b" << bps
-              << " element " << i;
+              << to_string(s) << " batch " << batch << " m" << k.mt << "u" << k.u << "b" << bps << " element "
+              << i;
       }
+    }
+  }
+}
+
+// The shape tune_skinny picks is the default or an instantiated shape for the batch, with every
+// field set, no slower than the default by its own timing, and computes the default's result.
+TEST(Skinny, TheTunedShapeIsAnInstantiatedOneAndGivesTheDefaultsResult) {
+  REQUIRE_GPU();
+  const int64_t rows = 200, cols = 1536;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.f, 0.05f);
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  for (float& v : w) v = d(rng);
+  for (Scheme s : {Scheme::int8, Scheme::int4}) {
+    const QuantMatrix q = quantize_matrix(w.data(), rows, cols, s, 64, true);
+    DeviceQuant a(q), b(q);  // two copies, as a layer's matrix over two layers
+    if (s == Scheme::int4) repack_int4(a.m, nullptr, false), repack_int4(b.m, nullptr, false);
+    std::vector<uint16_t> x(static_cast<size_t>(64 * cols));
+    for (auto& h : x) h = f32_to_f16(d(rng) * 20);
+    DeviceBuffer<uint16_t> dx(x);
+    const __half* xp = reinterpret_cast<const __half*>(dx.p);
+    DeviceBuffer<float> y(static_cast<size_t>(64 * rows));
+    DeviceBuffer<uint8_t> ws(skinny_workspace_bytes(rows, cols, 64));
+    CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
+    for (int64_t batch : {5, 13, 61}) {
+      const SkinnyChoice c = tune_skinny({&a.m, &b.m}, xp, batch, y.p, ws.p, nullptr);
+      const std::string what = fmt::format("{} batch {} {}", to_string(s), batch, skinny_label(c.tuning));
+      const SkinnyTuning def = skinny_resolved(s, batch, {});
+      EXPECT_EQ(skinny_label(c.default_tuning), skinny_label(def)) << what;
+      const std::vector<SkinnyKernelShape> shapes = skinny_kernel_shapes();
+      const bool listed = std::any_of(shapes.begin(), shapes.end(), [&](const SkinnyKernelShape& k) {
+        return k.max_batch == (batch <= 8 ? 8 : (batch <= 16 ? 16 : 64)) && k.mt == c.tuning.mt &&
+               k.u == c.tuning.u;
+      });
+      EXPECT_TRUE(skinny_label(c.tuning) == skinny_label(def) || listed) << what;
+      EXPECT_GT(c.tuning.blocks_per_sm, 0) << what;
+      EXPECT_GT(c.us, 0) << what;
+      EXPECT_LE(c.us, c.default_us) << what;
+      y.poison();
+      gemm_skinny(a.m, xp, batch, y.p, false, ws.p, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<float> want = y.download();
+      y.poison();
+      gemm_skinny_tuned(a.m, xp, batch, y.p, false, ws.p, c.tuning, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<float> got = y.download();
+      for (int64_t i = 0; i < batch * rows; ++i)
+        ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i]))) << what << " element " << i;
     }
   }
 }

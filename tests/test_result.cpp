@@ -89,6 +89,7 @@ db::Result populated_result() {
   r.config.kernel_fallbacks = {"o_proj [128 x 376]: int8.naive, since the input is ragged"};
   r.config.weights_format = "gptq";
   r.config.batch = 4;
+  r.config.kernel_shapes = {"gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)"};
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
   r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576,   8192,    532'480,   258'048,
@@ -303,6 +304,7 @@ const std::vector<std::string> kAddedFields = {"timing.weights_reused",
                                                "config.max_time_s",
                                                "config.group_size_note",
                                                "config.kernel_fallbacks",
+                                               "config.kernel_shapes",
                                                "config.weights_format",
                                                "bytes.per_token.biases",
                                                "bytes.stored.biases",

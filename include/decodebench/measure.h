@@ -50,6 +50,7 @@ struct DecoderFacts {
   double launch_overhead_us = 0;              // measured cost of one launch in the mode used
   std::string cublas;                         // cuBLAS version where the kernel calls it, else empty
   std::vector<std::string> kernel_fallbacks;  // matrices that run another kernel, with why
+  std::vector<std::string> kernel_shapes;     // batch > 1: the skinny GEMM's shape a kind of matrix
   std::string prefill = "steps";              // how prefill() reaches the context (timing.prefill)
 };
 

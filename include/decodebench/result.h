@@ -72,6 +72,9 @@ struct RunConfig {
   std::string kernel;  // resolved kernel name, e.g. "int4.gemv"
   // --kernel auto: the matrices the kernel cannot take and what ran them instead, one line each
   std::vector<std::string> kernel_fallbacks;
+  // --batch > 1: the shape the skinny GEMM runs for each kind of matrix, chosen by timing at
+  // load, one line each ("gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)")
+  std::vector<std::string> kernel_shapes;
   bool graph = false;
   std::string adapter = "none";  // "none", a path or "synthetic:rank=..."
   std::string adapter_mode;      // "merged" | "external" | "" without an adapter

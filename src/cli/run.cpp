@@ -213,6 +213,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   classify_regime(r.roofline, r.timing.tpot_ms.median, facts.launches_per_step, facts.launch_overhead_us,
                   r.bytes.per_token.kernel_extra);
   r.config.kernel_fallbacks = facts.kernel_fallbacks;
+  r.config.kernel_shapes = facts.kernel_shapes;
   if (!facts.kernel_fallbacks.empty())
     r.roofline.regime_reason += fmt::format(
         "; {} of the model's matrix shapes run the plain GEMV instead of {} (config.kernel_fallbacks)",

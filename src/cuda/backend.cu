@@ -189,6 +189,7 @@ class CudaDecoder final : public Decoder {
     f.launch_overhead_us = measure_launch_us(graph_);
     if (cublas_) f.cublas = cublas_version();
     f.kernel_fallbacks = fallbacks_;
+    f.kernel_shapes = engine_.skinny_shapes();
     f.prefill = "batched";
     return f;
   }

@@ -18,6 +18,7 @@
 #include "decodebench/weights.h"
 #include "gemv.cuh"
 #include "lora.cuh"
+#include "skinny.cuh"
 #include "step.cuh"
 
 namespace db::cuda {
@@ -136,6 +137,7 @@ bool skinny_takes(const DeviceMatrix& m, int64_t batch);
 struct LinearOp {
   DeviceMatrix m;
   LinearImpl impl = LinearImpl::gemv_fast;
+  SkinnyTuning skinny;  // at batch > 1, the skinny GEMM's shape (Engine::tune_skinny_shapes)
 };
 
 // One layer as the step runs it: the shared weights' pointers, the engine's kernel choice,
@@ -227,6 +229,10 @@ class Engine {
   static std::vector<std::string> fallbacks(const ModelConfig& c, const KernelInfo& kernel);
 
   int launches_per_step() const { return launches_per_step_; }
+  // At batch > 1, the skinny GEMM's shape for each kind of matrix it runs, as chosen by timing
+  // at construction, one line each ("gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2
+  // 34.9 us)"); empty at batch 1 or when it runs none.
+  const std::vector<std::string>& skinny_shapes() const { return skinny_shapes_; }
   MemoryUse memory() const { return memory_; }  // weights (shared or not), KV cache, scratch
   // Seconds the constructor took: the engine's own setup (allocation, graph capture), plus
   // loading the weights when it loaded them itself.
@@ -246,6 +252,11 @@ class Engine {
   // y[batch, rows] (+)= x[batch, cols] W^T for op, and an external adapter's term at `site`.
   void linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const __half* x, float* y,
                    bool accumulate);
+  // At batch > 1: each kind of matrix that runs the skinny GEMM (a layer's qkv, o, gate/up,
+  // down over the layers, and the lm_head) timed at every shape (skinny.cuh, tune_skinny) on
+  // the step's own buffers, the fastest kept in its LinearOps. Once a process for a kind of
+  // matrix, device and batch group: the engines of a process run the same shapes.
+  void tune_skinny_shapes();
   const float* rope() const;  // the device's rope_table(positions_)
   // The decode attention's arguments for layer `d` over the step's buffers, at the device
   // position `pos` (sequence 0's at batch > 1: attention() strides to the others); no early
@@ -268,6 +279,7 @@ class Engine {
   BatchState bst_;  // batch > 1
   cudaGraphExec_t graph_ = nullptr;
   int launches_per_step_ = 0;
+  std::vector<std::string> skinny_shapes_;
   bool norm_stats_ = false;  // the GEMVs hand RMSNorm statistics to each other (step.cuh)
   MemoryUse memory_;
   double load_s_ = 0;

@@ -5,6 +5,9 @@
 // kernel with one grid z index a sequence. The launches are plain (no PDL), like the
 // prefill's: each starts after its predecessor has completed.
 #include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
 
 #include "attention.cuh"
 #include "common.cuh"
@@ -24,7 +27,7 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
   switch (op.impl) {
     case LinearImpl::gemv_fast:
       if (skinny_takes(op.m, B)) {
-        gemm_skinny(op.m, x, B, y, accumulate, b.skinny_workspace, stream_);
+        gemm_skinny_tuned(op.m, x, B, y, accumulate, b.skinny_workspace, op.skinny, stream_);
         break;
       }
       // fp16 goes to cuBLAS, and what the skinny GEMM does not take (the int4 fragment
@@ -59,6 +62,54 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
   if (weights_->lora_rank() == 0 || layer < 0) return;  // no external adapter, or the lm_head
   const LoraGroup& g = weights_->lora_groups()[layer][static_cast<int>(site)];
   if (g.targets > 0) lora_rows(cublas_, g, x, B, b.lora_rows, y, rows, stream_);
+}
+
+void Engine::tune_skinny_shapes() {
+  Buffers& b = *buf_;
+  // The choices of this process, by device, matrix kind and batch group.
+  static std::mutex mutex;
+  static std::map<std::string, SkinnyChoice> chosen;
+  struct Kind {
+    const char* name;
+    std::vector<LinearOp*> ops;
+    float* y;  // the step's output buffer for it
+  };
+  std::vector<Kind> kinds = {{"qkv", {}, b.qkv},
+                             {"o_proj", {}, b.resid},
+                             {"gate_up", {}, b.gate_up},
+                             {"down_proj", {}, b.resid},
+                             {"lm_head", {&lm_head_}, b.logits}};
+  for (DeviceLayer& d : layers_) {
+    kinds[0].ops.push_back(&d.qkv);
+    kinds[1].ops.push_back(&d.o);
+    kinds[2].ops.push_back(&d.gate_up);
+    kinds[3].ops.push_back(&d.down);
+  }
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  const int64_t group = (std::min(batch_, kSkinnyMaxBatch) + 7) / 8;
+  for (Kind& k : kinds) {
+    std::vector<const DeviceMatrix*> ms;
+    for (LinearOp* op : k.ops)
+      if (op->impl == LinearImpl::gemv_fast && skinny_takes(op->m, batch_)) ms.push_back(&op->m);
+    if (ms.empty()) continue;
+    const DeviceMatrix& m = *ms.front();
+    const std::string key = fmt::format("{} {} {} {}x{} g{} z{} {}", device, k.name, to_string(m.scheme),
+                                        m.rows, m.cols, m.group_size, m.zero_point ? 1 : 0, group);
+    SkinnyChoice c;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = chosen.find(key);
+      if (it == chosen.end())
+        it = chosen.emplace(key, tune_skinny(ms, b.xnorm, batch_, k.y, b.skinny_workspace, stream_)).first;
+      c = it->second;
+    }
+    for (LinearOp* op : k.ops)
+      if (op->impl == LinearImpl::gemv_fast && skinny_takes(op->m, batch_)) op->skinny = c.tuning;
+    skinny_shapes_.push_back(fmt::format("{} [{} x {}]: {}, {:.1f} us (default {} {:.1f} us)", k.name, m.rows,
+                                         m.cols, skinny_label(c.tuning), c.us, skinny_label(c.default_tuning),
+                                         c.default_us));
+  }
 }
 
 void Engine::enqueue_step_batch() {

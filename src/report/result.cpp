@@ -114,6 +114,7 @@ void fields(V& v, RunConfig& c) {
   v("kernel_fallbacks", c.kernel_fallbacks, Added{});
   v("weights_format", c.weights_format, Added{});
   v("batch", c.batch, Added{});
+  v("kernel_shapes", c.kernel_shapes, Added{});
 }
 
 template <class V>

@@ -1,9 +1,9 @@
 // The batched step's linears timed at every batch (lab tool, not a test):
-//   build-gpu/decodebench_skinny_bench [--tune] [--int4] [rows cols]...
+//   build-gpu/decodebench_skinny_bench [--tune] [--int4|--int8] [rows cols]...
 // For each scheme and batch B, one 8b layer's four linears (qkv, o, gate/up, down; or the
 // shapes given) through the tensor-core skinny GEMM, beside the rows GEMV at B = 1 and
 // cuBLAS on fp16 weights at B; with --tune, every instantiated shape of the skinny kernel
-// (rows tiles x chunks a step x blocks an SM); with --int4, int4 alone. Every launch reads a
+// (rows tiles x chunks a step x blocks an SM); with --int4 or --int8, that scheme alone. Every launch reads a
 // different copy of its matrix (the copies exceed L2 several times, as 32 layers do). Prints
 // microseconds a layer, the weight bytes' GB/s and TFLOP/s. Correctness is the gpu tests' job.
 #include <cublas_v2.h>
@@ -68,8 +68,9 @@ int main(int argc, char** argv) {
   int arg = 1;
   const bool tune = arg < argc && std::strcmp(argv[arg], "--tune") == 0;
   arg += tune;
-  const bool int4_only = arg < argc && std::strcmp(argv[arg], "--int4") == 0;
-  arg += int4_only;
+  const char* only = nullptr;  // a scheme's name
+  if (arg < argc && (std::strcmp(argv[arg], "--int4") == 0 || std::strcmp(argv[arg], "--int8") == 0))
+    only = argv[arg++] + 2;
   if (arg + 1 < argc) {
     shapes.clear();
     for (int i = arg; i + 1 < argc; i += 2) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1])});
@@ -89,7 +90,7 @@ int main(int argc, char** argv) {
 
   std::printf("%-6s %5s %-8s %10s %9s %9s\n", "scheme", "B", "kernel", "us/layer", "GB/s", "TFLOP/s");
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
-    if (int4_only && s != Scheme::int4) continue;
+    if (only && std::strcmp(only, to_string(s)) != 0) continue;
     std::vector<Copies> copies;
     uint64_t layer_bytes = 0;
     double layer_flop = 0;
@@ -112,23 +113,19 @@ int main(int argc, char** argv) {
     GemvOutput out;
     out.y = y;
     report(1, "gemv", time_us(layer([&](const DeviceMatrix& m) { gemv(m, in, out, GemvVariant::fast, nullptr); }), 40, 4));
-    // Every instantiated shape at every batch it serves (skinny.cu, kernel_for), then the
+    // Every instantiated shape at every batch it serves (skinny_kernel_shapes), then the
     // default's.
-    struct Tune {
-      int nt, mt, u;
-    };
-    const Tune tunes[] = {{1, 4, 1}, {1, 4, 2}, {1, 2, 2}, {1, 2, 4}, {2, 4, 1},
-                          {2, 4, 2}, {2, 2, 2}, {2, 2, 4}, {4, 4, 1}, {4, 2, 2}, {8, 2, 1}, {8, 1, 2}};
     for (int64_t b : batches) {
-      const int nt = b <= 8 ? 1 : (b <= 16 ? 2 : (b <= 32 ? 4 : 8));
+      const int serves = b <= 8 ? 8 : (b <= 16 ? 16 : (b <= 32 ? 32 : 64));
       if (tune)
-        for (const Tune& t : tunes) {
-          if (t.nt != nt) continue;
-          for (int bps : {2, 4, 8}) {
+        for (const SkinnyKernelShape& k : skinny_kernel_shapes()) {
+          if (k.max_batch != serves) continue;
+          for (int bps : {1, 2, 4, 8}) {
             char label[32];
-            std::snprintf(label, sizeof label, "m%du%db%d", t.mt, t.u, bps);
+            std::snprintf(label, sizeof label, "m%du%db%d", k.mt, k.u, bps);
+            const SkinnyTuning t{k.mt, k.u, bps};
             report(b, label, time_us(layer([&](const DeviceMatrix& m) {
-                                       gemm_skinny_tuned(m, x, b, y, false, ws, {t.mt, t.u, bps}, nullptr);
+                                       gemm_skinny_tuned(m, x, b, y, false, ws, t, nullptr);
                                      }),
                                      20, 4));
           }
