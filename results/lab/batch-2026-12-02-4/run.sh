@@ -5,6 +5,7 @@
 #   bash results/lab/batch-2026-12-02-4/run.sh land    # run2
 #   bash results/lab/batch-2026-12-02-4/run.sh small   # run3
 #   bash results/lab/batch-2026-12-02-4/run.sh tuned   # run4
+#   bash results/lab/batch-2026-12-02-4/run.sh dequant # run5
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-4/run1.
 #
 # 1. (wr) Why the int4 skinny GEMM's layer jumps from 69 us at B = 8 to 98-101 at 16 (and 138
@@ -53,6 +54,13 @@
 #    8b-int8 at 2 3.31 -> ~3.2; 1b-int4 at 2 0.823 -> ~0.68, at 16 1.090 -> ~0.91; 1b-int8 at 2
 #    0.895 -> ~0.80. Land if no row is more than 2% slower than run2's and 8b-int4 at 16 and
 #    1b-int4 at 2 are at least 3% faster; else keep run2's defaults (which land either way).
+# 5. (dequant) Past 64 sequences int4 runs cuBLAS on an fp16 copy of each matrix, made a step
+#    by a kernel that reads one 4-byte word a thread and dequantizes each column in fp32
+#    (~10 ms of the 8b step, twice int8's copy; lab batch §5). A chunk kernel: 16 bytes a
+#    thread, int4_pairs as the GEMVs, 64 bytes written (same bits; the prefill test checks
+#    them against the canonical layout). Prediction (before running): the 8b-int4 step at
+#    B = 128 / 256 16.30 / 19.22 -> ~12.5 / ~15.5 ms; 1b-int4 2.95 / 3.50 -> ~2.3 / ~2.9. Kill:
+#    8b-int4 at 128 not at least 10% faster in this one call.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/lab/batch-2026-12-02-4/run1}
@@ -67,7 +75,7 @@ gtest() {  # filter, file
   tail -1 "$out/$2"
   grep -E "FAILED|Failure" -A3 "$out/$2" | head -30 || true
 }
-case "${1:?usage: run.sh wr|land|small|tuned}" in
+case "${1:?usage: run.sh wr|land|small|tuned|dequant}" in
   wr)
     build decodebench decodebench_gpu_tests decodebench_skinny_bench
     gtest '*Skinny*' gtest-skinny.txt
@@ -130,5 +138,12 @@ for f in sys.argv[1:]:
         for k in c.get("kernel_shapes", []): print("   ", k)
 ' "$out/sweep-8b.jsonl" "$out/sweep-1b.jsonl" >"$out/kernel-shapes.txt"  # run4's ran through head -70, which
     head -70 "$out/kernel-shapes.txt"  # cut the file there: it was written again from the JSONL
+    ;;
+  dequant)
+    build decodebench decodebench_gpu_tests
+    gtest 'Prefill.*:*b65*:EngineBatch*' gtest.txt
+    $b/decodebench sweep --model 8b-int4,1b-int4 --graph on --batch 128,256 --tokens 128 --warmup 16 --repeat 5 \
+      -o "$out/sweep.jsonl" >"$out/sweep.txt" 2>"$out/sweep.log" || tail -5 "$out/sweep.log"
+    cut -d'|' -f2,3,12,15 "$out/sweep.txt"
     ;;
 esac
