@@ -23,6 +23,27 @@ namespace db::cuda {
 // After every launch: a bad configuration surfaces here, not three kernels later.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
+// Two CUDA events, destroyed on every way out (a timing that throws included); ms(): the time
+// from a to b once b has completed.
+struct Events {
+  cudaEvent_t a = nullptr, b = nullptr;
+  Events() {
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+  }
+  ~Events() {
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+  }
+  Events(const Events&) = delete;
+  Events& operator=(const Events&) = delete;
+  float ms() const {
+    float t = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    return t;
+  }
+};
+
 constexpr int kWarp = 32;
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -30,23 +30,6 @@ __global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
 
 __global__ void empty_kernel() {}
 
-struct Events {
-  cudaEvent_t a, b;
-  Events() {
-    CUDA_CHECK(cudaEventCreate(&a));
-    CUDA_CHECK(cudaEventCreate(&b));
-  }
-  ~Events() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-  float ms() const {
-    float t = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    return t;
-  }
-};
-
 // The compute probe's device memory and cuBLAS handle, released on every way out.
 struct GemmOperands {
   void* a = nullptr;

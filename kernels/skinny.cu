@@ -406,17 +406,7 @@ SkinnyChoice tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __hal
                          void* workspace, cudaStream_t s) {
   if (ms.empty()) fail("tune_skinny: no matrices");
   const Scheme scheme = ms.front()->scheme;
-  struct Events {
-    cudaEvent_t start = nullptr, end = nullptr;
-    Events() {
-      CUDA_CHECK(cudaEventCreate(&start));
-      CUDA_CHECK(cudaEventCreate(&end));
-    }
-    ~Events() {
-      cudaEventDestroy(start);
-      cudaEventDestroy(end);
-    }
-  } ev;
+  const Events ev;
   auto pass = [&](const SkinnyTuning& t) {
     for (const DeviceMatrix* m : ms) gemm_skinny_tuned(*m, x, batch, y, false, workspace, t, s);
   };
@@ -424,11 +414,11 @@ SkinnyChoice tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __hal
     pass(t);
     float passes_ms[3];
     for (float& v : passes_ms) {
-      CUDA_CHECK(cudaEventRecord(ev.start, s));
+      CUDA_CHECK(cudaEventRecord(ev.a, s));
       pass(t);
-      CUDA_CHECK(cudaEventRecord(ev.end, s));
-      CUDA_CHECK(cudaEventSynchronize(ev.end));
-      CUDA_CHECK(cudaEventElapsedTime(&v, ev.start, ev.end));
+      CUDA_CHECK(cudaEventRecord(ev.b, s));
+      CUDA_CHECK(cudaEventSynchronize(ev.b));
+      v = ev.ms();
     }
     std::sort(passes_ms, passes_ms + 3);
     return 1e3 * passes_ms[1] / static_cast<double>(ms.size());
