@@ -197,6 +197,24 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// A --model config path with a comma in it is one model; items around it stay a list.
+TEST_F(Sweep, AModelPathWithACommaIsOneModel) {
+  fs::create_directories(path("a,b"));
+  fs::copy_file(fs::path(DB_SOURCE_DIR) / "configs" / "tiny.json", path("a,b/tiny.json"));
+  const std::string p = path("a,b/tiny.json");
+  EXPECT_EQ(db::split_model_list("tiny," + p + ",tiny-int4"),
+            std::vector<std::string>({"tiny", p, "tiny-int4"}));
+  EXPECT_EQ(db::split_model_list(p), std::vector<std::string>({p}));
+  EXPECT_EQ(db::split_model_list("x,y"), std::vector<std::string>({"x", "y"}));  // nothing exists
+  const Outcome o = run({"sweep", "--model", p + ",tiny-int4", "--tokens", "2", "--warmup", "0", "--repeat",
+                         "1", "--backend", "cpu", "-o", path("s.jsonl")});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::vector<db::Result> r = db::read_results(path("s.jsonl"));
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].config.model, p);
+  EXPECT_EQ(r[1].config.model, "tiny-int4");
+}
+
 TEST_F(Sweep, AFailingInstanceBecomesAnErrorEntryAndTheSweepGoesOn) {
   const Outcome o = sweep_with_failure("s.json");
   EXPECT_EQ(o.code, 1) << o.err;  // some instance failed

@@ -39,6 +39,12 @@ struct SweepSpec {
 // "a,b,c" -> {a, b, c}. An empty item ("a,,b", "a,") is a db::UsageError naming `option`.
 std::vector<std::string> split_list(const std::string& option, const std::string& text);
 
+// --model's list: split_list, except that consecutive items whose joined text (commas
+// restored) is an existing file or directory stay one item, the longest such run first: a
+// config path with a comma in it is a path ("a,b/tiny.json,8b-int4" -> {a,b/tiny.json, 8b-int4}
+// when a,b/tiny.json exists).
+std::vector<std::string> split_model_list(const std::string& text);
+
 // A comma list of items, each one of
 //   N        the number
 //   A-B+S    arithmetic: A, A+S, A+2S, ... <= B (S >= 1)

@@ -415,7 +415,7 @@ SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<st
       usage_fail("{} {}: not one of {}", option, item, list);
     }
   };
-  std::vector<std::string> models = split_list("--model", a.spec.model);
+  std::vector<std::string> models = split_model_list(a.spec.model);
   if (!a.quant.empty()) {
     sp.quants.clear();
     for (const std::string& q : split_list("--quant", a.quant)) {

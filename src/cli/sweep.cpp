@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <unordered_set>
@@ -56,6 +57,25 @@ std::vector<std::string> split_list(const std::string& option, const std::string
     out.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> split_model_list(const std::string& text) {
+  const std::vector<std::string> items = split_list("--model", text);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < items.size();) {
+    size_t end = i + 1;  // one past the last item of the longest existing path from i
+    std::string joined = items[i];
+    for (size_t j = i + 1; j < items.size(); ++j) {
+      joined += "," + items[j];
+      std::error_code ec;
+      if (std::filesystem::exists(joined, ec)) end = j + 1;
+    }
+    std::string item = items[i];
+    for (size_t j = i + 1; j < end; ++j) item += "," + items[j];
+    out.push_back(item);
+    i = end;
   }
   return out;
 }
