@@ -2,8 +2,10 @@
 // lockstep, one row each, through the prefill's row-wise kernels (embed_rows, rmsnorm_rows,
 // silu_mul_interleaved) and one GEMM a linear over all B rows, so each weight is read once a
 // step (the naive kernel excepted: it reads them once a sequence). Attention is the decode
-// kernel with one grid z index a sequence. The launches are plain (no PDL), like the
-// prefill's: each starts after its predecessor has completed.
+// kernel with one grid z index a sequence. The skinny GEMM and RMSNorm are launched with PDL
+// (their launch and first weight loads start under the kernel before); the other launches
+// start after their predecessor has completed. The skinny GEMM's shape for each kind of
+// matrix is timed at construction (tune_skinny_shapes).
 #include <algorithm>
 #include <map>
 #include <mutex>
