@@ -275,10 +275,18 @@ DefaultShape default_shape(Scheme scheme, int nt) {
   fail("skinny GEMM: unknown scheme");
 }
 
+}  // namespace
+
+int skinny_max_batch(int64_t batch) {
+  const int64_t b = std::min(batch, kSkinnyMaxBatch);
+  return b <= 8 ? 8 : (b <= 16 ? 16 : (b <= 32 ? 32 : 64));
+}
+
+namespace {
+
 Shape shape_of(int64_t rows, int64_t cols, Scheme scheme, int64_t batch, SkinnyTuning t) {
   Shape s;
-  const int64_t b = std::min(batch, kSkinnyMaxBatch);
-  s.nt = b <= 8 ? 1 : (b <= 16 ? 2 : (b <= 32 ? 4 : 8));
+  s.nt = skinny_max_batch(batch) / 8;
   const DefaultShape d = default_shape(scheme, s.nt);
   s.mt = t.mt ? t.mt : d.mt;
   s.u = t.u ? t.u : d.u;
@@ -394,8 +402,8 @@ void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y
 }
 
 SkinnyTuning skinny_resolved(Scheme scheme, int64_t batch, SkinnyTuning t) {
-  const Shape sh = shape_of(16, 1024, scheme, batch, t);  // mt and u do not depend on the size
-  return {sh.mt, sh.u, t.blocks_per_sm ? t.blocks_per_sm : default_shape(scheme, sh.nt).blocks_per_sm};
+  const DefaultShape d = default_shape(scheme, skinny_max_batch(batch) / 8);
+  return {t.mt ? t.mt : d.mt, t.u ? t.u : d.u, t.blocks_per_sm ? t.blocks_per_sm : d.blocks_per_sm};
 }
 
 std::string skinny_label(const SkinnyTuning& t) {
@@ -426,10 +434,8 @@ SkinnyChoice tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __hal
   SkinnyChoice c;
   c.default_tuning = c.tuning = skinny_resolved(scheme, batch, {});
   c.default_us = c.us = time_us(c.default_tuning);
-  const int64_t b = std::min(batch, kSkinnyMaxBatch);
-  const int serves = b <= 8 ? 8 : (b <= 16 ? 16 : (b <= 32 ? 32 : 64));
   for (const SkinnyKernelShape& k : skinny_kernel_shapes()) {
-    if (k.max_batch != serves) continue;
+    if (k.max_batch != skinny_max_batch(batch)) continue;
     for (int bps : {1, 2, 4, 8}) {
       const SkinnyTuning t{k.mt, k.u, bps};
       const double us = time_us(t);

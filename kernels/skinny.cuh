@@ -40,8 +40,11 @@ void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y
 struct SkinnyTuning {
   int mt = 0, u = 0, blocks_per_sm = 0;
 };
+// The kernels' batch groups: a launch of `batch` columns (at most kSkinnyMaxBatch) runs a
+// kernel built for up to 8, 16, 32 or 64 of them; this is that number.
+int skinny_max_batch(int64_t batch);
 struct SkinnyKernelShape {
-  int max_batch;  // the largest batch a launch of it takes: 8, 16, 32 or 64
+  int max_batch;  // the largest batch a launch of it takes (skinny_max_batch)
   int mt, u;
 };
 std::vector<SkinnyKernelShape> skinny_kernel_shapes();

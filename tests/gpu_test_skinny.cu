@@ -187,8 +187,7 @@ TEST(Skinny, TheTunedShapeIsAnInstantiatedOneAndGivesTheDefaultsResult) {
       EXPECT_EQ(skinny_label(c.default_tuning), skinny_label(def)) << what;
       const std::vector<SkinnyKernelShape> shapes = skinny_kernel_shapes();
       const bool listed = std::any_of(shapes.begin(), shapes.end(), [&](const SkinnyKernelShape& k) {
-        return k.max_batch == (batch <= 8 ? 8 : (batch <= 16 ? 16 : 64)) && k.mt == c.tuning.mt &&
-               k.u == c.tuning.u;
+        return k.max_batch == skinny_max_batch(batch) && k.mt == c.tuning.mt && k.u == c.tuning.u;
       });
       EXPECT_TRUE(skinny_label(c.tuning) == skinny_label(def) || listed) << what;
       EXPECT_GT(c.tuning.blocks_per_sm, 0) << what;

@@ -68,7 +68,7 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
 
 void Engine::tune_skinny_shapes() {
   Buffers& b = *buf_;
-  // The choices of this process, by device, matrix kind and batch group.
+  // The choices of this process, by device, matrix kind and groups of 8 sequences.
   static std::mutex mutex;
   static std::map<std::string, SkinnyChoice> chosen;
   struct Kind {
@@ -89,11 +89,13 @@ void Engine::tune_skinny_shapes() {
   }
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  const int64_t group = (std::min(batch_, kSkinnyMaxBatch) + 7) / 8;
+  const int64_t group = (std::min(batch_, kSkinnyMaxBatch) + 7) / 8;  // sequence groups of 8
   for (Kind& k : kinds) {
+    std::vector<LinearOp*> takes;
     std::vector<const DeviceMatrix*> ms;
     for (LinearOp* op : k.ops)
-      if (op->impl == LinearImpl::gemv_fast && skinny_takes(op->m, batch_)) ms.push_back(&op->m);
+      if (op->impl == LinearImpl::gemv_fast && skinny_takes(op->m, batch_))
+        takes.push_back(op), ms.push_back(&op->m);
     if (ms.empty()) continue;
     const DeviceMatrix& m = *ms.front();
     const std::string key = fmt::format("{} {} {} {}x{} g{} z{} {}", device, k.name, to_string(m.scheme),
@@ -106,8 +108,7 @@ void Engine::tune_skinny_shapes() {
         it = chosen.emplace(key, tune_skinny(ms, b.xnorm, batch_, k.y, b.skinny_workspace, stream_)).first;
       c = it->second;
     }
-    for (LinearOp* op : k.ops)
-      if (op->impl == LinearImpl::gemv_fast && skinny_takes(op->m, batch_)) op->skinny = c.tuning;
+    for (LinearOp* op : takes) op->skinny = c.tuning;
     skinny_shapes_.push_back(fmt::format("{} [{} x {}]: {}, {:.1f} us (default {} {:.1f} us)", k.name, m.rows,
                                          m.cols, skinny_label(c.tuning), c.us, skinny_label(c.default_tuning),
                                          c.default_us));

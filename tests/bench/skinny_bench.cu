@@ -116,10 +116,9 @@ int main(int argc, char** argv) {
     // Every instantiated shape at every batch it serves (skinny_kernel_shapes), then the
     // default's.
     for (int64_t b : batches) {
-      const int serves = b <= 8 ? 8 : (b <= 16 ? 16 : (b <= 32 ? 32 : 64));
       if (tune)
         for (const SkinnyKernelShape& k : skinny_kernel_shapes()) {
-          if (k.max_batch != serves) continue;
+          if (k.max_batch != skinny_max_batch(b)) continue;
           for (int bps : {1, 2, 4, 8}) {
             char label[32];
             std::snprintf(label, sizeof label, "m%du%db%d", k.mt, k.u, bps);
