@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The skinny GEMM with its loads made asynchronous, lane by lane. From the repository root, on
 # the GPU machine (libre2-dev as in ../measurement-2026-12-01/validate.sh's header):
-#   bash results/lab/batch-2026-12-02-5/run.sh async   # run1
+#   bash results/lab/batch-2026-12-02-5/run.sh async   # run1 (failed launches), run2
+#   bash results/lab/batch-2026-12-02-5/run.sh trace   # run3
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-5/run1.
 #
 # 1. (async) The landed skinny GEMM computes on the registers its loads filled, so a warp
@@ -19,6 +20,15 @@
 #    tuned shapes in ../../h200/batch/sweep.jsonl) -> ~65 us; at B = 8 ~59 -> ~48 us; the
 #    8b-int4 step at B = 16 3.61 -> ~3.0 ms. Kill: the best async shape's 8b-int4 layer at
 #    B = 16 not at or below 75 us after two device calls (~10 minutes).
+# 2. (trace, after run2: the best async shape 160 us at B = 16, 1.4-3x slower everywhere,
+#    killed; lab batch §15) 8b-int8's step is slower at B = 8 (3.758 ms) than at 16 (3.409),
+#    though its four GEMMs timed alone at load are faster at 8 (81.2 us a layer summed,
+#    against 85.8: config.kernel_shapes of the committed sweep). Kernel traces of both steps,
+#    and 8b-int4's at 8 and 16, to say where the step's extra time is. Prediction (before
+#    running): the GEMMs, not the rest: at B = 8 int8's GEMMs take >= 15 us a layer more in
+#    the step than their load-time sum (its shapes aim at 4-8 blocks an SM and run beside the
+#    kernel before them under PDL), at 16 within ~5 us. A measurement, one call; if it holds,
+#    the shapes are timed in the step's company next, with its own kill criterion.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/lab/batch-2026-12-02-5/run1}
@@ -33,7 +43,7 @@ gtest() {  # filter, file
   tail -1 "$out/$2"
   grep -E "FAILED|Failure" -A3 "$out/$2" | head -30 || true
 }
-case "${1:?usage: run.sh async}" in
+case "${1:?usage: run.sh async|trace}" in
   async)
     build decodebench decodebench_gpu_tests decodebench_skinny_bench
     gtest '*Skinny*' gtest-skinny.txt
@@ -49,5 +59,20 @@ case "${1:?usage: run.sh async}" in
       -o "$out/sweep-8b.jsonl" >"$out/sweep-8b.txt" 2>"$out/sweep-8b.log" || tail -5 "$out/sweep-8b.log"
     cut -d'|' -f2,3,12,15 "$out/sweep-8b.txt"
     grep -o '"kernel_shapes":\[[^]]*\]' "$out/sweep-8b.jsonl"
+    ;;
+  trace)
+    build decodebench decodebench_kernel_trace
+    for mb in 8b-int8:8 8b-int8:16 8b-int4:8 8b-int4:16; do
+      m=${mb%:*} B=${mb#*:}
+      $b/decodebench --model $m --graph on --batch $B --tokens 128 --warmup 16 --repeat 5 -o "$out/$m-b$B.json" \
+        >/dev/null 2>"$out/$m-b$B.log" || tail -3 "$out/$m-b$B.log"
+      python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], r["timing"]["tpot_ms"]["median"]); print("\n".join(r["config"]["kernel_shapes"]))' "$out/$m-b$B.json" "$m B=$B"
+      DB_TRACE_OUT=/tmp/t.csv CUDA_INJECTION64_PATH=$b/libdecodebench_kernel_trace.so \
+        $b/decodebench --model $m --graph on --batch $B --tokens 16 --warmup 0 --repeat 1 -o /tmp/t.json \
+        >/dev/null 2>"$out/trace-$m-b$B.log"
+      python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["config"]["kernel_shapes"]))' /tmp/t.json \
+        >"$out/trace-$m-b$B-shapes.txt"
+      python3 scripts/trace_step.py /tmp/t.csv 8 | tee "$out/trace-$m-b$B.txt" | head -16
+    done
     ;;
 esac
