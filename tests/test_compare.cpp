@@ -2,6 +2,7 @@
 // parsing, the run key, repetitions as the unit of test, the verdicts, device and settings
 // differences, unmatched runs, --pair-by, and the built binary's output and exit codes
 // (1 regressed, 3 incomplete, 0 otherwise, 2 bad input).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -608,6 +609,43 @@ TEST(CompareResults, DifferentDevicesAreNotedAndWarned) {
   ASSERT_EQ(c.warnings.size(), 2u);  // one line per pair with a note
   EXPECT_EQ(c.warnings[0], db::to_string(c.pairs[0].key) + ": " + c.pairs[0].device_note);
   EXPECT_EQ(c.warnings[1], db::to_string(c.pairs[2].key) + ": " + c.pairs[2].device_note);
+}
+
+// The batched GEMM's shapes are timed at load: a pair whose sides chose differently says so
+// (the note, a warning, the json) and is judged as before; the times in the entries do not count.
+TEST(CompareResults, KernelShapesChosenDifferentlyAreNotedNotJudged) {
+  const std::vector<double> s = normal_samples(200, 1.0, 0.005, 93);
+  const auto with = [&](const std::string& model, const std::string& gate_up, const char* us) {
+    db::Result r = full_result(model, s);
+    r.config.batch = 16;
+    r.config.kernel_shapes = {
+        fmt::format("qkv [6144 x 4096]: m2u2b2, {} us (default m4u1b2 17.1 us)", us),
+        fmt::format("gate_up [28672 x 4096]: {}, 34.8 us (default m4u1b2 34.8 us)", gate_up)};
+    return r;
+  };
+  const db::Comparison c =
+      db::compare_results({with("a", "m4u1b2", "14.5"), with("b", "m4u1b2", "14.5")},
+                          {with("a", "m4u1b2", "14.9"), with("b", "m4u1b1", "14.5")}, 0.03);
+  ASSERT_EQ(c.pairs.size(), 2u);
+  EXPECT_EQ(c.pairs[0].shapes_note, "");  // the same choices, other times
+  EXPECT_EQ(c.pairs[1].shapes_note, "BASE qkv m2u2b2, gate_up m4u1b2 vs NEW qkv m2u2b2, gate_up m4u1b1");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0].rfind(db::to_string(c.pairs[1].key) +
+                                    ": the batched GEMM's shapes, timed at load, differ (" +
+                                    c.pairs[1].shapes_note + ")",
+                                0),
+            0u);
+  EXPECT_EQ(c.pairs[1].verdict, db::Verdict::same);
+  EXPECT_EQ(c.exit_code(), 0);
+  EXPECT_NE(db::format_comparison_md(c).find("kernel shapes: " + c.pairs[1].shapes_note), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(db::format_comparison_json(c)).at("pairs").at(1).at("shapes_note"),
+            c.pairs[1].shapes_note);
+
+  // Several runs a side: each side's distinct choices, in the order first seen.
+  const db::Comparison runs = db::compare_results({with("a", "m4u1b2", "1"), with("a", "m4u1b1", "1")},
+                                                  {with("a", "m4u1b2", "1")}, 0.03);
+  EXPECT_EQ(runs.pairs[0].shapes_note,
+            "BASE qkv m2u2b2, gate_up m4u1b2 / qkv m2u2b2, gate_up m4u1b1 vs NEW qkv m2u2b2, gate_up m4u1b2");
 }
 
 TEST(CompareResults, PairsWithoutSamplesAreUntested) {

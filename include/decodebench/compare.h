@@ -123,6 +123,7 @@ struct ComparedPair {
   double base_peak_read_GBps = 0, new_peak_read_GBps = 0;
   std::string device_note;                // "" when the devices match
   std::string settings_note;              // settings that differ besides the code under test; "" when none
+  std::string shapes_note;                // the batched GEMM's shapes chosen at load, where the sides differ
   std::vector<std::string> run_warnings;  // the timing.warnings of both sides' runs
   double clock_gap = 0;      // how much further one side's SM clock fell (run_stability), a fraction
   std::string unstable_why;  // with Verdict::unstable: the warning or clock gap that rules it out

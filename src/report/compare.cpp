@@ -137,6 +137,44 @@ std::string settings_difference(const Result& a, const Result& b) {
   return s;
 }
 
+// The batched GEMM's shape for each kind of matrix, as "gate_up m4u1b2", from
+// config.kernel_shapes ("gate_up [28672 x 4096]: m4u1b2, 34.8 us (default ...)"); an entry of
+// another form is kept up to its first comma.
+std::vector<std::string> chosen_shapes(const Result& r) {
+  std::vector<std::string> v;
+  for (const std::string& e : r.config.kernel_shapes) {
+    const size_t bracket = e.find(" ["), colon = e.find("]: "), comma = e.find(',', colon);
+    if (bracket == std::string::npos || colon == std::string::npos || comma == std::string::npos ||
+        bracket > colon)
+      v.push_back(e.substr(0, e.find(',')));
+    else
+      v.push_back(e.substr(0, bracket) + " " + e.substr(colon + 3, comma - colon - 3));
+  }
+  return v;
+}
+
+// The shapes were timed at load on each side's machine (docs/kernels.md): shapes within a few
+// percent of each other can swap between runs of the same code. "" when every run of both
+// sides chose the same; else the choices of each side, "BASE gate_up m4u1b1 vs NEW gate_up
+// m4u1b2" (a side's distinct choices joined by " / ").
+std::string shapes_difference(const std::vector<const Result*>& base,
+                              const std::vector<const Result*>& next) {
+  const auto choices = [](const std::vector<const Result*>& side) {
+    std::vector<std::string> seen;
+    for (const Result* r : side) {
+      std::string c;
+      for (const std::string& s : chosen_shapes(*r)) c += (c.empty() ? "" : ", ") + s;
+      if (std::find(seen.begin(), seen.end(), c) == seen.end()) seen.push_back(c);
+    }
+    std::string s;
+    for (const std::string& c : seen) s += (s.empty() ? "" : " / ") + (c.empty() ? "none" : c);
+    return s;
+  };
+  const std::string a = choices(base), b = choices(next);
+  if (a == b) return "";
+  return fmt::format("BASE {} vs NEW {}", a, b);
+}
+
 // Judges one matched key: `base` and `next` are every run of it on each side.
 ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
                    const std::vector<const Result*>& next, double threshold, double alpha) {
@@ -188,6 +226,7 @@ ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
   for (const Result* a : base)
     for (const Result* b : next)
       if (p.settings_note.empty()) p.settings_note = settings_difference(*a, *b);
+  p.shapes_note = shapes_difference(base, next);
 
   // z > 0: BASE's measurements tend to be larger, NEW is faster.
   const bool new_slower = p.significant && p.test.z < 0;
@@ -237,6 +276,12 @@ void warn_about(const ComparedPair& p, std::vector<std::string>& warnings) {
   if (!p.settings_note.empty())
     warnings.push_back(
         fmt::format("{}: settings differ besides the code under test ({})", k, p.settings_note));
+  if (!p.shapes_note.empty())
+    warnings.push_back(fmt::format(
+        "{}: the batched GEMM's shapes, timed at load, differ ({}): shapes a few percent apart can swap "
+        "between runs of the same code, so part of the difference may be that choice; --runs 3 counts it "
+        "in the run-to-run spread",
+        k, p.shapes_note));
   switch (p.verdict) {
     case Verdict::untested:
       warnings.push_back(fmt::format("{}: a side has no repetitions to test: not tested", k));
@@ -615,11 +660,12 @@ Comparison compare_by_field(const std::vector<Result>& runs, const std::string& 
 
 namespace {
 
-// The note of a pair: its device, settings and run warnings, in that order.
+// The note of a pair: its device, settings, kernel shapes and run warnings, in that order.
 std::string pair_note(const ComparedPair& p) {
   std::string s = p.device_note;
   if (!p.settings_note.empty())
     s += std::string(s.empty() ? "" : "; ") + "settings differ: " + p.settings_note;
+  if (!p.shapes_note.empty()) s += std::string(s.empty() ? "" : "; ") + "kernel shapes: " + p.shapes_note;
   for (const std::string& w : p.run_warnings) s += (s.empty() ? "" : "; ") + w;
   return s;
 }
@@ -750,6 +796,7 @@ std::string format_comparison_json(const Comparison& c) {
                                       {"new_peak_read_GBps", number(p.new_peak_read_GBps)},
                                       {"device_note", p.device_note},
                                       {"settings_note", p.settings_note},
+                                      {"shapes_note", p.shapes_note},
                                       {"run_warnings", p.run_warnings}});
   }
   j["unmatched_base"] = ordered_json::array();
