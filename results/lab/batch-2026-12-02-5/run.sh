@@ -3,6 +3,7 @@
 # the GPU machine (libre2-dev as in ../measurement-2026-12-01/validate.sh's header):
 #   bash results/lab/batch-2026-12-02-5/run.sh async   # run1 (failed launches), run2
 #   bash results/lab/batch-2026-12-02-5/run.sh trace   # run3
+#   bash results/lab/batch-2026-12-02-5/run.sh norm    # run4
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-5/run1.
 #
 # 1. (async) The landed skinny GEMM computes on the registers its loads filled, so a warp
@@ -29,6 +30,15 @@
 #    the step than their load-time sum (its shapes aim at 4-8 blocks an SM and run beside the
 #    kernel before them under PDL), at 16 within ~5 us. A measurement, one call; if it holds,
 #    the shapes are timed in the step's company next, with its own kill criterion.
+# 3. (norm, after run3: the GEMMs take their load-time sums in the step, the prediction
+#    wrong; the 65 RMSNorm kernels are 218-223 us exposed at B = 8 and 16 on every loan so
+#    far, ~3.4 us each) rmsnorm_rows keeps a row's values in registers from the sum to the
+#    scaling and loads its norm weights before the PDL wait (prefill.cu; the same bits), so
+#    that after the wait its chain is one round trip for the row instead of three (row, norm
+#    weights, row again). Prediction (before running): the norms' exposed time in the traced
+#    8b-int4 step at B = 16 223 -> ~150 us, the step ~2% faster. Land if the norms' exposed
+#    time falls by at least 30 us in the trace and the batch and prefill tests pass; else
+#    revert. One call.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/lab/batch-2026-12-02-5/run1}
@@ -43,7 +53,7 @@ gtest() {  # filter, file
   tail -1 "$out/$2"
   grep -E "FAILED|Failure" -A3 "$out/$2" | head -30 || true
 }
-case "${1:?usage: run.sh async|trace}" in
+case "${1:?usage: run.sh async|trace|norm}" in
   async)
     build decodebench decodebench_gpu_tests decodebench_skinny_bench
     gtest '*Skinny*' gtest-skinny.txt
@@ -74,5 +84,22 @@ case "${1:?usage: run.sh async|trace}" in
         >"$out/trace-$m-b$B-shapes.txt"
       python3 scripts/trace_step.py /tmp/t.csv 8 | tee "$out/trace-$m-b$B.txt" | head -16
     done
+    ;;
+  norm)
+    build decodebench decodebench_gpu_tests decodebench_kernel_trace
+    gtest '*Batch*:*Prefill*:*Golden*' gtest.txt
+    for mb in 8b-int4:16 8b-int4:2 1b-int4:16; do
+      m=${mb%:*} B=${mb#*:}
+      DB_TRACE_OUT=/tmp/t.csv CUDA_INJECTION64_PATH=$b/libdecodebench_kernel_trace.so \
+        $b/decodebench --model $m --graph on --batch $B --tokens 16 --warmup 0 --repeat 1 -o /tmp/t.json \
+        >/dev/null 2>"$out/trace-$m-b$B.log"
+      python3 scripts/trace_step.py /tmp/t.csv 8 >"$out/trace-$m-b$B.txt"
+      echo "$m B=$B: $(head -1 "$out/trace-$m-b$B.txt") / $(grep -E '^ +rmsnorm' "$out/trace-$m-b$B.txt" | tr -s ' ')"
+    done
+    $b/decodebench sweep --model 8b-int4,8b-int8,1b-int4 --graph on --batch 2,16 --tokens 128 --warmup 16 --repeat 5 \
+      -o "$out/sweep.jsonl" >"$out/sweep.txt" 2>"$out/sweep.log" || tail -5 "$out/sweep.log"
+    cut -d'|' -f2,3,12,15 "$out/sweep.txt"
+    $b/decodebench --model 8b-int4 --graph on -o "$out/main.json" >"$out/main.txt" 2>"$out/main.log"
+    tail -3 "$out/main.txt"
     ;;
 esac
