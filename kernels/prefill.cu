@@ -22,17 +22,49 @@ __global__ void embed_rows_kernel(const __half* table, int64_t hidden, const int
 
 // One block per row. Launched with PDL (pdl.cuh): in the batched step it sits between the
 // GEMMs, so its launch and the next GEMM's first weight loads hide under the kernel before.
-__global__ void rmsnorm_rows_kernel(const float* resid, const __half* w, float eps, int64_t n, __half* out) {
+// A row of up to kNormPerThread values a thread keeps them in registers from the sum to the
+// scaling, and loads its norm weights (constant) before the wait: the chain after the wait is
+// one round trip for the row, the block's sum, the stores. Longer rows loop, reading twice.
+// Both add in the same order.
+constexpr int kNormThreads = 1024, kNormPerThread = 8;
+
+__global__ void __launch_bounds__(kNormThreads)
+    rmsnorm_rows_kernel(const float* resid, const __half* w, float eps, int64_t n, __half* out) {
   pdl_trigger();
-  pdl_wait();
   __shared__ float red[kWarp];
   const float* x = resid + blockIdx.x * n;
+  __half* y = out + blockIdx.x * n;
+  if (n <= int64_t{kNormPerThread} * blockDim.x) {
+    float wv[kNormPerThread], xv[kNormPerThread];
+#pragma unroll
+    for (int k = 0; k < kNormPerThread; ++k) {
+      const int64_t i = threadIdx.x + int64_t{k} * blockDim.x;
+      wv[k] = i < n ? __half2float(w[i]) : 0.f;
+    }
+    pdl_wait();
+    float ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < kNormPerThread; ++k) {
+      const int64_t i = threadIdx.x + int64_t{k} * blockDim.x;
+      xv[k] = i < n ? x[i] : 0.f;
+      ss += xv[k] * xv[k];
+    }
+    ss = block_sum(ss, red);
+    const float inv = rsqrtf(ss / static_cast<float>(n) + eps);
+#pragma unroll
+    for (int k = 0; k < kNormPerThread; ++k) {
+      const int64_t i = threadIdx.x + int64_t{k} * blockDim.x;
+      if (i < n) y[i] = __float2half_rn(xv[k] * inv * wv[k]);
+    }
+    return;
+  }
+  pdl_wait();
   float ss = 0.f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += x[i] * x[i];
   ss = block_sum(ss, red);
   const float inv = rsqrtf(ss / static_cast<float>(n) + eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    out[blockIdx.x * n + i] = __float2half_rn(x[i] * inv * __half2float(w[i]));
+    y[i] = __float2half_rn(x[i] * inv * __half2float(w[i]));
 }
 
 // One warp per head vector of a row: blockIdx.x is the row, warp w of the block's four takes
@@ -430,7 +462,8 @@ void embed_rows(const __half* table, int64_t hidden, const int32_t* tokens, int6
 
 void rmsnorm_rows(const float* resid, const __half* w, float eps, int64_t rows, int64_t n, __half* out,
                   cudaStream_t s) {
-  launch(rmsnorm_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(1024), 0, s, resid, w, eps, n, out);
+  launch(rmsnorm_rows_kernel, dim3(static_cast<unsigned>(rows)), dim3(kNormThreads), 0, s, resid, w, eps, n,
+         out);
 }
 
 void prefill_qkv(const PrefillQkvArgs& a, cudaStream_t s) {
