@@ -4,6 +4,7 @@
 #   bash results/lab/batch-2026-12-02-5/run.sh async   # run1 (failed launches), run2
 #   bash results/lab/batch-2026-12-02-5/run.sh trace   # run3
 #   bash results/lab/batch-2026-12-02-5/run.sh norm    # run4
+#   bash results/lab/batch-2026-12-02-5/run.sh resweep # run5
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-5/run1.
 #
 # 1. (async) The landed skinny GEMM computes on the registers its loads filled, so a warp
@@ -39,6 +40,12 @@
 #    8b-int4 step at B = 16 223 -> ~150 us, the step ~2% faster. Land if the norms' exposed
 #    time falls by at least 30 us in the trace and the batch and prefill tests pass; else
 #    revert. One call.
+# 4. (resweep, after run4: the norms 223 -> 114 us, landed; lab batch §17) The committed
+#    batch sweep (../../h200/batch) again from one build, every row, since every batched step
+#    runs the new norm: the gpu tests of the batched paths, then
+#    `sweep --model M-fp16,M-int8,M-int4 --batch 1-256*2` for M = 8b, 1b. A measurement; the
+#    expectation (before running): every row at B > 1 2-5% faster than the committed one,
+#    batch 1 within 1%.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/lab/batch-2026-12-02-5/run1}
@@ -53,7 +60,7 @@ gtest() {  # filter, file
   tail -1 "$out/$2"
   grep -E "FAILED|Failure" -A3 "$out/$2" | head -30 || true
 }
-case "${1:?usage: run.sh async|trace|norm}" in
+case "${1:?usage: run.sh async|trace|norm|resweep}" in
   async)
     build decodebench decodebench_gpu_tests decodebench_skinny_bench
     gtest '*Skinny*' gtest-skinny.txt
@@ -101,5 +108,15 @@ case "${1:?usage: run.sh async|trace|norm}" in
     cut -d'|' -f2,3,12,15 "$out/sweep.txt"
     $b/decodebench --model 8b-int4 --graph on -o "$out/main.json" >"$out/main.txt" 2>"$out/main.log"
     tail -3 "$out/main.txt"
+    ;;
+  resweep)
+    build decodebench decodebench_gpu_tests
+    gtest '*Batch*:*Prefill*:*Golden*' gtest.txt
+    for M in 8b 1b; do
+      timeout 240 $b/decodebench sweep --model $M-fp16,$M-int8,$M-int4 --graph on --batch 1-256*2 --tokens 128 \
+        --warmup 16 --repeat 5 -o "$out/sweep-$M.jsonl" >"$out/sweep-$M.txt" 2>"$out/sweep-$M.log" ||
+        tail -5 "$out/sweep-$M.log"
+      cut -d'|' -f2,3,12,15 "$out/sweep-$M.txt"
+    done
     ;;
 esac
