@@ -105,13 +105,16 @@ TEST_F(E2e, AContextReportsHowAndHowFastItWasReached) {
 }
 
 // `run` refuses a comma list of models (sweep takes those), but a config path with a comma
-// in it is a path.
+// in it is a path. Only --model takes paths: on --kernel the same existing path is a list.
 TEST_F(E2e, RunTakesAModelPathWithAComma) {
   fs::create_directories(path("a,b"));
   fs::copy_file(fs::path(DB_SOURCE_DIR) / "configs" / "tiny.json", path("a,b/tiny.json"));
   const db::Result r = run_ok(
       {"--model", path("a,b/tiny.json"), "--tokens", "2", "--warmup", "0", "--repeat", "1"}, "out.json");
   EXPECT_EQ(r.config.scheme, "fp16");
+  const Outcome kernel = run({"--model", "tiny", "--kernel", path("a,b"), "--backend", "cpu"});
+  EXPECT_EQ(kernel.code, 2);
+  EXPECT_NE(kernel.err.find("is a list: `run` takes one value"), std::string::npos) << kernel.err;
 }
 
 TEST_F(E2e, HfCheckpointRunsThroughWeights) {

@@ -208,16 +208,17 @@ struct RunArgs {
 // On `run`, a value `sweep` would take as a list (or, for the counts, as a range): one line
 // that points at `sweep`, where "not an integer" or "not in {on,off}" would say less. A count
 // is a list or range only as sweep reads one (`expand_int_list`; anything it refuses is left
-// to the integer's own check), and an existing path with a comma is a path (--model).
-CLI::Validator one_value(bool counts) {
+// to the integer's own check); where the option takes a path (--model), an existing path with a
+// comma is a path.
+CLI::Validator one_value(bool counts, bool path = false) {
   return CLI::Validator(
-      [counts](std::string& v) -> std::string {
+      [counts, path](std::string& v) -> std::string {
         const bool list = v.find(',') != std::string::npos;
         const bool range =
             counts && (v.find_first_of("*+") != std::string::npos || v.find('-', 1) != std::string::npos);
         if (!list && !range) return {};
         std::error_code ec;
-        if (!counts && fs::exists(v, ec)) return {};
+        if (path && fs::exists(v, ec)) return {};
         if (counts) try {
             expand_int_list("", v);
           } catch (const UsageError&) {
@@ -235,8 +236,8 @@ CLI::Validator one_value(bool counts) {
 void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
   RunSpec& s = a.spec;
   // Those options: on `run`, one value each.
-  const auto listed = [sweep](CLI::Option* o, bool counts = false) {
-    if (!sweep) o->check(one_value(counts));
+  const auto listed = [sweep](CLI::Option* o, bool counts = false, bool path = false) {
+    if (!sweep) o->check(one_value(counts, path));
     return o;
   };
   const auto member = [sweep, listed](CLI::Option* o, std::vector<std::string> names) {
@@ -245,7 +246,8 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
     return o;
   };
   listed(run->add_option("--model", s.model,
-                         "Preset (`decodebench list presets`), config file, HF config.json or model dir"))
+                         "Preset (`decodebench list presets`), config file, HF config.json or model dir"),
+         false, true)
       ->capture_default_str();
   run->add_option(
       "--weights", s.weights,
