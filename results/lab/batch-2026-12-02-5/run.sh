@@ -5,6 +5,7 @@
 #   bash results/lab/batch-2026-12-02-5/run.sh trace   # run3
 #   bash results/lab/batch-2026-12-02-5/run.sh norm    # run4
 #   bash results/lab/batch-2026-12-02-5/run.sh resweep # run5
+#   bash results/lab/batch-2026-12-02-5/run.sh gpu     # run6
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-5/run1.
 #
 # 1. (async) The landed skinny GEMM computes on the registers its loads filled, so a warp
@@ -46,6 +47,9 @@
 #    `sweep --model M-fp16,M-int8,M-int4 --batch 1-256*2` for M = 8b, 1b. A measurement; the
 #    expectation (before running): every row at B > 1 2-5% faster than the committed one,
 #    batch 1 within 1%.
+# 5. (gpu, after run5: all 36 rows at B = 2..64 0.5-5.1% faster, lab batch §18) Every gpu
+#    test of the final code (`ctest -L gpu`), and the main job. No prediction beyond "they
+#    pass and batch 1 is unchanged".
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/lab/batch-2026-12-02-5/run1}
@@ -60,7 +64,7 @@ gtest() {  # filter, file
   tail -1 "$out/$2"
   grep -E "FAILED|Failure" -A3 "$out/$2" | head -30 || true
 }
-case "${1:?usage: run.sh async|trace|norm|resweep}" in
+case "${1:?usage: run.sh async|trace|norm|resweep|gpu}" in
   async)
     build decodebench decodebench_gpu_tests decodebench_skinny_bench
     gtest '*Skinny*' gtest-skinny.txt
@@ -118,5 +122,13 @@ case "${1:?usage: run.sh async|trace|norm|resweep}" in
         tail -5 "$out/sweep-$M.log"
       cut -d'|' -f2,3,12,15 "$out/sweep-$M.txt"
     done
+    ;;
+  gpu)
+    build all
+    timeout 420 ctest --test-dir $b -L gpu -j6 --output-on-failure --timeout 300 >"$out/ctest-gpu.txt" 2>&1
+    tail -3 "$out/ctest-gpu.txt"
+    grep -E "\(Failed\)|\(Timeout\)|\*\*\*" "$out/ctest-gpu.txt" | head -20 || true
+    $b/decodebench --model 8b-int4 --graph on -o "$out/main.json" >"$out/main.txt" 2>"$out/main.log"
+    grep TPOT "$out/main.txt"
     ;;
 esac
