@@ -12,8 +12,9 @@
       TPOT (left) and tokens/s of all sequences together (right) against the batch
       (config.batch; a result without it is batch 1), one line per model, kernel and setting,
       with its bandwidth floor (dashed) and compute floor (dotted). Prints each line's knee
-      on stdout: the first batch whose TPOT is at least 1.5x its batch-1 TPOT, beside the
-      first batch whose floor is (the knee the two floors predict).
+      on stdout: the first batch whose TPOT is at least 1.5x its batch-1 TPOT, with its
+      multiple there and at the batch before, beside the first batch whose floor is (the
+      knee the two floors predict).
 
 FILES hold one result object, a JSON array of them, or JSONL (what `decodebench run -o`
 and `decodebench report` write). The PNG is written to OUT.png.tmp, then renamed.
@@ -480,13 +481,20 @@ def knee_text(points):
     and the first whose floor (the larger of the two) is at least KNEE x its batch-1 floor."""
     if not points or points[0][0] != 1:
         return "knee unknown (no batch-1 run)"
-    measured = next((p[0] for p in points if p[1] >= KNEE * points[0][1]), None)
+    ratios = [p[1] / points[0][1] for p in points]
+    at = next((i for i, r in enumerate(ratios) if r >= KNEE), None)
     floors = [max(p[2] or 0, p[3] or 0) for p in points]
     predicted = None
     if floors[0] > 0:
         predicted = next((p[0] for p, f in zip(points, floors) if f >= KNEE * floors[0]), None)
-    text = f"knee at batch {measured}" if measured else "no knee up to the largest batch run"
-    text += f" (TPOT {KNEE:g}x batch 1's); the floors predict "
+    # The ratios beside the knee say how near the line it fell: a knee at 1.52x after 1.46x
+    # moves with a run's few percent.
+    if at is not None:
+        text = f"knee at batch {points[at][0]} (TPOT {ratios[at]:.2f}x batch 1's"
+        text += f", {ratios[at - 1]:.2f}x at {points[at - 1][0]})" if at > 1 else ")"
+    else:
+        text = f"no knee up to the largest batch run (TPOT {ratios[-1]:.2f}x batch 1's at {points[-1][0]})"
+    text += "; the floors predict "
     text += f"batch {predicted}" if predicted else "none up to it"
     return text
 

@@ -103,11 +103,11 @@ TEST_F(Plot, BatchDrawsEachLineWithItsFloorsAndNamesItsKnee) {
   EXPECT_TRUE(o.err.empty()) << o.err;
   EXPECT_EQ(
       o.out,
-      "8b-int4 int4.gemv: knee at batch 8 (TPOT 1.5x batch 1's); the floors predict batch 16\n"
+      "8b-int4 int4.gemv: knee at batch 8 (TPOT 1.60x batch 1's, 1.10x at 4); the floors predict batch 16\n"
       "1b-int4 int4.gemv: knee unknown (no batch-1 run)\n"
       // a result from before --batch: batch 1, one point, its floor the bandwidth's
-      "8b-fp16 fp16.gemv: no knee up to the largest batch run (TPOT 1.5x batch 1's); the floors predict "
-      "none up to it\n");
+      "8b-fp16 fp16.gemv: no knee up to the largest batch run (TPOT 1.00x batch 1's at 1); the floors "
+      "predict none up to it\n");
   EXPECT_EQ(slurp(out).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << "not a PNG";
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
