@@ -6,6 +6,7 @@
 #   bash results/lab/batch-2026-12-02-5/run.sh norm    # run4
 #   bash results/lab/batch-2026-12-02-5/run.sh resweep # run5
 #   bash results/lab/batch-2026-12-02-5/run.sh gpu     # run6
+#   bash results/lab/batch-2026-12-02-5/run.sh copy    # run7
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-5/run1.
 #
 # 1. (async) The landed skinny GEMM computes on the registers its loads filled, so a warp
@@ -50,6 +51,16 @@
 # 5. (gpu, after run5: all 36 rows at B = 2..64 0.5-5.1% faster, lab batch §18) Every gpu
 #    test of the final code (`ctest -L gpu`), and the main job. No prediction beyond "they
 #    pass and batch 1 is unchanged".
+# 6. (copy, after run6: 432/432) Past 64 sequences int4 runs cuBLAS on an fp16 copy made every
+#    step, ~10.5 of the 8b step's 16.1 ms at B = 128 and ~1.7 TB/s (lab batch §13), where
+#    int8's copy of the same grid shape streams ~3.8 TB/s. §13's chunk kernel (16 bytes a
+#    thread) kept a row's blocks of one piece a thread and was 3% faster. Here the same
+#    conversion runs grid-stride over one wave of blocks, each thread with 4 chunks' loads
+#    in flight before it converts any (prefill.cu, dequantize_repacked_chunks_kernel; the
+#    same bits, the test extended to groups of 32 / 128 / a row and a grid that goes round).
+#    Prediction (before running): the copy near int8's rate, the 8b-int4 step at B = 128 /
+#    256 16.12 / 19.30 -> ~11 / ~14 ms, 1b-int4 2.93 / 3.52 -> ~2.2 / ~2.8. Kill: 8b-int4 at
+#    128 not at least 10% faster in this call (the last of the device budget), then revert.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-results/lab/batch-2026-12-02-5/run1}
@@ -64,7 +75,7 @@ gtest() {  # filter, file
   tail -1 "$out/$2"
   grep -E "FAILED|Failure" -A3 "$out/$2" | head -30 || true
 }
-case "${1:?usage: run.sh async|trace|norm|resweep|gpu}" in
+case "${1:?usage: run.sh async|trace|norm|resweep|gpu|copy}" in
   async)
     build decodebench decodebench_gpu_tests decodebench_skinny_bench
     gtest '*Skinny*' gtest-skinny.txt
@@ -130,5 +141,12 @@ case "${1:?usage: run.sh async|trace|norm|resweep|gpu}" in
     grep -E "\(Failed\)|\(Timeout\)|\*\*\*" "$out/ctest-gpu.txt" | head -20 || true
     $b/decodebench --model 8b-int4 --graph on -o "$out/main.json" >"$out/main.txt" 2>"$out/main.log"
     grep TPOT "$out/main.txt"
+    ;;
+  copy)
+    build decodebench decodebench_gpu_tests
+    gtest 'Prefill.Repacked*:*b65*' gtest.txt
+    $b/decodebench sweep --model 8b-int4,1b-int4 --graph on --batch 128,256 --tokens 128 --warmup 16 --repeat 5 \
+      -o "$out/sweep.jsonl" >"$out/sweep.txt" 2>"$out/sweep.log" || tail -5 "$out/sweep.log"
+    cut -d'|' -f2,3,12,15 "$out/sweep.txt"
     ;;
 esac
