@@ -330,6 +330,24 @@ TEST(Printers, SummaryStatesTheFiguresInAlignedLines) {
   db::Result debug = r;
   debug.tool.build_type = "Debug";
   EXPECT_NE(db::summary_text(debug).find("WARNING"), std::string::npos);
+  EXPECT_EQ(text.find("shapes"), std::string::npos);  // batch 1: no batched GEMM
+}
+
+// At --batch > 1 the summary names the batched GEMM's shape for each kind of matrix, the
+// times left to the result; an entry of another form is kept up to its first comma.
+TEST(Printers, SummaryNamesTheBatchedGemmsShapes) {
+  db::Result r = sample_result("8b-int4", 3.5);
+  r.config.batch = 16;
+  r.config.kernel_shapes = {"qkv [6144 x 4096]: m2u2b2, 14.5 us (default m4u1b2 17.1 us)",
+                            "gate_up [28672 x 4096]: m4u1b1, 34.8 us (default m4u1b2 35.6 us)",
+                            "lm_head, odd"};
+  EXPECT_EQ(db::kernel_shape_choices(r.config),
+            (std::vector<std::string>{"qkv m2u2b2", "gate_up m4u1b1", "lm_head"}));
+  const std::string text = db::summary_text(r);
+  EXPECT_NE(text.find("shapes    qkv m2u2b2, gate_up m4u1b1, lm_head (the batched GEMM's, timed at load: "
+                      "config.kernel_shapes)\n"),
+            std::string::npos)
+      << text;
 }
 
 }  // namespace

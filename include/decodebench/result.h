@@ -166,6 +166,11 @@ void from_json(const nlohmann::json& j, Result& r);
 std::string result_to_json_text(const Result& r, int indent = 2);
 Result result_from_json_text(const std::string& text, const std::string& origin);
 
+// The batched GEMM's shape for each kind of matrix, "gate_up m4u1b2", from
+// config.kernel_shapes ("gate_up [28672 x 4096]: m4u1b2, 34.8 us (default ...)"); an entry of
+// another form is kept up to its first comma. Empty at batch 1.
+std::vector<std::string> kernel_shape_choices(const RunConfig& c);
+
 // A failed sweep instance, as the sweep writes it in place of its result:
 //   {"schema": "decodebench/result/v1", "error": "<message>", "config": {...}}
 // where config holds the instance's config fields that were known (model, weights, seed,

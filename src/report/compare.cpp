@@ -137,22 +137,6 @@ std::string settings_difference(const Result& a, const Result& b) {
   return s;
 }
 
-// The batched GEMM's shape for each kind of matrix, as "gate_up m4u1b2", from
-// config.kernel_shapes ("gate_up [28672 x 4096]: m4u1b2, 34.8 us (default ...)"); an entry of
-// another form is kept up to its first comma.
-std::vector<std::string> chosen_shapes(const Result& r) {
-  std::vector<std::string> v;
-  for (const std::string& e : r.config.kernel_shapes) {
-    const size_t bracket = e.find(" ["), colon = e.find("]: "), comma = e.find(',', colon);
-    if (bracket == std::string::npos || colon == std::string::npos || comma == std::string::npos ||
-        bracket > colon)
-      v.push_back(e.substr(0, e.find(',')));
-    else
-      v.push_back(e.substr(0, bracket) + " " + e.substr(colon + 3, comma - colon - 3));
-  }
-  return v;
-}
-
 // The shapes were timed at load on each side's machine (docs/kernels.md): shapes within a few
 // percent of each other can swap between runs of the same code. "" when every run of both
 // sides chose the same; else the choices of each side, "BASE gate_up m4u1b1 vs NEW gate_up
@@ -163,7 +147,7 @@ std::string shapes_difference(const std::vector<const Result*>& base,
     std::vector<std::string> seen;
     for (const Result* r : side) {
       std::string c;
-      for (const std::string& s : chosen_shapes(*r)) c += (c.empty() ? "" : ", ") + s;
+      for (const std::string& s : kernel_shape_choices(r->config)) c += (c.empty() ? "" : ", ") + s;
       if (std::find(seen.begin(), seen.end(), c) == seen.end()) seen.push_back(c);
     }
     std::string s;

@@ -465,6 +465,11 @@ std::string summary_text(const Result& r) {
   std::string regime = r.roofline.regime.empty() ? "-" : r.roofline.regime;
   if (!r.roofline.regime_reason.empty()) regime += ": " + r.roofline.regime_reason;
   line(out, "regime", regime);
+  if (!c.kernel_shapes.empty()) {
+    std::string shapes;
+    for (const std::string& k : kernel_shape_choices(c)) shapes += (shapes.empty() ? "" : ", ") + k;
+    line(out, "shapes", shapes + " (the batched GEMM's, timed at load: config.kernel_shapes)");
+  }
 
   if (c.context > 0 && r.timing.prefill_s > 0)
     line(out, "prefill",

@@ -531,6 +531,19 @@ void from_json(const json& j, Result& r) {
   r = read_result(j, "");
 }
 
+std::vector<std::string> kernel_shape_choices(const RunConfig& c) {
+  std::vector<std::string> v;
+  for (const std::string& e : c.kernel_shapes) {
+    const size_t bracket = e.find(" ["), colon = e.find("]: "), comma = e.find(',', colon);
+    if (bracket == std::string::npos || colon == std::string::npos || comma == std::string::npos ||
+        bracket > colon)
+      v.push_back(e.substr(0, e.find(',')));
+    else
+      v.push_back(e.substr(0, bracket) + " " + e.substr(colon + 3, comma - colon - 3));
+  }
+  return v;
+}
+
 // indent < 0: one compact line (jsonl).
 std::string result_to_json_text(const Result& r, int indent) {
   const ordered_json j = write<ordered_json>(r);
