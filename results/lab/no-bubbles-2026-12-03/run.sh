@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The tensor-core int4 dot fed from a shared-memory ring (tests/bench/stream_bench.cu). From the
+# repository root, on the GPU machine:
+#   bash results/lab/no-bubbles-2026-12-03/run.sh stream   # run1
+# Outputs go to $OUT, else results/lab/no-bubbles-2026-12-03/run1.
+#
+# 1. (stream) The chain of 8b-int4's 128 block matrices, one persistent block an SM: a producer
+#    lane bulk-copies the block's tiles (16 rows x 2048 columns, 17 KB) into an 11-slot ring and
+#    never waits; W consumer warps take each stage by columns with the int4 dot on the tensor
+#    cores (two mma.m16n8k16 per lane and 32-column chunk, one LOP3 per A register, x as B),
+#    ~0.8 instructions a weight against the rows kernel's ~2; a block owns whole rows, so its
+#    sums never leave it; each matrix waits for every block to finish the one before it.
+#    Prediction (before running): check passes (error / sum|w x| ~1e-5); stream alone ~0.95 of
+#    the read bandwidth; consumers alone at w8 ~0.4 ms (~2x the memory's pace); no waits
+#    >= 0.92 at the best warp count; waits ~0.85; kernels 1.22 ms (0.66).
+#    Kill: no waits below 0.85 at every warp count after two device calls (~8 minutes).
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+out=${OUT:-results/lab/no-bubbles-2026-12-03/run1}
+mkdir -p "$out"
+b=build-gpu
+T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
+build() {
+  { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
+    cmake --build $b -j16 --target "$@"; } >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+  t built
+}
+case "${1:?usage: run.sh stream}" in
+  stream)
+    build decodebench_stream_bench
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >"$out/gpu.txt"
+    for w in 8 16 4; do
+      timeout 120 $b/decodebench_stream_bench --warps $w >"$out/stream-w$w.txt" 2>&1
+      echo "w$w rc=$?"; cat "$out/stream-w$w.txt"; t "w$w"
+    done
+    ;;
+esac
