@@ -14,8 +14,15 @@
 #    the read bandwidth; consumers alone at w8 ~0.4 ms (~2x the memory's pace); no waits
 #    >= 0.92 at the best warp count; waits ~0.85; kernels 1.22 ms (0.66).
 #    Kill: no waits below 0.85 at every warp count after two device calls (~8 minutes).
+# The device machine has no libre2-dev: `apt-get download libre2-dev libre2-9` into .debs/ here
+# (git-ignored through .git/info/exclude) and carry it; this script unpacks it.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
+if [ -d .debs ] && ! pkg-config --exists re2 2>/dev/null; then
+  for f in .debs/*.deb; do dpkg -x "$f" /tmp/r; done
+  export PKG_CONFIG_SYSROOT_DIR=/tmp/r PKG_CONFIG_PATH=/tmp/r/usr/lib/x86_64-linux-gnu/pkgconfig \
+    LD_LIBRARY_PATH=/tmp/r/usr/lib/x86_64-linux-gnu
+fi
 out=${OUT:-results/lab/no-bubbles-2026-12-03/run1}
 mkdir -p "$out"
 b=build-gpu
