@@ -36,6 +36,8 @@ case "${1:?usage: run.sh stream}" in
   stream)
     build decodebench_stream_bench
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >"$out/gpu.txt"
+    timeout 60 $b/decodebench_stream_bench --layers 1 --reps 3 >"$out/stream-l1.txt" 2>&1
+    echo "l1 rc=$?"; cat "$out/stream-l1.txt"
     for w in 8 16 4; do
       timeout 120 $b/decodebench_stream_bench --warps $w >"$out/stream-w$w.txt" 2>&1
       echo "w$w rc=$?"; cat "$out/stream-w$w.txt"; t "w$w"
