@@ -2,6 +2,7 @@
 // stream, and what the dependencies between the matrices then cost (lab tool, not a test;
 // results/lab/ holds the runs):
 //   build-gpu/decodebench_stream_bench [--layers N] [--slots S] [--reps R] [--warps 4|8|16]
+//                                      [--only FLAGS]  (one launch of that mode, for a profiler)
 //
 // The chain is 8b's four layer matrices (qkv, o, gate/up, down; int4, groups of 128 with zero
 // points) x N layers, each fed the previous one's output (qkv's first 4096 rows stand in for
@@ -66,7 +67,12 @@ constexpr int kMaxCols = 14336;
 constexpr int kMaxSlots = 16;
 constexpr float kFixed = 1048576.f;  // sums of squares in fixed point (associative: the same bits)
 
-enum Flags : int { kWait = 1, kNoDot = 2, kNoCopy = 4, kCheck = 8 };
+// Args::flags. kWait: consumers wait for a matrix's input (without: timing only, inputs raced).
+// kNoDot: consumers release each stage unread; kNoCopy: the producer hands out slots without
+// copying; kNoStage: no staging of x at a new matrix; kNoTile: no reduction or epilogue at a
+// tile's end (all timing only: what each part costs). kSuspend: the consumers' waits on a full
+// slot may suspend instead of polling. kCheck: write the sums and staged inputs for the check.
+enum Flags : int { kWait = 1, kNoDot = 2, kNoCopy = 4, kCheck = 8, kNoStage = 16, kNoTile = 32, kSuspend = 64 };
 
 struct SMat {
   const unsigned char* stages;  // tiles x (cols / 2048) stages, a tile's stages in k order
@@ -290,6 +296,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) stream_kernel(Args a) {
       named_sync(1, kConsumers);
     }
     // Stage x: normalized (qkv, gate/up), permuted into the lanes' B order, with its groups' sums.
+    if (!(a.flags & kNoStage)) {
     float inv = 1.f;
     if (M.norm) {
       const unsigned long long ss = m == 0 ? a.sumsq_x0 : ld_acquire(&a.sumsq[par * a.n + m - 1]);
@@ -331,12 +338,13 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) stream_kernel(Args a) {
       if (q % 16 == 0) gstat[q / 16] = make_float2(1024.f * lo + 64.f * hi, lo + hi);
     }
     named_sync(1, kConsumers);
+    }
 
     float sq = 0.f;  // warp 0: this block's squares of matrix m's outputs
     for (int tile = t0; tile < t1; ++tile, ++tcount) {
       float y0 = 0.f, y1 = 0.f;
       for (int ks = 0; ks < kst; ++ks) {
-        mbar_wait(&full[slot], phase);
+        mbar_wait(&full[slot], phase, a.flags & kSuspend ? 1000000u : 0u);
         if (!(a.flags & kNoDot))
           consume<CW>(ring + slot * kStageBytes, xs + ks * kStageChunks * 4, gstat + ks * kStageGroups, warp, lane, y0,
                       y1);
@@ -346,6 +354,7 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) stream_kernel(Args a) {
       }
       float* rb = red + (tcount & 1) * CW * 16;
       if (lane % 4 == 0) rb[warp * 16 + g] = y0, rb[warp * 16 + g + 8] = y1;
+      if (a.flags & kNoTile) continue;
       named_sync(2, kConsumers);
       if (warp == 0) {  // the tile's rows, summed over the warps in order; the epilogue
         float v = 0.f;
@@ -400,7 +409,7 @@ double median(std::vector<double> v) {
 }
 
 template <int CW>
-int run_with(int layers, int slots, int reps) {
+int run_with(int layers, int slots, int reps, int only) {
   int dev = 0, major = 0, sms = 0, max_smem = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -516,6 +525,11 @@ int run_with(int layers, int slots, int reps) {
     CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), sms, (CW + 1) * 32, args, smem, s));
   };
 
+  if (only >= 0) {  // one launch of one mode (a profiler's run)
+    launch(only);
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return 0;
+  }
   bool failed = false;
   // --- the check: the whole kernel once, every matrix against the reference on its staged x
   launch(kWait | kCheck);
@@ -527,6 +541,7 @@ int run_with(int layers, int slots, int reps) {
     for (int i = 0; i < n; ++i)
       reference_rows<<<1024, 256, 0, s>>>(i, sm[i].rows, sm[i].cols, xdbg + xoff[i], yr + yoff[i], ab + yoff[i]);
     CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(s));  // s does not synchronize with the copies below
     std::vector<float> got(ytot), ref(ytot), absd(ytot);
     CUDA_CHECK(cudaMemcpy(got.data(), ydbg, ytot * 4, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(ref.data(), yr, ytot * 4, cudaMemcpyDeviceToHost));
@@ -588,7 +603,11 @@ int run_with(int layers, int slots, int reps) {
               layers, total_bytes / 1e9, sms, slots, kStageBytes, CW);
   line("kernels (graph, PDL)", time_ms([&] { CUDA_CHECK(cudaGraphLaunch(exec, s)); }));
   line("stream alone", time_ms([&] { launch(kNoDot); }));
+  line("stream alone, suspend", time_ms([&] { launch(kNoDot | kSuspend); }));
+  line("stream, no stage/tile", time_ms([&] { launch(kNoDot | kNoStage | kNoTile); }));
   line("consumers alone", time_ms([&] { launch(kNoCopy); }));
+  line("cons. no stage", time_ms([&] { launch(kNoCopy | kNoStage); }));
+  line("cons. no stage/tile", time_ms([&] { launch(kNoCopy | kNoStage | kNoTile); }));
   line("no waits", time_ms([&] { launch(0); }));
   line("waits", time_ms([&] { launch(kWait); }));
   line("no dot, waits", time_ms([&] { launch(kWait | kNoDot); }));
@@ -597,19 +616,20 @@ int run_with(int layers, int slots, int reps) {
 }
 
 int run(int argc, char** argv) {
-  int layers = 32, slots = 0, reps = 20, warps = 8;
+  int layers = 32, slots = 0, reps = 20, warps = 8, only = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--layers")) layers = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--slots")) slots = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--warps")) warps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--only")) only = std::atoi(argv[i + 1]);  // one Args::flags value
     else fail("stream bench: unknown option {}", argv[i]);
   }
   if (layers < 1 || reps < 1) fail("stream bench: --layers >= 1, --reps >= 1");
   switch (warps) {
-    case 4: return run_with<4>(layers, slots, reps);
-    case 8: return run_with<8>(layers, slots, reps);
-    case 16: return run_with<16>(layers, slots, reps);
+    case 4: return run_with<4>(layers, slots, reps, only);
+    case 8: return run_with<8>(layers, slots, reps, only);
+    case 16: return run_with<16>(layers, slots, reps, only);
     default: fail("stream bench: --warps 4, 8 or 16");
   }
 }
