@@ -55,7 +55,6 @@ case "${1:?usage: run.sh stream}" in
     ncu --clock-control none --set full -k regex:stream_kernel --launch-count 1 \
       $b/decodebench_stream_bench --layers 4 --warps 8 --only 4 >"$out/ncu-w8-consumers.txt" 2>&1
     echo "ncu rc=$?"; grep -E "Duration|Issue Slots Busy|Executed Ipc Active|Warp Cycles Per Issued|No Eligible|Stall|Pipe" "$out/ncu-w8-consumers.txt" | head -40
-    cuobjdump -sass -fun '_ZN44_GLOBAL__N__' $b/decodebench_stream_bench 2>/dev/null | head -0
     cuobjdump -sass $b/decodebench_stream_bench >"$out/sass-all.txt" 2>&1
     awk '/Function : .*stream_kernelILi8E/{f=1} f&&/Function : / && !/stream_kernelILi8E/{f=0} f' "$out/sass-all.txt" >"$out/sass-w8.txt"
     rm -f "$out/sass-all.txt"
