@@ -66,6 +66,7 @@ constexpr int kStageBytes = kZeroOff + kStageGroups * 8 * 2;  // 17152, a multip
 constexpr int kMaxCols = 14336;
 constexpr int kMaxSlots = 16;
 constexpr float kFixed = 1048576.f;  // sums of squares in fixed point (associative: the same bits)
+constexpr int kRedBufs = 16;  // tiles in flight at the reduction: a warp leads by at most kMaxSlots stages
 
 // Args::flags. kWait: consumers wait for a matrix's input (without: timing only, inputs raced).
 // kNoDot: consumers release each stage unread; kNoCopy: the producer hands out slots without
@@ -185,58 +186,130 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-__device__ __forceinline__ unsigned long long ld_acquire(const unsigned long long* p) {
-  unsigned long long v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
 __device__ __forceinline__ void red_release(unsigned* p, unsigned v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-// One stage's share of warp w: CPW chunks (CPW / 4 groups) of 16 rows. xs: this stage's first
-// chunk of the permuted x ([chunk][t] 16 bytes: x at 2t, 8 + 2t, 16 + 2t, 24 + 2t of the
-// chunk, in pairs); gs: this stage's first group's (1024 SxL + 64 SxH, SxL + SxH).
+// A warp's share of one stage, in registers: CPW chunks (CPW / 4 groups) of 16 rows. The
+// consumers load the next stage's share before computing this one's (two sets, alternating),
+// so that a stage's wait and shared-memory round trip hide under the previous stage's dot.
 template <int CW>
-__device__ __forceinline__ void consume(const unsigned char* st, const uint4* xs, const float2* gs, int w, int lane,
-                                        float& y0, float& y1) {
-  constexpr int CPW = kStageChunks / CW, GPW = CPW / 4;
+struct Share {
+  static constexpr int CPW = kStageChunks / CW, GPW = CPW / 4;
+  uint4 w[CPW / 2];  // the lane's 16 bytes of each chunk pair
+  uint4 x[CPW];      // B operands: x at 2t, 8 + 2t (low mma) and 16 + 2t, 24 + 2t (high) of each chunk
+  uint32_t s[GPW];   // scales of rows g, g + 8 (half2)
+  uint32_t z[GPW];   // zero points of rows g, g + 8 (bytes)
+  float2 gs[GPW];    // the group's (1024 SxL + 64 SxH, SxL + SxH)
+};
+
+// xs: this stage's first chunk of the permuted x ([chunk][t] 16 bytes); gs: its first group's sums.
+template <int CW>
+__device__ __forceinline__ void load_share(Share<CW>& r, const unsigned char* st, const uint4* xs, const float2* gs,
+                                           int w, int lane) {
+  constexpr int CPW = Share<CW>::CPW, GPW = Share<CW>::GPW;
   const int g = lane / 4, t = lane % 4;
   const uint4* wp = reinterpret_cast<const uint4*>(st) + w * (CPW / 2) * 32 + lane;
-  uint4 wv[CPW / 2], xv[CPW];
 #pragma unroll
-  for (int p = 0; p < CPW / 2; ++p) wv[p] = wp[p * 32];
+  for (int p = 0; p < CPW / 2; ++p) r.w[p] = wp[p * 32];
 #pragma unroll
-  for (int c = 0; c < CPW; ++c) xv[c] = xs[(w * CPW + c) * 4 + t];
+  for (int c = 0; c < CPW; ++c) r.x[c] = xs[(w * CPW + c) * 4 + t];
   const uint32_t* sc = reinterpret_cast<const uint32_t*>(st + kScaleOff);
   const uint16_t* zc = reinterpret_cast<const uint16_t*>(st + kZeroOff);
 #pragma unroll
   for (int gi = 0; gi < GPW; ++gi) {
-    float dl[4] = {0.f, 0.f, 0.f, 0.f}, dh[4] = {0.f, 0.f, 0.f, 0.f};
+    r.s[gi] = sc[(w * GPW + gi) * 8 + g];
+    r.z[gi] = zc[(w * GPW + gi) * 8 + g];
+    r.gs[gi] = gs[w * GPW + gi];
+  }
+}
+
+// The share's dot into rows g (y0) and g + 8 (y1). Each group's low and high mmas accumulate in
+// two chains each (chunks 0-1 and 2-3), so no chain is longer than two mmas.
+template <int CW>
+__device__ __forceinline__ void dot_share(const Share<CW>& r, float& y0, float& y1) {
+  constexpr int GPW = Share<CW>::GPW;
+#pragma unroll
+  for (int gi = 0; gi < GPW; ++gi) {
+    float dl[2][4] = {}, dh[2][4] = {};
 #pragma unroll
     for (int cc = 0; cc < 4; ++cc) {
-      const int c = gi * 4 + cc;
-      const uint4 v = wv[c / 2];
+      const int c = gi * 4 + cc, k = cc / 2;
+      const uint4 v = r.w[c / 2];
       const uint32_t w0 = c % 2 ? v.z : v.x, w1 = c % 2 ? v.w : v.y;
       const uint32_t u0 = w0 >> 8, u1 = w1 >> 8;
-      frag::mma(dl, and_or<0x000f000fu, 0x64006400u>(w0), and_or<0x000f000fu, 0x64006400u>(u0),
-                and_or<0x000f000fu, 0x64006400u>(w1), and_or<0x000f000fu, 0x64006400u>(u1), xv[c].x, xv[c].y);
-      frag::mma(dh, and_or<0x00f000f0u, 0x64006400u>(w0), and_or<0x00f000f0u, 0x64006400u>(u0),
-                and_or<0x00f000f0u, 0x64006400u>(w1), and_or<0x00f000f0u, 0x64006400u>(u1), xv[c].z, xv[c].w);
+      frag::mma(dl[k], and_or<0x000f000fu, 0x64006400u>(w0), and_or<0x000f000fu, 0x64006400u>(u0),
+                and_or<0x000f000fu, 0x64006400u>(w1), and_or<0x000f000fu, 0x64006400u>(u1), r.x[c].x, r.x[c].y);
+      frag::mma(dh[k], and_or<0x00f000f0u, 0x64006400u>(w0), and_or<0x00f000f0u, 0x64006400u>(u0),
+                and_or<0x00f000f0u, 0x64006400u>(w1), and_or<0x00f000f0u, 0x64006400u>(u1), r.x[c].z, r.x[c].w);
     }
-    const int grp = w * GPW + gi;
-    const __half2 s2 = bits_h2(sc[grp * 8 + g]);
-    const uint32_t z2 = zc[grp * 8 + g];
-    const float2 gst = gs[grp];
+    const __half2 s2 = bits_h2(r.s[gi]);
+    const float2 gst = r.gs[gi];
     // sum v x = dl + dh / 16 - (1024 SxL + 64 SxH); minus z (SxL + SxH); times the scale.
-    y0 = fmaf(__low2float(s2), fmaf(-float(z2 & 0xffu), gst.y, fmaf(dh[0], 0.0625f, dl[0]) - gst.x), y0);
-    y1 = fmaf(__high2float(s2), fmaf(-float(z2 >> 8), gst.y, fmaf(dh[2], 0.0625f, dl[2]) - gst.x), y1);
+    const float d0 = fmaf(dh[0][0] + dh[1][0], 0.0625f, dl[0][0] + dl[1][0]) - gst.x;
+    const float d1 = fmaf(dh[0][2] + dh[1][2], 0.0625f, dl[0][2] + dl[1][2]) - gst.x;
+    y0 = fmaf(__low2float(s2), fmaf(-float(r.z[gi] & 0xffu), gst.y, d0), y0);
+    y1 = fmaf(__high2float(s2), fmaf(-float(r.z[gi] >> 8), gst.y, d1), y1);
   }
 }
 #endif
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void advance(int& slot, unsigned& phase, int slots) {
+  if (++slot == slots) slot = 0, phase ^= 1;
+}
+
+// A tile's end in warp `warp`: its row sums into shared memory; the last warp of the block to
+// arrive (a counter, no barrier) adds them in warp order and applies the epilogue.
 template <int CW>
-__global__ void __launch_bounds__((CW + 1) * 32, 1) stream_kernel(Args a) {
+__device__ __forceinline__ void end_tile(const Args& a, const SMat& M, int m, int tile, unsigned buf, float* red,
+                                         unsigned* cnt, int warp, int lane, unsigned par, float& y0, float& y1) {
+  const int g = lane / 4;
+  float* rb = red + buf * CW * 16;
+  if (lane % 4 == 0) rb[warp * 16 + g] = y0, rb[warp * 16 + g + 8] = y1;
+  y0 = y1 = 0.f;
+  __syncwarp();
+  unsigned last = 0;
+  if (lane == 0) {
+    __threadfence_block();
+    last = atomicAdd(&cnt[buf], 1u) == CW - 1;
+  }
+  if (!__shfl_sync(0xffffffffu, last, 0)) return;
+  __threadfence_block();
+  float v = 0.f;
+  if (lane < 16)
+#pragma unroll
+    for (int w = 0; w < CW; ++w) v += rb[w * 16 + lane];
+  const int row = tile * kTileRows + lane;
+  if ((a.flags & kCheck) && lane < 16) a.ydbg[a.ydbg_off[m] + row] = v;
+  const float up = __shfl_down_sync(0xffffffffu, v, 1);
+  float sq = 0.f;
+  if (lane < 16) {
+    if (M.silu) {
+      if (lane % 2 == 0) {
+        const __half out = __float2half_rn(v / (1.f + __expf(-v)) * up);
+        M.y[row / 2] = out;
+        sq = __half2float(out) * __half2float(out);
+      }
+    } else {
+      const __half out = __float2half_rn(v);
+      M.y[row] = out;
+      sq = __half2float(out) * __half2float(out);
+    }
+  }
+  if (M.feeds_norm) {
+    for (int o = 8; o; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    if (lane == 0) atomicAdd(&a.sumsq[par * a.n + m], static_cast<unsigned long long>(sq * kFixed + 0.5f));
+  }
+  if (lane == 0) cnt[buf] = 0;
+  __threadfence();  // this tile's outputs and squares before the block's count
+}
+#endif
+
+template <int CW>
+// ptxas sizes registers for whole groups of four warps (9 warps as 12: 168 a thread, spilling);
+// the block holds CW + 1 warps, so the cap is set from the real count.
+__global__ void __maxnreg__(65536 / ((CW + 1) * 32) / 8 * 8) stream_kernel(Args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kConsumers = CW * 32;
   constexpr int kPieces = (kMaxCols / 8 + kConsumers - 1) / kConsumers;  // a consumer's 16-byte pieces of x
@@ -244,15 +317,16 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) stream_kernel(Args a) {
   unsigned char* ring = smem;
   uint4* xs = reinterpret_cast<uint4*>(ring + a.slots * kStageBytes);                 // [cols / 32][4]
   float2* gstat = reinterpret_cast<float2*>(xs + kMaxCols / 8);                       // [cols / 128]
-  float* red = reinterpret_cast<float*>(gstat + kMaxCols / kGroup);                   // [2][CW][16]
-  float* wred = red + 2 * CW * 16;                                                     // [32]
-  uint64_t* full = reinterpret_cast<uint64_t*>(wred + 32);
+  float* red = reinterpret_cast<float*>(gstat + kMaxCols / kGroup);                   // [kRedBufs][CW][16]
+  unsigned* cnt = reinterpret_cast<unsigned*>(red + kRedBufs * CW * 16);              // [kRedBufs]
+  uint64_t* full = reinterpret_cast<uint64_t*>(cnt + kRedBufs);
   uint64_t* empty = full + kMaxSlots;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, G = gridDim.x, b = blockIdx.x;
   if (threadIdx.x == 0) {
     for (int i = 0; i < a.slots; ++i) mbar_init(&full[i], 1), mbar_init(&empty[i], CW);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
+  if (threadIdx.x < kRedBufs) cnt[threadIdx.x] = 0;
   // This launch's sums of squares start at zero: the other parity's, which the next launch
   // uses, are zeroed here (the previous launch has completed).
   const unsigned par = a.epoch & 1;
@@ -281,9 +355,14 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) stream_kernel(Args a) {
 
   const int tid = threadIdx.x;  // < kConsumers
   const int g = lane / 4;
+  const unsigned suspend = a.flags & kSuspend ? 1000000u : 0u;
   int slot = 0;
   unsigned phase = 0, tcount = 0;
-  for (int m = 0; m < a.n; ++m) {
+  for (int m = 0; m <= a.n; ++m) {
+    // Every consumer is done with matrix m - 1, its tiles reduced and written: count the block.
+    named_sync(1, kConsumers);
+    if (m > 0 && tid == 0) red_release(&a.done[m - 1], 1);
+    if (m == a.n) break;
     const SMat& M = a.mats[m];
     const int kst = M.cols / kStageCols, t0 = M.tiles * b / G, t1 = M.tiles * (b + 1) / G;
     // The dependency: matrix m - 1 finished by every block.
@@ -297,96 +376,93 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) stream_kernel(Args a) {
     }
     // Stage x: normalized (qkv, gate/up), permuted into the lanes' B order, with its groups' sums.
     if (!(a.flags & kNoStage)) {
-    float inv = 1.f;
-    if (M.norm) {
-      const unsigned long long ss = m == 0 ? a.sumsq_x0 : ld_acquire(&a.sumsq[par * a.n + m - 1]);
-      inv = rsqrtf(static_cast<float>(static_cast<double>(ss) / kFixed) / M.cols + 1e-5f);
-    }
-    const int pieces = M.cols / 8;
-    uint4 xin[kPieces];
+      const int pieces = M.cols / 8;
+      uint4 xin[kPieces];
 #pragma unroll
-    for (int i = 0; i < kPieces; ++i)
-      if (tid + i * kConsumers < pieces) xin[i] = __ldcg(reinterpret_cast<const uint4*>(M.x) + tid + i * kConsumers);
+      for (int i = 0; i < kPieces; ++i)
+        if (tid + i * kConsumers < pieces) xin[i] = __ldcg(reinterpret_cast<const uint4*>(M.x) + tid + i * kConsumers);
+      float inv = 1.f;
+      if (M.norm) {  // ordered after the wait by its barrier; issued beside x's loads
+        const unsigned long long ss = m == 0 ? a.sumsq_x0 : __ldcg(&a.sumsq[par * a.n + m - 1]);
+        inv = rsqrtf(static_cast<float>(static_cast<double>(ss) / kFixed) / M.cols + 1e-5f);
+      }
 #pragma unroll
-    for (int i = 0; i < kPieces; ++i) {
-      const int q = tid + i * kConsumers;
-      if (q >= pieces) break;  // uniform across a warp: pieces is a multiple of 32
-      uint32_t h[4] = {xin[i].x, xin[i].y, xin[i].z, xin[i].w};
-      float sum = 0.f;
+      for (int i = 0; i < kPieces; ++i) {
+        const int q = tid + i * kConsumers;
+        if (q >= pieces) continue;  // uniform across a warp: pieces is a multiple of 32
+        uint32_t h[4] = {xin[i].x, xin[i].y, xin[i].z, xin[i].w};
+        float sum = 0.f;
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        float2 f = __half22float2(bits_h2(h[k]));
-        if (M.norm) {
-          const __half2 nh = __floats2half2_rn(f.x * inv, f.y * inv);
-          h[k] = h2_bits(nh);
-          f = __half22float2(nh);
+        for (int k = 0; k < 4; ++k) {
+          float2 f = __half22float2(bits_h2(h[k]));
+          if (M.norm) {
+            const __half2 nh = __floats2half2_rn(f.x * inv, f.y * inv);
+            h[k] = h2_bits(nh);
+            f = __half22float2(nh);
+          }
+          sum += f.x + f.y;
+          // The pair at column 32 c + o of the chunk: slot o / 8, lane quad t = o % 8 / 2.
+          const int c = q / 4, o = (q % 4) * 8 + 2 * k;
+          reinterpret_cast<uint32_t*>(xs)[(c * 4 + (o % 8) / 2) * 4 + o / 8] = h[k];
         }
-        sum += f.x + f.y;
-        // The pair at column 32 c + o + 2k of the chunk: slot (o + 2k) / 8, lane quad t = (o + 2k) % 8 / 2.
-        const int c = q / 4, o = (q % 4) * 8 + 2 * k;
-        reinterpret_cast<uint32_t*>(xs)[(c * 4 + (o % 8) / 2) * 4 + o / 8] = h[k];
-      }
-      if ((a.flags & kCheck) && b == 0)
-        reinterpret_cast<uint4*>(a.xdbg + a.xdbg_off[m])[q] = make_uint4(h[0], h[1], h[2], h[3]);
-      // A group is 16 consecutive pieces: half a warp. Pieces 0, 1 of each 4 are its low halves.
-      float lo = (q % 4) < 2 ? sum : 0.f, hi = (q % 4) < 2 ? 0.f : sum;
+        if ((a.flags & kCheck) && b == 0)
+          reinterpret_cast<uint4*>(a.xdbg + a.xdbg_off[m])[q] = make_uint4(h[0], h[1], h[2], h[3]);
+        // A group is 16 consecutive pieces: half a warp. Pieces 0, 1 of each 4 are its low halves.
+        float lo = (q % 4) < 2 ? sum : 0.f, hi = (q % 4) < 2 ? 0.f : sum;
 #pragma unroll
-      for (int o = 1; o < 16; o <<= 1) {
-        lo += __shfl_xor_sync(0xffffffffu, lo, o);
-        hi += __shfl_xor_sync(0xffffffffu, hi, o);
+        for (int o = 1; o < 16; o <<= 1) {
+          lo += __shfl_xor_sync(0xffffffffu, lo, o);
+          hi += __shfl_xor_sync(0xffffffffu, hi, o);
+        }
+        if (q % 16 == 0) gstat[q / 16] = make_float2(1024.f * lo + 64.f * hi, lo + hi);
       }
-      if (q % 16 == 0) gstat[q / 16] = make_float2(1024.f * lo + 64.f * hi, lo + hi);
-    }
-    named_sync(1, kConsumers);
+      named_sync(1, kConsumers);
     }
 
-    float sq = 0.f;  // warp 0: this block's squares of matrix m's outputs
-    for (int tile = t0; tile < t1; ++tile, ++tcount) {
-      float y0 = 0.f, y1 = 0.f;
-      for (int ks = 0; ks < kst; ++ks) {
-        mbar_wait(&full[slot], phase, a.flags & kSuspend ? 1000000u : 0u);
-        if (!(a.flags & kNoDot))
-          consume<CW>(ring + slot * kStageBytes, xs + ks * kStageChunks * 4, gstat + ks * kStageGroups, warp, lane, y0,
-                      y1);
+    // The block's stages of matrix m, two register sets alternating: stage s + 1's share is
+    // loaded before stage s's dot. A tile ends every kst stages: the warps' row sums meet in
+    // shared memory and the last warp to arrive (a counter, no barrier) reduces them in warp
+    // order and applies the epilogue.
+    const int S = (t1 - t0) * kst;
+    float y0 = 0.f, y1 = 0.f;
+    if (S > 0) {
+      Share<CW> ra, rb;
+      int sl1 = slot;
+      unsigned ph1 = phase;
+      const bool dot = !(a.flags & kNoDot), tiles = !(a.flags & kNoTile);
+      mbar_wait(&full[slot], phase, suspend);
+      if (dot) load_share<CW>(ra, ring + slot * kStageBytes, xs, gstat, warp, lane);
+      for (int s = 0; s < S; s += 2) {
+        // stage s (set ra, slot `slot`); fetch s + 1 into rb
+        sl1 = slot, ph1 = phase;
+        advance(sl1, ph1, a.slots);
+        if (s + 1 < S) {
+          const int k1 = (s + 1) % kst;
+          mbar_wait(&full[sl1], ph1, suspend);
+          if (dot) load_share<CW>(rb, ring + sl1 * kStageBytes, xs + k1 * kStageChunks * 4, gstat + k1 * kStageGroups, warp, lane);
+        }
+        if (dot) dot_share<CW>(ra, y0, y1);
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[slot]);
-        if (++slot == a.slots) slot = 0, phase ^= 1;
-      }
-      float* rb = red + (tcount & 1) * CW * 16;
-      if (lane % 4 == 0) rb[warp * 16 + g] = y0, rb[warp * 16 + g + 8] = y1;
-      if (a.flags & kNoTile) continue;
-      named_sync(2, kConsumers);
-      if (warp == 0) {  // the tile's rows, summed over the warps in order; the epilogue
-        float v = 0.f;
-        if (lane < 16)
-#pragma unroll
-          for (int w = 0; w < CW; ++w) v += rb[w * 16 + lane];
-        const int row = tile * kTileRows + lane;
-        if ((a.flags & kCheck) && lane < 16) a.ydbg[a.ydbg_off[m] + row] = v;
-        const float up = __shfl_down_sync(0xffffffffu, v, 1);
-        if (lane < 16) {
-          __half out;
-          bool writes = true;
-          if (M.silu) {
-            writes = lane % 2 == 0;
-            out = __float2half_rn(v / (1.f + __expf(-v)) * up);
-            if (writes) M.y[row / 2] = out;
-          } else {
-            out = __float2half_rn(v);
-            M.y[row] = out;
-          }
-          if (writes) sq += __half2float(out) * __half2float(out);
+        if (tiles && (s + 1) % kst == 0)
+          end_tile<CW>(a, M, m, t0 + s / kst, tcount++ % kRedBufs, red, cnt, warp, lane, par, y0, y1);
+        slot = sl1, phase = ph1;
+        if (s + 1 >= S) break;
+        // stage s + 1 (set rb); fetch s + 2 into ra
+        sl1 = slot, ph1 = phase;
+        advance(sl1, ph1, a.slots);
+        if (s + 2 < S) {
+          const int k2 = (s + 2) % kst;
+          mbar_wait(&full[sl1], ph1, suspend);
+          if (dot) load_share<CW>(ra, ring + sl1 * kStageBytes, xs + k2 * kStageChunks * 4, gstat + k2 * kStageGroups, warp, lane);
         }
+        if (dot) dot_share<CW>(rb, y0, y1);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[slot]);
+        if (tiles && (s + 2) % kst == 0)
+          end_tile<CW>(a, M, m, t0 + (s + 1) / kst, tcount++ % kRedBufs, red, cnt, warp, lane, par, y0, y1);
+        slot = sl1, phase = ph1;
       }
-    }
-    if (warp == 0) {  // matrix m done here: its outputs and squares visible, then counted
-      if (M.feeds_norm) {
-        for (int o = 16; o; o >>= 1) sq += __shfl_xor_sync(0xffffffffu, sq, o);
-        if (lane == 0) atomicAdd(&a.sumsq[par * a.n + m], static_cast<unsigned long long>(sq * kFixed + 0.5f));
-      }
-      __threadfence();
-      __syncwarp();
-      if (lane == 0) red_release(&a.done[m], 1);
     }
   }
 #endif
@@ -416,7 +492,7 @@ int run_with(int layers, int slots, int reps, int only) {
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   if (major < 9) fail("stream bench: needs sm_90 (bulk copies)");
-  const int fixed_smem = kMaxCols / 8 * 16 + kMaxCols / kGroup * 8 + (2 * CW * 16 + 32) * 4 + 2 * kMaxSlots * 8;
+  const int fixed_smem = kMaxCols / 8 * 16 + kMaxCols / kGroup * 8 + (kRedBufs * CW * 16 + kRedBufs) * 4 + 2 * kMaxSlots * 8;
   if (slots == 0) slots = std::min(kMaxSlots, (max_smem - fixed_smem) / kStageBytes);
   if (slots < 2 || slots > kMaxSlots) fail("stream bench: --slots 2..{}", kMaxSlots);
   const size_t smem = static_cast<size_t>(slots) * kStageBytes + fixed_smem;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The tensor-core int4 dot fed from a shared-memory ring (tests/bench/stream_bench.cu). From the
 # repository root, on the GPU machine:
-#   bash results/lab/no-bubbles-2026-12-03/run.sh stream   # run1 (the check's reference unsynced), run2
-#   bash results/lab/no-bubbles-2026-12-03/run.sh profile  # run2 too: ncu of the consumers alone, SASS
+#   bash results/lab/no-bubbles-2026-12-03/run.sh stream   # run1, run2 (the check's reference unsynced in both)
+#   bash results/lab/no-bubbles-2026-12-03/run.sh profile  # run3 (with w8 and w16 by hand): ncu, SASS
+#   bash results/lab/no-bubbles-2026-12-03/run.sh design2  # run4
 # Outputs go to $OUT, else results/lab/no-bubbles-2026-12-03/run1.
 #
 # 1. (stream) The chain of 8b-int4's 128 block matrices, one persistent block an SM: a producer
@@ -21,6 +22,19 @@
 #    without the tile's reduction, the consumers' waits suspending; ncu of the consumers alone
 #    (w8, 4 layers) and the kernel's SASS. Prediction: the consumers without staging and tile
 #    ends near ~0.5 ms (the dot's issue and mma latency); if not, ncu says which pipe or stall.
+#    Measured (run3): check passes (1.3e-6); stream without staging or tile ends 0.988; with
+#    them 0.76; consumers without both 0.939 ms, with staging 1.074, all 1.26; no waits 0.595,
+#    waits 0.577 (w8). ncu: 2.24 warps a scheduler, 0.47 eligible, issue 33%; ~1.9 instructions
+#    a weight in all. Kill criterion met for design 1 (no waits 0.60 < 0.85 after two calls).
+# 3. (design2) Another consumer: each warp loads the next stage's share into a second register
+#    set before the current stage's dot (the wait and the shared-memory round trip under the
+#    dot), each group's mmas in chains of two, a tile's reduction by the last warp to arrive (a
+#    counter, no barrier), x's loads issued beside the sum of squares; registers capped from
+#    the real warp count (ptxas sized 9 warps as 12: 168 a thread with spills, now 224).
+#    Prediction (before running): consumers without staging and tile ends 0.939 -> ~0.55 ms;
+#    consumers alone ~0.75; no waits ~0.85; waits ~0.8. Kill: the consumers without staging and
+#    tile ends above 0.6 ms at w8 and w16 in this call: then the ring-fed tensor-core consumer
+#    is stopped for now and written down.
 # The device machine has no libre2-dev: `apt-get download libre2-dev libre2-9` into .debs/ here
 # (git-ignored through .git/info/exclude) and carry it; this script unpacks it.
 set -uo pipefail
@@ -49,6 +63,17 @@ case "${1:?usage: run.sh stream}" in
       timeout 120 $b/decodebench_stream_bench --warps $w >"$out/stream-w$w.txt" 2>&1
       echo "w$w rc=$?"; cat "$out/stream-w$w.txt"; t "w$w"
     done
+    ;;
+  design2)
+    build decodebench_stream_bench
+    for w in 8 16; do
+      timeout 120 $b/decodebench_stream_bench --warps $w >"$out/stream-w$w.txt" 2>&1
+      echo "w$w rc=$?"; cat "$out/stream-w$w.txt"; t "w$w"
+    done
+    ncu --clock-control none --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+      --section InstructionStats --print-details all -k regex:stream_kernel --launch-count 1 \
+      $b/decodebench_stream_bench --layers 4 --warps 8 --only $((4 | 16 | 32)) >"$out/ncu-w8-dot.txt" 2>&1
+    echo "ncu rc=$?"; grep -iE "stall|Issued Warp|Eligible|Warp Cycles" "$out/ncu-w8-dot.txt" | head -30
     ;;
   profile)
     build decodebench_stream_bench
