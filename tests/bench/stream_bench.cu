@@ -197,7 +197,6 @@ template <int CW>
 struct Share {
   static constexpr int CPW = kStageChunks / CW, GPW = CPW / 4;
   uint4 w[CPW / 2];  // the lane's 16 bytes of each chunk pair
-  uint4 x[CPW];      // B operands: x at 2t, 8 + 2t (low mma) and 16 + 2t, 24 + 2t (high) of each chunk
   uint32_t s[GPW];   // scales of rows g, g + 8 (half2)
   uint32_t z[GPW];   // zero points of rows g, g + 8 (bytes)
   float2 gs[GPW];    // the group's (1024 SxL + 64 SxH, SxL + SxH)
@@ -205,15 +204,12 @@ struct Share {
 
 // xs: this stage's first chunk of the permuted x ([chunk][t] 16 bytes); gs: its first group's sums.
 template <int CW>
-__device__ __forceinline__ void load_share(Share<CW>& r, const unsigned char* st, const uint4* xs, const float2* gs,
-                                           int w, int lane) {
+__device__ __forceinline__ void load_share(Share<CW>& r, const unsigned char* st, const float2* gs, int w, int lane) {
   constexpr int CPW = Share<CW>::CPW, GPW = Share<CW>::GPW;
-  const int g = lane / 4, t = lane % 4;
+  const int g = lane / 4;
   const uint4* wp = reinterpret_cast<const uint4*>(st) + w * (CPW / 2) * 32 + lane;
 #pragma unroll
   for (int p = 0; p < CPW / 2; ++p) r.w[p] = wp[p * 32];
-#pragma unroll
-  for (int c = 0; c < CPW; ++c) r.x[c] = xs[(w * CPW + c) * 4 + t];
   const uint32_t* sc = reinterpret_cast<const uint32_t*>(st + kScaleOff);
   const uint16_t* zc = reinterpret_cast<const uint16_t*>(st + kZeroOff);
 #pragma unroll
@@ -224,11 +220,16 @@ __device__ __forceinline__ void load_share(Share<CW>& r, const unsigned char* st
   }
 }
 
-// The share's dot into rows g (y0) and g + 8 (y1). Each group's low and high mmas accumulate in
-// two chains each (chunks 0-1 and 2-3), so no chain is longer than two mmas.
+// The share's dot into rows g (y0) and g + 8 (y1), x's B operands read from xs (this stage's
+// first chunk of the permuted x: [chunk][t] 16 bytes, x at 2t, 8 + 2t (low mma) and 16 + 2t,
+// 24 + 2t (high) of the chunk) here rather than with the share: registers. Each group's low and
+// high mmas accumulate in two chains each (chunks 0-1 and 2-3), no chain longer than two.
 template <int CW>
-__device__ __forceinline__ void dot_share(const Share<CW>& r, float& y0, float& y1) {
-  constexpr int GPW = Share<CW>::GPW;
+__device__ __forceinline__ void dot_share(const Share<CW>& r, const uint4* xs, int w, int lane, float& y0, float& y1) {
+  constexpr int CPW = Share<CW>::CPW, GPW = Share<CW>::GPW;
+  uint4 xv[CPW];
+#pragma unroll
+  for (int c = 0; c < CPW; ++c) xv[c] = xs[(w * CPW + c) * 4 + lane % 4];
 #pragma unroll
   for (int gi = 0; gi < GPW; ++gi) {
     float dl[2][4] = {}, dh[2][4] = {};
@@ -239,9 +240,9 @@ __device__ __forceinline__ void dot_share(const Share<CW>& r, float& y0, float& 
       const uint32_t w0 = c % 2 ? v.z : v.x, w1 = c % 2 ? v.w : v.y;
       const uint32_t u0 = w0 >> 8, u1 = w1 >> 8;
       frag::mma(dl[k], and_or<0x000f000fu, 0x64006400u>(w0), and_or<0x000f000fu, 0x64006400u>(u0),
-                and_or<0x000f000fu, 0x64006400u>(w1), and_or<0x000f000fu, 0x64006400u>(u1), r.x[c].x, r.x[c].y);
+                and_or<0x000f000fu, 0x64006400u>(w1), and_or<0x000f000fu, 0x64006400u>(u1), xv[c].x, xv[c].y);
       frag::mma(dh[k], and_or<0x00f000f0u, 0x64006400u>(w0), and_or<0x00f000f0u, 0x64006400u>(u0),
-                and_or<0x00f000f0u, 0x64006400u>(w1), and_or<0x00f000f0u, 0x64006400u>(u1), r.x[c].z, r.x[c].w);
+                and_or<0x00f000f0u, 0x64006400u>(w1), and_or<0x00f000f0u, 0x64006400u>(u1), xv[c].z, xv[c].w);
     }
     const __half2 s2 = bits_h2(r.s[gi]);
     const float2 gst = r.gs[gi];
@@ -307,9 +308,7 @@ __device__ __forceinline__ void end_tile(const Args& a, const SMat& M, int m, in
 #endif
 
 template <int CW>
-// ptxas sizes registers for whole groups of four warps (9 warps as 12: 168 a thread, spilling);
-// the block holds CW + 1 warps, so the cap is set from the real count.
-__global__ void __maxnreg__(65536 / ((CW + 1) * 32) / 8 * 8) stream_kernel(Args a) {
+__global__ void __launch_bounds__((CW + 1) * 32, 1) stream_kernel(Args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int kConsumers = CW * 32;
   constexpr int kPieces = (kMaxCols / 8 + kConsumers - 1) / kConsumers;  // a consumer's 16-byte pieces of x
@@ -431,7 +430,7 @@ __global__ void __maxnreg__(65536 / ((CW + 1) * 32) / 8 * 8) stream_kernel(Args 
       unsigned ph1 = phase;
       const bool dot = !(a.flags & kNoDot), tiles = !(a.flags & kNoTile);
       mbar_wait(&full[slot], phase, suspend);
-      if (dot) load_share<CW>(ra, ring + slot * kStageBytes, xs, gstat, warp, lane);
+      if (dot) load_share<CW>(ra, ring + slot * kStageBytes, gstat, warp, lane);
       for (int s = 0; s < S; s += 2) {
         // stage s (set ra, slot `slot`); fetch s + 1 into rb
         sl1 = slot, ph1 = phase;
@@ -439,9 +438,9 @@ __global__ void __maxnreg__(65536 / ((CW + 1) * 32) / 8 * 8) stream_kernel(Args 
         if (s + 1 < S) {
           const int k1 = (s + 1) % kst;
           mbar_wait(&full[sl1], ph1, suspend);
-          if (dot) load_share<CW>(rb, ring + sl1 * kStageBytes, xs + k1 * kStageChunks * 4, gstat + k1 * kStageGroups, warp, lane);
+          if (dot) load_share<CW>(rb, ring + sl1 * kStageBytes, gstat + k1 * kStageGroups, warp, lane);
         }
-        if (dot) dot_share<CW>(ra, y0, y1);
+        if (dot) dot_share<CW>(ra, xs + (s % kst) * kStageChunks * 4, warp, lane, y0, y1);
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[slot]);
         if (tiles && (s + 1) % kst == 0)
@@ -454,9 +453,9 @@ __global__ void __maxnreg__(65536 / ((CW + 1) * 32) / 8 * 8) stream_kernel(Args 
         if (s + 2 < S) {
           const int k2 = (s + 2) % kst;
           mbar_wait(&full[sl1], ph1, suspend);
-          if (dot) load_share<CW>(ra, ring + sl1 * kStageBytes, xs + k2 * kStageChunks * 4, gstat + k2 * kStageGroups, warp, lane);
+          if (dot) load_share<CW>(ra, ring + sl1 * kStageBytes, gstat + k2 * kStageGroups, warp, lane);
         }
-        if (dot) dot_share<CW>(rb, y0, y1);
+        if (dot) dot_share<CW>(rb, xs + ((s + 1) % kst) * kStageChunks * 4, warp, lane, y0, y1);
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[slot]);
         if (tiles && (s + 2) % kst == 0)
