@@ -35,6 +35,9 @@
 #    consumers alone ~0.75; no waits ~0.85; waits ~0.8. Kill: the consumers without staging and
 #    tile ends above 0.6 ms at w8 and w16 in this call: then the ring-fed tensor-core consumer
 #    is stopped for now and written down.
+#    Measured (run4; its first try capped registers at 224 and the block did not fit): the dot
+#    alone 1.143 ms (w8) / 1.191 (w16), consumers alone 2.2, no waits 0.345: worse everywhere.
+#    Kill criterion met; the line stops here (results/lab/no-bubbles.md).
 # The device machine has no libre2-dev: `apt-get download libre2-dev libre2-9` into .debs/ here
 # (git-ignored through .git/info/exclude) and carry it; this script unpacks it.
 set -uo pipefail
