@@ -350,6 +350,50 @@ TEST(Printers, SummaryNamesTheBatchedGemmsShapes) {
       << text;
 }
 
+// The energy line: J/token, tokens per joule and the average power against the limit, with
+// the idle power and the sampled clocks; J/step first at a batch; why not, where not measured.
+TEST(Printers, SummaryHasAnEnergyLineMeasuredOrWhyNot) {
+  db::Result r = sample_result("8b-int4", 1.5);
+  const std::string unmeasured = db::summary_text(r);
+  EXPECT_NE(unmeasured.find("\nenergy    n/a: not measured\n"), std::string::npos) << unmeasured;
+
+  r.device.power_limit_w = 700;
+  db::Energy& e = r.energy;
+  e.reason = "";
+  e.clocks_reason = "";
+  e.repetition_j = {60, 61.5, 62};
+  e.j_per_step = {0.48, 0.47, 0.49, 0.0125};
+  e.j_per_token = e.j_per_step;
+  e.tokens_per_j = 1 / 0.48;
+  e.power_w = {320.5, 318, 322, 0.01};
+  e.idle_power_w = 95.25;
+  e.sm_clock_mhz = {1980, 1975, 1980, 0.001};
+  e.mem_clock_mhz = {3201, 3201, 3201, 0};
+  const std::string text = db::summary_text(r);
+  EXPECT_NE(text.find("\nenergy    0.48 J/token median ± 1.25% (2.083 tokens/J), 320.5 W of the 700 W limit, "
+                      "idle 95.2 W; clocks SM 1980, memory 3201 MHz (sampled)\n"),
+            std::string::npos)
+      << text;
+
+  r.config.batch = 8;
+  e.j_per_token = {0.06, 0.05875, 0.06125, 0.0125};
+  e.tokens_per_j = 1 / 0.06;
+  EXPECT_NE(db::summary_text(r).find("energy    0.48 J/step = 0.06 J/token median ± 1.25% (16.67 tokens/J)"),
+            std::string::npos)
+      << db::summary_text(r);
+
+  e = db::Energy{};
+  e.reason = "a repetition of 0.212 s spans 10.6 of the energy counter's 20.0 ms updates";
+  e.clocks_reason = "";
+  e.sm_clock_mhz.median = 1755;
+  e.mem_clock_mhz.median = 3201;
+  EXPECT_NE(
+      db::summary_text(r).find("energy    n/a: a repetition of 0.212 s spans 10.6 of the energy counter's "
+                               "20.0 ms updates; clocks SM 1755, memory 3201 MHz (sampled)\n"),
+      std::string::npos)
+      << db::summary_text(r);
+}
+
 }  // namespace
 
 // A key field that usually does not vary gets an md column only where the rows differ in it.

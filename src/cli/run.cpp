@@ -102,6 +102,19 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
 
   Progress progress(fmt::format("{} on {}", spec.model, spec.backend == BackendKind::cpu ? "cpu" : "cuda"),
                     spec.progress);
+  // The energy counter and the idle power first, before any probe has warmed the device.
+  EnergyMeasurement energy;
+  std::unique_ptr<EnergySampler> sampler;
+  if (!spec.energy) {
+    energy.reason = "not measured: --energy off";
+  } else if (std::unique_ptr<EnergySource> source = backend->energy_source(energy.reason)) {
+    energy.source = source->name();
+    energy.clocks_reason = source->clocks_unavailable();
+    sampler = std::make_unique<EnergySampler>(std::move(source));
+    energy.sample_period_s = sampler->period_s();
+    progress.phase("idle power");
+    energy.idle = sampler->idle();
+  }
   progress.phase("device, bandwidth and compute probes");
   const Environment env = backend->environment();
   const ComputePeak compute = backend->compute_peak(cfg.quant.scheme);
@@ -127,7 +140,12 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   protocol.check = spec.check;
   protocol.max_noise = spec.max_noise;
   protocol.max_time_s = spec.max_time_s;
-  const Measurement m = measure_decode(*decoder, protocol, weights, backend->is_reference(), &progress);
+  const Measurement m =
+      measure_decode(*decoder, protocol, weights, backend->is_reference(), &progress, sampler.get());
+  if (sampler) {
+    energy.windows = m.energy;
+    energy.observed = sampler->observed();
+  }
   const DecoderFacts facts = decoder->facts();
 
   Result r;
@@ -227,6 +245,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.check.logits_checked = m.logits_max_rel_err.has_value();
   r.check.logits_max_rel_err = m.logits_max_rel_err.value_or(0.0);
   r.check.reference = m.reference;
+  r.energy = summarize_energy(energy, spec.tokens, spec.batch);
   r.timing.warnings = run_warnings(r);
   return r;
 }

@@ -271,6 +271,32 @@ void line(std::string& out, const char* label, const std::string& text) {
   out += fmt::format("{:<10}{}\n", label, text);
 }
 
+// The summary's energy line: J per token (and per step at a batch), tokens per joule, the
+// average power against the limit and the idle power, the clocks sampled; or why not.
+std::string energy_text(const Result& r) {
+  const Energy& e = r.energy;
+  const auto figure = [](const std::optional<double>& v) { return v.value_or(std::nan("")); };
+  const bool batched = r.config.batch != 1;
+  std::string text;
+  if (e.reason.empty()) {
+    text = batched ? fmt::format("{:.4g} J/step = {:.4g} J/token", figure(e.j_per_step.median),
+                                 figure(e.j_per_token.median))
+                   : fmt::format("{:.4g} J/token", figure(e.j_per_token.median));
+    text += " median";
+    if (e.repetition_j.size() >= 2) text += fmt::format(" ± {:.2f}%", 100 * figure(e.j_per_step.spread));
+    text += fmt::format(" ({:.4g} tokens/J), {:.1f} W", figure(e.tokens_per_j), figure(e.power_w.median));
+    const double limit = r.device.power_limit_w;
+    text += limit > 0 ? fmt::format(" of the {:.0f} W limit", limit) : std::string(" (power limit unknown)");
+    if (e.idle_power_w) text += fmt::format(", idle {:.1f} W", *e.idle_power_w);
+  } else {
+    text = "n/a: " + e.reason;
+  }
+  if (e.clocks_reason.empty())
+    text += fmt::format("; clocks SM {:.0f}, memory {:.0f} MHz (sampled)", figure(e.sm_clock_mhz.median),
+                        figure(e.mem_clock_mhz.median));
+  return text;
+}
+
 }  // namespace
 
 std::string format_results(const std::vector<Result>& results, OutputFormat format) {
@@ -475,6 +501,8 @@ std::string summary_text(const Result& r) {
     line(out, "prefill",
          fmt::format("{} tokens in {:.2f} s, {:.0f} tok/s ({}, untimed)", c.context, r.timing.prefill_s,
                      r.timing.prefill_tokens_per_s, r.timing.prefill.empty() ? "steps" : r.timing.prefill));
+
+  line(out, "energy", energy_text(r));
 
   const MemoryUse& m = r.memory;
   const ByteUnit mu = unit_for(static_cast<double>(m.total_bytes));
