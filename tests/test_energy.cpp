@@ -175,6 +175,21 @@ TEST(EnergySummary, ARunsJoulesPerStepAreItsRepetitionsOverItsTokens) {
   EXPECT_TRUE(db::repetition_j_per_step(r).empty());
 }
 
+TEST(EnergySummary, InfoDescribesTheCountersUpdatesIncrementsAndIdlePower) {
+  db::CounterObservation o;
+  o.update_gaps_s = {0.020, 0.019, 0.021};
+  o.increments_j = {1.6, 1.5, 1.7, 1.6};
+  EXPECT_EQ(
+      db::describe_counter("nvml total energy counter", window(0.5, 40), o),
+      "nvml total energy counter: changes every 20 ms (median of 3; 19 to 21), by 1.6 J (median of 4; 1.5 "
+      "to 1.7); idle 80.0 W over 0.50 s");
+  o.update_gaps_s.clear();
+  o.increments_j = {3};
+  EXPECT_EQ(db::describe_counter("c", window(2, 150), o),
+            "c: changed 1 times in 2.00 s of idle: its update interval is longer than that; idle 75.0 W over "
+            "2.00 s");
+}
+
 // ---------------------------------------------------------------- the sampler
 
 // A counter the test sets, and a log of who read it in which order.

@@ -140,6 +140,11 @@ Energy summarize_energy(const EnergyMeasurement& m, int64_t tokens, int64_t batc
 // The median and spread (relative stdev) of per-repetition values; NaN for none.
 RepetitionSpread repetition_spread(const std::vector<double>& values);
 
+// What `decodebench info` says of a counter after an idle window: how often its value changed
+// and by how much (median, least and largest), and the idle power; or that it did not change
+// twice, so its update interval is longer than the window.
+std::string describe_counter(const std::string& name, const EnergyWindow& idle, const CounterObservation& o);
+
 // A result's J/step of each repetition (energy.repetition_j / config.tokens); [] when its
 // energy is null.
 std::vector<double> repetition_j_per_step(const Result& r);

@@ -289,6 +289,19 @@ int cmd_run(const RunSpec& spec) {
 }
 
 int cmd_info(int device) {
+  // The energy counter first, at idle, before the bandwidth probe warms the device.
+  std::string energy;
+  {
+    std::unique_ptr<Backend> backend = make_cuda_backend(device);
+    if (std::unique_ptr<EnergySource> source = backend->energy_source(energy)) {
+      const std::string name = source->name();
+      EnergySampler sampler(std::move(source));
+      const EnergyWindow idle = sampler.idle();
+      energy = describe_counter(name, idle, sampler.observed());
+    } else {
+      energy = "n/a: " + energy;
+    }
+  }
   const DeviceInfo d = cuda_device_info(device, true);
   fmt::print("device        {} (cc {}, {} SMs)\n", d.name, d.compute_capability, d.sm_count);
   fmt::print("uuid          {}\n", d.uuid);
@@ -300,6 +313,7 @@ int cmd_info(int device) {
   if (d.start)
     fmt::print("clocks        SM {} MHz, memory {} MHz, {} C, power limit {:.0f} W\n", d.start->sm_clock_mhz,
                d.start->mem_clock_mhz, d.start->temperature_c, d.power_limit_w);
+  fmt::print("energy        {}\n", energy);
   return 0;
 }
 

@@ -252,6 +252,25 @@ Energy summarize_energy(const EnergyMeasurement& m, int64_t tokens, int64_t batc
   return e;
 }
 
+std::string describe_counter(const std::string& name, const EnergyWindow& idle, const CounterObservation& o) {
+  std::string text = name + ": ";
+  const auto range = [](const std::vector<double>& v, double scale, const char* unit) {
+    return fmt::format("{:.3g}{} (median of {}; {:.3g} to {:.3g})", median_of(v) * scale, unit, v.size(),
+                       *std::min_element(v.begin(), v.end()) * scale,
+                       *std::max_element(v.begin(), v.end()) * scale);
+  };
+  if (o.update_gaps_s.empty())
+    text += fmt::format("changed {} times in {:.2f} s of idle: its update interval is longer than that",
+                        o.increments_j.size(), idle.seconds);
+  else
+    text += "changes every " + range(o.update_gaps_s, 1e3, " ms") + ", by " + range(o.increments_j, 1, " J");
+  if (idle.joules && idle.seconds > 0)
+    text += fmt::format("; idle {:.1f} W over {:.2f} s", *idle.joules / idle.seconds, idle.seconds);
+  else if (!idle.error.empty())
+    text += "; " + idle.error;
+  return text;
+}
+
 std::vector<double> repetition_j_per_step(const Result& r) {
   std::vector<double> v;
   if (!r.energy.reason.empty() || r.config.tokens <= 0) return v;
