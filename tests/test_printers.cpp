@@ -207,6 +207,36 @@ TEST(Printers, MarkdownHasAHeaderAnAlignmentRowAndOneRowPerResult) {
   EXPECT_EQ(cell["roofline.efficiency"], "0.84");
 }
 
+// The energy columns: the figures where measured, "-" where not (a file from before energy
+// reads as not measured), and J/step only beside a batched row.
+TEST(Printers, MarkdownShowsEnergyOrADashWhereItWasNotMeasured) {
+  std::vector<db::Result> results = {sample_result("8b-int4", 1.5), sample_result("1b-fp16", 0.75)};
+  db::Energy& e = results[0].energy;
+  e.reason = "";
+  e.j_per_step.median = 0.4813;
+  e.j_per_token.median = 0.4813;
+  e.tokens_per_j = 1 / 0.4813;
+  e.power_w.median = 320.84;
+  const std::vector<std::string> lines = split_lines(db::format_results(results, db::OutputFormat::md));
+  const std::vector<std::string> header = md_cells(lines[0]);
+  const auto column = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  ASSERT_LT(column("J/token"), header.size());
+  EXPECT_EQ(column("J/step"), header.size()) << "batch 1 only: no J/step column";
+  EXPECT_EQ(md_cells(lines[2])[column("J/token")], "0.4813");
+  EXPECT_EQ(md_cells(lines[2])[column("tok/J")], "2.078");
+  EXPECT_EQ(md_cells(lines[2])[column("W")], "320.8");
+  for (const char* c : {"J/token", "tok/J", "W"}) EXPECT_EQ(md_cells(lines[3])[column(c)], "-") << c;
+  results[1].config.batch = 4;
+  const std::vector<std::string> batched = split_lines(db::format_results(results, db::OutputFormat::md));
+  const std::vector<std::string> bh = md_cells(batched[0]);
+  const size_t step = static_cast<size_t>(std::find(bh.begin(), bh.end(), "J/step") - bh.begin());
+  ASSERT_LT(step, bh.size());
+  EXPECT_EQ(md_cells(batched[2])[step], "0.4813");
+  EXPECT_EQ(md_cells(batched[3])[step], "-");
+}
+
 TEST(Printers, MarkdownEscapesPipes) {
   const std::vector<std::string> lines =
       split_lines(db::format_results({sample_result("a|b", 1.0)}, db::OutputFormat::md));
@@ -219,8 +249,13 @@ TEST(Printers, MarkdownEscapesPipes) {
 }
 
 TEST(Printers, CsvHeaderIsTheFieldListAndValuesReadBackExactly) {
-  const std::vector<db::Result> results = {sample_result("models/a,b.json", 1.2345678901234567),
-                                           sample_result("say \"hi\"", 2.0)};
+  std::vector<db::Result> results = {sample_result("models/a,b.json", 1.2345678901234567),
+                                     sample_result("say \"hi\"", 2.0)};
+  db::Energy& e = results[0].energy;  // the second row's energy is not measured: null cells
+  e.reason = "";
+  e.j_per_token.median = 0.123456789012345;
+  e.tokens_per_j = 1 / 0.123456789012345;
+  e.power_w.median = 312.5;
   const std::string text = db::format_results(results, db::OutputFormat::csv);
   std::vector<db::ResultField> fields;  // every column but the batch ones: no row is batched
   for (const auto& f : db::result_fields())
@@ -245,6 +280,8 @@ TEST(Printers, CsvHeaderIsTheFieldListAndValuesReadBackExactly) {
       const std::string& cell = rows[1 + i][c];
       if (v.is_string())
         EXPECT_EQ(cell, v.get<std::string>()) << fields[c].path;
+      else if (v.is_null())
+        EXPECT_EQ(cell, "") << fields[c].path << ": null is an empty cell";
       else
         EXPECT_EQ(json::parse(cell), v) << fields[c].path << ": full precision";
     }

@@ -54,6 +54,10 @@ const std::vector<ResultField>& result_fields() {
       {"roofline.achieved_GBps", "GB/s", CellFormat::GBps},
       {"roofline.efficiency", "efficiency", CellFormat::ratio},
       {"roofline.regime", "regime", CellFormat::text},
+      {"energy.j_per_step.median", "J/step", CellFormat::joules, false, true},
+      {"energy.j_per_token.median", "J/token", CellFormat::joules},
+      {"energy.tokens_per_j", "tok/J", CellFormat::joules},
+      {"energy.power_w.median", "W", CellFormat::watts},
   };
   return fields;
 }
@@ -107,6 +111,10 @@ std::string md_cell(const json* v, CellFormat f) {
         return fmt::format("{:.2f}", x);
       case CellFormat::percent:
         return fmt::format("{:.2f}%", 100 * x);
+      case CellFormat::joules:
+        return fmt::format("{:.4g}", x);
+      case CellFormat::watts:
+        return fmt::format("{:.1f}", x);
       default:
         break;
     }
