@@ -638,7 +638,13 @@ int cli_main(int argc, char** argv) {
       "incomplete");
   compare->add_option("FILES", cmp.files, "BASE and NEW (json, array or jsonl); with --pair-by, one or more")
       ->required();
-  compare->add_option("--threshold", compare_threshold, "TPOT change that counts, in percent (3% = 3)")
+  compare->add_option("--threshold", compare_threshold, "Change that counts, in percent (3% = 3)")
+      ->capture_default_str();
+  compare
+      ->add_option(
+          "--metric", cmp.metric,
+          "What to judge: tpot (each repetition's median step time) or energy (each repetition's J/step)")
+      ->check(CLI::IsMember({"tpot", "energy"}))
       ->capture_default_str();
   compare->add_option("--format", cmp.format, "md or json")
       ->check(CLI::IsMember({"md", "json"}))
