@@ -260,14 +260,24 @@ int cmd_run(const RunSpec& spec) {
                  i + 1, spec.runs, t.tpot_ms.median, 100 * t.noise);
       std::fflush(stderr);
     }
-    std::vector<double> medians;
-    for (const Result& r : results) medians.push_back(r.timing.tpot_ms.median);
+    std::vector<double> medians, energies;
+    for (const Result& r : results) {
+      medians.push_back(r.timing.tpot_ms.median);
+      if (r.energy.reason.empty() && r.energy.j_per_token.median)
+        energies.push_back(*r.energy.j_per_token.median);
+    }
+    // The energy's spread across runs where every run measured it.
+    const std::string energy =
+        energies.size() == results.size()
+            ? fmt::format("; {:.4g} J/token median of medians, {:.2f}% spread across runs",
+                          compute_stats(energies).median, 100 * repetition_noise(energies))
+            : "";
     std::ostream& table = spec.output == "-" ? std::cerr : std::cout;
     table << format_results(results, OutputFormat::md)
           << fmt::format(
                  "\n{} runs in separate processes: {:.3f} ms median of medians, {:.2f}% spread across "
-                 "runs (relative stdev)\n",
-                 spec.runs, compute_stats(medians).median, 100 * repetition_noise(medians))
+                 "runs (relative stdev){}\n",
+                 spec.runs, compute_stats(medians).median, 100 * repetition_noise(medians), energy)
           << std::flush;
     if (spec.output == "-")
       std::cout << format_results(results, spec.format) << std::flush;
