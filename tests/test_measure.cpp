@@ -284,6 +284,14 @@ TEST_F(MeasureCli, EveryRunReportsItsEnergyOrWhyNot) {
   ASSERT_EQ(off.code, 0) << off.err;
   EXPECT_NE(off.out.find("\nenergy    n/a: not measured: --energy off\n"), std::string::npos) << off.out;
   EXPECT_EQ(db::read_results(out).at(0).energy.reason, "not measured: --energy off");
+  // --runs passes it to every process.
+  const auto runs = db_test::run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "2", "--repeat",
+                                  "2", "--energy", "off", "--runs", "2", "-o", out});
+  ASSERT_EQ(runs.code, 0) << runs.err;
+  for (const db::Result& x : db::read_results(out)) {
+    EXPECT_EQ(x.energy.reason, "not measured: --energy off");
+    EXPECT_NE(x.command.find(" --energy off"), std::string::npos) << x.command;
+  }
   db_test::expect_one_line_error(db_test::run({"--model", "tiny", "--backend", "cpu", "--energy", "maybe"}),
                                  2, "--energy");
 }
