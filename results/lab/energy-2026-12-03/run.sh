@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Energy per token on the H200: everything issue 46's "done means" asks of the GPU, in one
-# script. From the repository root, on the GPU machine (libre2-dev as in
-# ../measurement-2026-12-01/validate.sh's header):
+# script. From the repository root, on the GPU machine:
 #   bash results/lab/energy-2026-12-03/run.sh all       # build, then every stage below (~4-5 min + the build)
 #   bash results/lab/energy-2026-12-03/run.sh build     # build-gpu (Ninja, sm_90): decodebench, decodebench_gpu_tests
 #   bash results/lab/energy-2026-12-03/run.sh measure   # every stage, on the build there
@@ -43,8 +42,15 @@
 #    and 11.7x (int4) (the committed batch sweep).
 # Kill criterion: none; a measurement. A stage whose figures come out null says why in its
 # results (energy.reason), and the summary shows it.
+# The device machine has no libre2-dev: `apt-get download libre2-dev libre2-9` into .debs/ here
+# (git-ignored through .git/info/exclude) and carry it; this script unpacks it.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
+if [ -d .debs ] && ! pkg-config --exists re2 2>/dev/null; then
+  for f in .debs/*.deb; do dpkg -x "$f" /tmp/r; done
+  export PKG_CONFIG_SYSROOT_DIR=/tmp/r PKG_CONFIG_PATH=/tmp/r/usr/lib/x86_64-linux-gnu/pkgconfig \
+    LD_LIBRARY_PATH=/tmp/r/usr/lib/x86_64-linux-gnu
+fi
 out=${OUT:-results/lab/energy-2026-12-03/run1}
 mkdir -p "$out"
 work=$(mktemp -d)
