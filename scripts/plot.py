@@ -15,6 +15,14 @@
       on stdout: the first batch whose TPOT is at least 1.5x its batch-1 TPOT, with its
       multiple there and at the batch before, beside the first batch whose floor is (the
       knee the two floors predict).
+  scripts/plot.py energy OUT.png FILES...
+      Joules per token (median; bars the least and largest repetition) against the bytes a
+      token reads (bytes per step / batch), one point per run as in roofline (left); and
+      against the batch, one line per model, kernel and setting, with its TPOT dashed on the
+      right-hand axis (right): J/token falls with the batch while TPOT rises. Runs without
+      energy figures (energy.reason says why) are left out with one line on stderr each;
+      with none at all the exit is 2. Prints each line's J/token and TPOT from its smallest
+      batch to its largest.
 
 FILES hold one result object, a JSON array of them, or JSONL (what `decodebench run -o`
 and `decodebench report` write). The PNG is written to OUT.png.tmp, then renamed.
@@ -145,6 +153,12 @@ def check_result(obj, where):
     r["floor"] = field(obj, "roofline.floor_tpot_ms", where, "numornull")
     r["bw_floor"] = optional_field(obj, "roofline.bandwidth_floor_tpot_ms", where, "numornull", r["floor"])
     r["compute_floor"] = optional_field(obj, "roofline.compute_floor_tpot_ms", where, "numornull", 0)
+    # Energy, added later: a result from before it did not measure any.
+    r["energy_reason"] = optional_field(obj, "energy.reason", where, "str", "not measured")
+    r["j_per_token"] = optional_field(obj, "energy.j_per_token.median", where, "numornull", None)
+    r["j_per_token_min"] = optional_field(obj, "energy.j_per_token.min", where, "numornull", None)
+    r["j_per_token_max"] = optional_field(obj, "energy.j_per_token.max", where, "numornull", None)
+    r["power_w"] = optional_field(obj, "energy.power_w.median", where, "numornull", None)
     return r
 
 
@@ -555,10 +569,127 @@ def plot_batch(runs, out):
         print(line)
 
 
+def with_energy(runs):
+    """The runs that measured energy; one stderr line for each that did not."""
+    kept = []
+    for r in runs:
+        if r["energy_reason"] == "" and positive(r["j_per_token"]):
+            kept.append(r)
+        else:
+            print(f"{PROG}: {r['where']}: no energy ({r['energy_reason'] or 'no J/token'}): left out",
+                  file=sys.stderr)
+    if not kept:
+        raise InputError("no run has energy figures (energy.reason says why for each)")
+    return kept
+
+
+def energy_curves(runs):
+    """As batch_curves: one curve a setting, points (batch, median J/token, median TPOT)."""
+    curves = {}
+    for r in runs:
+        key = (r["device_name"], r["model"], r["scheme"], r["kernel"], r["graph"], r["sync"], r["context"])
+        curves.setdefault(key, []).append(r)
+    out = []
+    for key, rs in curves.items():
+        by_batch = {}
+        for r in rs:
+            by_batch.setdefault(r["batch"], []).append(r)
+        points = [(b, statistics.median(r["j_per_token"] for r in by_batch[b]),
+                   statistics.median(r["median"] for r in by_batch[b])) for b in sorted(by_batch)]
+        first = rs[0]
+        label = label_of(first) + ("" if first["graph"] else " (graph off)")
+        if len({k[0] for k in curves}) > 1:
+            label += f" ({first['device_name']})"
+        out.append((label, first["scheme"], points))
+    return out
+
+
+def plot_energy(runs, out):
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    runs = with_energy(runs)
+    fig, (ax_b, ax_n) = plt.subplots(1, 2, figsize=(15, 6.8), dpi=110)
+
+    # Left: J/token against the bytes one token reads.
+    for r in runs:
+        x = r["bytes"] / r["batch"] / 1e9
+        y = r["j_per_token"]
+        color = SCHEME_COLORS.get(r["scheme"], OTHER_COLOR)
+        lo = r["j_per_token_min"] if positive(r["j_per_token_min"]) else y
+        hi = r["j_per_token_max"] if positive(r["j_per_token_max"]) else y
+        ax_b.errorbar([x], [y], yerr=[[y - lo], [hi - y]], fmt="none", ecolor=color, elinewidth=1.0, capsize=3,
+                      zorder=2)
+        ax_b.plot([x], [y], marker=marker_of(r["kernel"]), markersize=8, ls="none", markeredgecolor=color,
+                  markeredgewidth=1.5, markerfacecolor=color if r["graph"] else "white", zorder=3)
+        text = label_of(r) + ("" if r["graph"] else " (graph off)") + (f" B={r['batch']}" if r["batch"] != 1 else "")
+        ax_b.annotate(text, (x, y), xytext=(6, 3), textcoords="offset points", fontsize=7.5, color="0.25")
+    ax_b.set_xlabel("bytes per token (GB: bytes.per_token.total / config.batch)")
+    ax_b.set_ylabel("energy (J per token, median; bars least..largest repetition)")
+    ax_b.set_title("J/token vs bytes per token")
+    handles = []
+    for scheme, color in SCHEME_COLORS.items():
+        if any(r["scheme"] == scheme for r in runs):
+            handles.append(Line2D([], [], ls="none", marker="o", markersize=8, color=color,
+                                  label=f"{scheme} weights (colour)"))
+    if any(not r["graph"] for r in runs):
+        handles.append(Line2D([], [], ls="none", marker="o", markersize=8, color="0.3", markerfacecolor="white",
+                              markeredgewidth=1.5, label="hollow: graph off (eager)"))
+    if handles:
+        ax_b.legend(handles=handles, loc="upper left", fontsize=8, framealpha=0.95)
+
+    # Right: J/token against the batch, TPOT dashed on the other axis.
+    ax_t = ax_n.twinx()
+    curves = energy_curves(runs)
+    colors, used = [], set()
+    spare = [c for c in LINE_COLORS if c not in SCHEME_COLORS.values()]
+    for _, scheme, _ in curves:
+        c = SCHEME_COLORS.get(scheme)
+        if c is None or c in used:
+            c = spare.pop(0) if spare else LINE_COLORS[len(colors) % len(LINE_COLORS)]
+        used.add(c)
+        colors.append(c)
+    lines = []
+    for (label, _, points), color in zip(curves, colors):
+        bs = [p[0] for p in points]
+        ax_n.plot(bs, [p[1] for p in points], color=color, lw=1.8, marker="o", markersize=5, label=label, zorder=3)
+        ax_t.plot(bs, [p[2] for p in points], color=color, lw=1.1, ls="--", marker=".", zorder=2)
+        first, last = points[0], points[-1]
+        text = f"{label}: {first[1]:.4g} J/token at batch {first[0]}"
+        if len(points) > 1:
+            text += (f" -> {last[1]:.4g} at batch {last[0]} ({last[1] / first[1]:.2f}x), TPOT {first[2]:.3f} -> "
+                     f"{last[2]:.3f} ms ({last[2] / first[2]:.2f}x)")
+        lines.append(text)
+    for ax in (ax_b, ax_n, ax_t):
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    ax_b.set_xscale("log")
+    ax_b.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax_n.set_xscale("log", base=2)
+    ax_n.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    for ax in (ax_b, ax_n):
+        ax.grid(True, which="major", color="0.88", lw=0.8)
+    ax_n.set_xlabel("batch (sequences decoded in lockstep, config.batch)")
+    ax_n.set_ylabel("energy (J per token, median)")
+    ax_t.set_ylabel("TPOT (ms per step, median; dashed)")
+    ax_n.set_title("J/token (solid) and TPOT (dashed) vs batch")
+    handles, _ = ax_n.get_legend_handles_labels()
+    rows = (len(handles) + 1) // 2
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    fig.suptitle(f"Energy per token: {device_names(runs)}", fontsize=11)
+    fig.tight_layout(rect=(0, min(0.5, 0.03 + 0.032 * rows), 1, 1))
+    save(fig, out)
+    for line in lines:
+        print(line)
+
+
 # ----------------------------------------------------------------------------- main
 
-VERBS = ("roofline", "position", "batch")
-USAGE = ("usage: plot.py roofline|position|batch OUT.png FILES...  "
+VERBS = ("roofline", "position", "batch", "energy")
+USAGE = ("usage: plot.py roofline|position|batch|energy OUT.png FILES...  "
          "(FILES: decodebench result JSON, JSON arrays or JSONL)")
 
 
@@ -588,6 +719,8 @@ def main(argv):
             plot_roofline(runs, out)
         elif verb == "batch":
             plot_batch(runs, out)
+        elif verb == "energy":
+            plot_energy(runs, out)
         else:
             plot_position(runs, out)
     except InputError as e:

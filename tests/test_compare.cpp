@@ -18,6 +18,7 @@
 
 #include "cli_helpers.h"
 #include "decodebench/compare.h"
+#include "decodebench/energy.h"
 #include "decodebench/error.h"
 #include "decodebench/measure.h"
 #include "decodebench/printers.h"
@@ -702,7 +703,138 @@ TEST(CompareResults, MarkdownShowsTheKeyColumnsAndTheOtherKeyFieldsWhenNeeded) {
       << db::format_comparison_md(three);
 }
 
+// --- --metric energy ------------------------------------------------------------------------
+
+// `r` with its energy measured: five repetitions of J/step drawn around `j_per_step`.
+db::Result with_energy(db::Result r, double j_per_step, uint64_t seed, double sd = 0.003) {
+  const std::vector<double> per_step = normal_samples(5, j_per_step, sd * j_per_step, seed);
+  db::Energy& e = r.energy;
+  e.source = "nvml total energy counter";
+  e.reason = "";
+  e.repetition_j.clear();
+  e.repetition_s.clear();
+  for (double j : per_step) {
+    e.repetition_j.push_back(j * static_cast<double>(r.config.tokens));
+    e.repetition_s.push_back(0.04);
+  }
+  e.j_per_step = db::repetition_spread(per_step);
+  return r;
+}
+
+db::Result energy_run(double tpot, double j_per_step, uint64_t seed) {
+  return with_energy(full_result("a", normal_samples(200, tpot, 0.003, seed)), j_per_step, seed + 100);
+}
+
+// The same test and verdicts on the repetitions' J/step as on their TPOT: a run whose energy
+// rose 5% at the same TPOT regressed in energy and is the same in time.
+TEST(CompareEnergy, JudgesTheRepetitionsJoulesPerStepByTheRulesOfTpot) {
+  const std::vector<db::Result> base = {energy_run(1.0, 0.50, 1), energy_run(1.0, 0.50, 2)};
+  const std::vector<db::Result> next = {energy_run(1.0, 0.525, 3), energy_run(1.0, 0.525, 4)};
+  const db::Comparison e = db::compare_results(base, next, 0.03, db::kCompareAlpha, db::Metric::energy);
+  ASSERT_EQ(e.pairs.size(), 1u);
+  const db::ComparedPair& p = e.pairs[0];
+  EXPECT_EQ(e.metric, db::Metric::energy);
+  EXPECT_EQ(p.verdict, db::Verdict::regressed);
+  EXPECT_EQ(e.exit_code(), 1);
+  EXPECT_EQ(p.base_samples.size(), 10u);  // every repetition's J/step, both runs
+  std::vector<double> pooled = db::repetition_j_per_step(base[0]);
+  for (double v : db::repetition_j_per_step(base[1])) pooled.push_back(v);
+  EXPECT_EQ(p.base_samples, pooled);
+  EXPECT_DOUBLE_EQ(p.base_j_per_step,
+                   (*base[0].energy.j_per_step.median + *base[1].energy.j_per_step.median) / 2);
+  EXPECT_DOUBLE_EQ(p.delta, (p.new_j_per_step - p.base_j_per_step) / p.base_j_per_step);
+  EXPECT_NEAR(p.delta, 0.05, 0.005);
+  EXPECT_DOUBLE_EQ(p.base_noise, db::repetition_noise(p.base_samples));
+  EXPECT_EQ(db::compare_results(base, next, 0.03).pairs[0].verdict, db::Verdict::same) << "TPOT held";
+  // Less energy: improved; and a change within the threshold: the same.
+  EXPECT_EQ(db::compare_results(next, base, 0.03, db::kCompareAlpha, db::Metric::energy).pairs[0].verdict,
+            db::Verdict::improved);
+  EXPECT_EQ(db::compare_results(base, next, 0.06, db::kCompareAlpha, db::Metric::energy).pairs[0].verdict,
+            db::Verdict::same);
+  // One run a side: unconfirmed, said in J/step.
+  const db::Comparison one =
+      db::compare_results({base[0]}, {next[0]}, 0.03, db::kCompareAlpha, db::Metric::energy);
+  EXPECT_EQ(one.pairs[0].verdict, db::Verdict::unconfirmed);
+  ASSERT_FALSE(one.warnings.empty());
+  EXPECT_NE(one.warnings[0].find("J/step changed by +"), std::string::npos) << one.warnings[0];
+}
+
+// A run without energy (a file from before it, --energy off, a coarse counter) leaves its pair
+// untested, saying why; the gate fails closed.
+TEST(CompareEnergy, ARunWithoutEnergyLeavesThePairUntestedAndTheGateIncomplete) {
+  db::Result old = full_result("a", normal_samples(200, 1.0, 0.003, 1));  // energy: not measured
+  const db::Comparison c =
+      db::compare_results({old, energy_run(1.0, 0.5, 2)}, {energy_run(1.0, 0.5, 3), energy_run(1.0, 0.5, 4)},
+                          0.03, db::kCompareAlpha, db::Metric::energy);
+  ASSERT_EQ(c.pairs.size(), 1u);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::untested);
+  EXPECT_EQ(c.pairs[0].untested_why, "BASE no energy measured (not measured)");
+  EXPECT_TRUE(c.pairs[0].base_samples.empty());
+  EXPECT_TRUE(std::isnan(c.pairs[0].base_j_per_step));
+  EXPECT_EQ(c.exit_code(), db::kExitIncomplete);
+  ASSERT_FALSE(c.warnings.empty());
+  EXPECT_NE(c.warnings[0].find("BASE no energy measured (not measured): not tested"), std::string::npos)
+      << c.warnings[0];
+}
+
+// Repetitions whose J/step spread past 3% cannot support a verdict at 3%, as TPOT's cannot.
+TEST(CompareEnergy, NoisyEnergyIsUnstable) {
+  const db::Comparison c = db::compare_results(
+      {with_energy(full_result("a", normal_samples(200, 1.0, 0.003, 1)), 0.5, 11, 0.08),
+       energy_run(1.0, 0.5, 2)},
+      {energy_run(1.0, 0.6, 3), energy_run(1.0, 0.6, 4)}, 0.03, db::kCompareAlpha, db::Metric::energy);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::unstable);
+  EXPECT_NE(c.pairs[0].unstable_why.find("BASE noisy: the J/step of the 5 repetitions spread"),
+            std::string::npos)
+      << c.pairs[0].unstable_why;
+}
+
+// At the power cap a step's energy is the limit times its time: the SM clock's fall bounds
+// energy's change as it bounds TPOT's.
+TEST(CompareEnergy, ThePowerCapsClockFallBoundsTheEnergysChange) {
+  const auto capped = [](double j_per_step, uint64_t seed, int end_mhz) {
+    db::Result r = energy_run(1.0, j_per_step, seed);
+    r.device.end->throttle_reasons = 0x4;
+    r.device.end->throttle = {"sw_power_cap"};
+    r.device.end->sm_clock_mhz = end_mhz;
+    r.timing.warnings = db::run_warnings(r);
+    return r;
+  };
+  // 4% more energy, NEW's SM clock 3.8% further down: the clocks could account for it.
+  db::Comparison c = db::compare_results({energy_run(1.0, 0.5, 1), energy_run(1.0, 0.5, 2)},
+                                         {capped(0.52, 3, 1905), capped(0.52, 4, 1905)}, 0.03,
+                                         db::kCompareAlpha, db::Metric::energy);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::unstable);
+  EXPECT_NE(c.pairs[0].unstable_why.find("the SM clock fell 3.79% further in NEW"), std::string::npos)
+      << c.pairs[0].unstable_why;
+  // Both capped alike: judged.
+  c = db::compare_results({capped(0.5, 1, 1905), capped(0.5, 2, 1905)},
+                          {capped(0.52, 3, 1905), capped(0.52, 4, 1905)}, 0.03, db::kCompareAlpha,
+                          db::Metric::energy);
+  EXPECT_EQ(c.pairs[0].verdict, db::Verdict::regressed);
+}
+
 // --- the binary ----------------------------------------------------------------------------
+
+TEST(CompareCli, MetricEnergyJudgesJoulesPerStepInTheTableAndTheJson) {
+  TempDir dir;
+  const std::string base = dir.write("base.json", {energy_run(1.0, 0.50, 1), energy_run(1.0, 0.50, 2)});
+  const std::string next = dir.write("new.json", {energy_run(1.0, 0.525, 3), energy_run(1.0, 0.525, 4)});
+  const Outcome o = compare({base, next, "--metric", "energy"});
+  EXPECT_EQ(o.code, 1) << o.err << o.out;
+  EXPECT_NE(o.out.find("| base J/step | new J/step | delta |"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("| regressed |"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("two-sided Mann-Whitney U on repetition J/step (--metric energy)"), std::string::npos)
+      << o.out;
+  EXPECT_EQ(compare({base, next}).code, 0) << "TPOT held";
+  const Outcome j = compare({base, next, "--metric", "energy", "--format", "json"});
+  const json doc = json::parse(j.out);
+  EXPECT_EQ(doc["metric"], "energy");
+  EXPECT_EQ(doc["pairs"][0]["base_repetition_j_per_step"].size(), 10u);
+  EXPECT_EQ(doc["pairs"][0]["verdict"], "regressed");
+  EXPECT_EQ(json::parse(compare({base, next, "--format", "json"}).out)["metric"], "tpot");
+  expect_one_line_error(compare({base, next, "--metric", "watts"}), 2, "--metric");
+}
 
 TEST(CompareCli, FivePercentSlowdownWithTightSamplesRegressesAndExits1) {
   TempDir dir;  // two runs of each key a side, as --runs 2 writes them

@@ -259,6 +259,43 @@ TEST_F(MeasureCli, ProgressOnShowsThePhasesOneLineEachWhenStderrIsNotATerminal) 
   EXPECT_EQ(o.err.find('\r'), std::string::npos) << "no carriage returns off a terminal";
 }
 
+// Every run has an energy line and an energy object, measured or null with why, whether or
+// not this machine's RAPL is readable; --energy off says so, and a bad value is refused.
+TEST_F(MeasureCli, EveryRunReportsItsEnergyOrWhyNot) {
+  const std::string out = path("r.json");
+  const auto o =
+      db_test::run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "4", "--repeat", "2", "-o", out});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const size_t at = o.out.find("\nenergy    ");
+  ASSERT_NE(at, std::string::npos) << o.out;
+  const db::Result r = db::read_results(out).at(0);
+  if (r.energy.reason.empty()) {
+    EXPECT_EQ(r.energy.repetition_j.size(), 2u);
+    EXPECT_NE(o.out.find(" J/token median", at), std::string::npos) << o.out;
+  } else {
+    EXPECT_TRUE(r.energy.repetition_j.empty());
+    EXPECT_FALSE(r.energy.j_per_token.median.has_value());
+    EXPECT_EQ(o.out.substr(at + 11, 5 + r.energy.reason.size()), "n/a: " + r.energy.reason) << o.out;
+  }
+  EXPECT_EQ(r.energy.clocks_reason.empty(), false) << "the cpu backend samples no clocks";
+
+  const auto off = db_test::run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "4", "--repeat", "2",
+                                 "--energy", "off", "-o", out});
+  ASSERT_EQ(off.code, 0) << off.err;
+  EXPECT_NE(off.out.find("\nenergy    n/a: not measured: --energy off\n"), std::string::npos) << off.out;
+  EXPECT_EQ(db::read_results(out).at(0).energy.reason, "not measured: --energy off");
+  // --runs passes it to every process.
+  const auto runs = db_test::run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "2", "--repeat",
+                                  "2", "--energy", "off", "--runs", "2", "-o", out});
+  ASSERT_EQ(runs.code, 0) << runs.err;
+  for (const db::Result& x : db::read_results(out)) {
+    EXPECT_EQ(x.energy.reason, "not measured: --energy off");
+    EXPECT_NE(x.command.find(" --energy off"), std::string::npos) << x.command;
+  }
+  db_test::expect_one_line_error(db_test::run({"--model", "tiny", "--backend", "cpu", "--energy", "maybe"}),
+                                 2, "--energy");
+}
+
 // --runs N: N separate processes, each a run of its own, all in the result file.
 TEST_F(MeasureCli, RunsMeasuresInSeparateProcesses) {
   const std::string out = path("runs.jsonl");

@@ -112,6 +112,46 @@ TEST_F(Plot, BatchDrawsEachLineWithItsFloorsAndNamesItsKnee) {
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
+// `r` with its energy measured: J/token `j` at the median, the repetitions within ±2%.
+db::Result with_energy(db::Result r, double j) {
+  r.energy.reason = "";
+  r.energy.j_per_token = {j, 0.98 * j, 1.02 * j, 0.01};
+  r.energy.j_per_step = {j * static_cast<double>(r.config.batch), 0, 0, 0.01};
+  r.energy.power_w = {300, 290, 310, 0.01};
+  return r;
+}
+
+// J/token against the bytes and against the batch: each line's first and last batch on
+// stdout; a run without energy (the committed H200 results predate it) left out with a line on
+// stderr.
+TEST_F(Plot, EnergyDrawsJoulesPerTokenAgainstBytesAndBatchAndLeavesOutRunsWithoutIt) {
+  std::string lines;
+  const double medians[] = {1.0, 1.05, 1.2}, joules[] = {0.5, 0.14, 0.05};
+  for (int i = 0; i < 3; ++i)
+    lines += db::result_to_json_text(
+                 with_energy(batch_result("8b-int4", int64_t{1} << (2 * i), medians[i], 0.8, 0.1), joules[i]),
+                 -1) +
+             "\n";
+  { std::ofstream(path("e.jsonl")) << lines; }
+  const std::string out = path("e.png");
+  const db_test::Outcome o =
+      run_script("plot.py", {"energy", out, path("e.jsonl"), kResults + "8b-fp16-graph-on.json"});
+  ASSERT_EQ(o.code, 0) << "stderr: " << o.err;
+  EXPECT_EQ(o.out,
+            "8b-int4 int4.gemv: 0.5 J/token at batch 1 -> 0.05 at batch 16 (0.10x), TPOT 1.000 -> 1.200 ms "
+            "(1.20x)\n");
+  EXPECT_EQ(o.err, "plot.py: " + kResults + "8b-fp16-graph-on.json: no energy (not measured): left out\n");
+  EXPECT_EQ(slurp(out).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << "not a PNG";
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+
+  // No run with energy: exit 2, no PNG.
+  const db_test::Outcome none =
+      run_script("plot.py", {"energy", path("n.png"), kResults + "8b-fp16-graph-on.json"});
+  EXPECT_EQ(none.code, 2) << none.err;
+  EXPECT_NE(none.err.find("no run has energy figures"), std::string::npos) << none.err;
+  EXPECT_FALSE(fs::exists(path("n.png")));
+}
+
 TEST_F(Plot, BatchRefusesAResultWhoseBatchIsNotOne) {
   std::string text = db::result_to_json_text(batch_result("8b-int4", 1, 1.0, 0.8, 0.1), -1);
   const std::string from = "\"batch\":1";

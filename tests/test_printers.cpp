@@ -207,6 +207,36 @@ TEST(Printers, MarkdownHasAHeaderAnAlignmentRowAndOneRowPerResult) {
   EXPECT_EQ(cell["roofline.efficiency"], "0.84");
 }
 
+// The energy columns: the figures where measured, "-" where not (a file from before energy
+// reads as not measured), and J/step only beside a batched row.
+TEST(Printers, MarkdownShowsEnergyOrADashWhereItWasNotMeasured) {
+  std::vector<db::Result> results = {sample_result("8b-int4", 1.5), sample_result("1b-fp16", 0.75)};
+  db::Energy& e = results[0].energy;
+  e.reason = "";
+  e.j_per_step.median = 0.4813;
+  e.j_per_token.median = 0.4813;
+  e.tokens_per_j = 1 / 0.4813;
+  e.power_w.median = 320.84;
+  const std::vector<std::string> lines = split_lines(db::format_results(results, db::OutputFormat::md));
+  const std::vector<std::string> header = md_cells(lines[0]);
+  const auto column = [&](const std::string& name) {
+    return static_cast<size_t>(std::find(header.begin(), header.end(), name) - header.begin());
+  };
+  ASSERT_LT(column("J/token"), header.size());
+  EXPECT_EQ(column("J/step"), header.size()) << "batch 1 only: no J/step column";
+  EXPECT_EQ(md_cells(lines[2])[column("J/token")], "0.4813");
+  EXPECT_EQ(md_cells(lines[2])[column("tok/J")], "2.078");
+  EXPECT_EQ(md_cells(lines[2])[column("W")], "320.8");
+  for (const char* c : {"J/token", "tok/J", "W"}) EXPECT_EQ(md_cells(lines[3])[column(c)], "-") << c;
+  results[1].config.batch = 4;
+  const std::vector<std::string> batched = split_lines(db::format_results(results, db::OutputFormat::md));
+  const std::vector<std::string> bh = md_cells(batched[0]);
+  const size_t step = static_cast<size_t>(std::find(bh.begin(), bh.end(), "J/step") - bh.begin());
+  ASSERT_LT(step, bh.size());
+  EXPECT_EQ(md_cells(batched[2])[step], "0.4813");
+  EXPECT_EQ(md_cells(batched[3])[step], "-");
+}
+
 TEST(Printers, MarkdownEscapesPipes) {
   const std::vector<std::string> lines =
       split_lines(db::format_results({sample_result("a|b", 1.0)}, db::OutputFormat::md));
@@ -219,8 +249,13 @@ TEST(Printers, MarkdownEscapesPipes) {
 }
 
 TEST(Printers, CsvHeaderIsTheFieldListAndValuesReadBackExactly) {
-  const std::vector<db::Result> results = {sample_result("models/a,b.json", 1.2345678901234567),
-                                           sample_result("say \"hi\"", 2.0)};
+  std::vector<db::Result> results = {sample_result("models/a,b.json", 1.2345678901234567),
+                                     sample_result("say \"hi\"", 2.0)};
+  db::Energy& e = results[0].energy;  // the second row's energy is not measured: null cells
+  e.reason = "";
+  e.j_per_token.median = 0.123456789012345;
+  e.tokens_per_j = 1 / 0.123456789012345;
+  e.power_w.median = 312.5;
   const std::string text = db::format_results(results, db::OutputFormat::csv);
   std::vector<db::ResultField> fields;  // every column but the batch ones: no row is batched
   for (const auto& f : db::result_fields())
@@ -245,6 +280,8 @@ TEST(Printers, CsvHeaderIsTheFieldListAndValuesReadBackExactly) {
       const std::string& cell = rows[1 + i][c];
       if (v.is_string())
         EXPECT_EQ(cell, v.get<std::string>()) << fields[c].path;
+      else if (v.is_null())
+        EXPECT_EQ(cell, "") << fields[c].path << ": null is an empty cell";
       else
         EXPECT_EQ(json::parse(cell), v) << fields[c].path << ": full precision";
     }
@@ -348,6 +385,50 @@ TEST(Printers, SummaryNamesTheBatchedGemmsShapes) {
                       "config.kernel_shapes)\n"),
             std::string::npos)
       << text;
+}
+
+// The energy line: J/token, tokens per joule and the average power against the limit, with
+// the idle power and the sampled clocks; J/step first at a batch; why not, where not measured.
+TEST(Printers, SummaryHasAnEnergyLineMeasuredOrWhyNot) {
+  db::Result r = sample_result("8b-int4", 1.5);
+  const std::string unmeasured = db::summary_text(r);
+  EXPECT_NE(unmeasured.find("\nenergy    n/a: not measured\n"), std::string::npos) << unmeasured;
+
+  r.device.power_limit_w = 700;
+  db::Energy& e = r.energy;
+  e.reason = "";
+  e.clocks_reason = "";
+  e.repetition_j = {60, 61.5, 62};
+  e.j_per_step = {0.48, 0.47, 0.49, 0.0125};
+  e.j_per_token = e.j_per_step;
+  e.tokens_per_j = 1 / 0.48;
+  e.power_w = {320.5, 318, 322, 0.01};
+  e.idle_power_w = 95.25;
+  e.sm_clock_mhz = {1980, 1975, 1980, 0.001};
+  e.mem_clock_mhz = {3201, 3201, 3201, 0};
+  const std::string text = db::summary_text(r);
+  EXPECT_NE(text.find("\nenergy    0.48 J/token median ± 1.25% (2.083 tokens/J), 320.5 W of the 700 W limit, "
+                      "idle 95.2 W; clocks SM 1980, memory 3201 MHz (sampled)\n"),
+            std::string::npos)
+      << text;
+
+  r.config.batch = 8;
+  e.j_per_token = {0.06, 0.05875, 0.06125, 0.0125};
+  e.tokens_per_j = 1 / 0.06;
+  EXPECT_NE(db::summary_text(r).find("energy    0.48 J/step = 0.06 J/token median ± 1.25% (16.67 tokens/J)"),
+            std::string::npos)
+      << db::summary_text(r);
+
+  e = db::Energy{};
+  e.reason = "a repetition of 0.212 s spans 10.6 of the energy counter's 20.0 ms updates";
+  e.clocks_reason = "";
+  e.sm_clock_mhz.median = 1755;
+  e.mem_clock_mhz.median = 3201;
+  EXPECT_NE(
+      db::summary_text(r).find("energy    n/a: a repetition of 0.212 s spans 10.6 of the energy counter's "
+                               "20.0 ms updates; clocks SM 1755, memory 3201 MHz (sampled)\n"),
+      std::string::npos)
+      << db::summary_text(r);
 }
 
 }  // namespace

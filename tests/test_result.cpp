@@ -131,6 +131,26 @@ db::Result populated_result() {
   r.check.reference = "cpu float32";
   r.check.sequence_tokens_hashes = {"cbf29ce484222325", "af63bd4c8601b7df", "08328707b4eb6f3c",
                                     "1d4b1e3e47ba4dd1"};
+  db::Energy& e = r.energy;
+  e.source = "nvml total energy counter";
+  e.reason = "";
+  e.clocks_reason = "";
+  e.sample_period_ms = 2;
+  e.samples = 212;
+  e.counter_update_ms = 20.5;
+  e.resolution = 0.0325;
+  e.idle_power_w = 80.5;
+  e.idle_s = 0.45;
+  e.repetition_s = {0.625, 0.6875};
+  e.repetition_j = {187.5, 199.25};
+  e.repetition_sm_clock_mhz = {1975.5, 1960.25};
+  e.repetition_mem_clock_mhz = {3200.5, 3201.5};
+  e.j_per_step = {1.5, 1.25, 1.75, 0.0125};
+  e.j_per_token = {0.375, 0.3125, 0.4375, 0.0125};
+  e.power_w = {300.5, 290.25, 310.75, 0.025};
+  e.sm_clock_mhz = {1967.5, 1960.25, 1975.5, 0.005};
+  e.mem_clock_mhz = {3201.25, 3200.5, 3201.5, 0.0002};
+  e.tokens_per_j = 2.6666;
   return r;
 }
 
@@ -320,7 +340,8 @@ const std::vector<std::string> kAddedFields = {"timing.weights_reused",
                                                "roofline.compute_floor_tpot_ms",
                                                "roofline.achieved_TFLOPS",
                                                "roofline.arithmetic_intensity",
-                                               "check.sequence_tokens_hashes"};
+                                               "check.sequence_tokens_hashes",
+                                               "energy"};
 
 // What a reader makes of an added field a file lacks, where that is not its default: what
 // the file's other fields imply for a run from before the field.

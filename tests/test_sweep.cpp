@@ -246,10 +246,12 @@ TEST_F(Sweep, AFailingInstanceBecomesAnErrorEntryAndTheSweepGoesOn) {
 TEST_F(Sweep, ProgressLinesOnStderr) {
   const Outcome o = sweep_with_failure("s.json");
   // A result's line says what ran (the CPU backend runs its reference, graph off, whatever
-  // was asked), with the median, the noise and a warning's kind; an error's, what was asked.
+  // was asked), with the median, the noise, the energy (or that there is none: this machine's
+  // RAPL may not be readable) and a warning's kind; an error's, what was asked.
   const std::regex ok(
       R"(\[[12]/4\] model tiny-int4, int4 g64, lm_head fp16, kernel cpu\.reference, graph off, context 0, )"
-      R"(tokens [23] \.\.\. [0-9]+\.[0-9]{3} ms ± [0-9]+\.[0-9]{2}%( \(warning: [a-z ]+\))? )"
+      R"(tokens [23] \.\.\. [0-9]+\.[0-9]{3} ms ± [0-9]+\.[0-9]{2}%, ([0-9.e+-]+ J/token|energy n/a))"
+      R"(( \(warning: [a-z ]+\))? )"
       R"(\(elapsed [0-9]+\.[0-9]s, ~[0-9]+\.[0-9]s left\))");
   const std::regex bad(
       R"(\[[34]/4\] model tiny-fp16, kernel int4\.gemv, graph on, context 0, tokens [23] \.\.\. )"

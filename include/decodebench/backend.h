@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "decodebench/energy.h"
 #include "decodebench/kernel_registry.h"
 #include "decodebench/measure.h"
 #include "decodebench/result.h"
@@ -61,6 +62,11 @@ class Backend {
   // `reuse`: null, or the state kept for a sequence of runs (see BackendReuse).
   virtual std::unique_ptr<Decoder> decoder(const WeightSource& weights, const KernelInfo& kernel,
                                            const DecoderSpec& spec, BackendReuse* reuse) = 0;
+  // The counter a run's energy is read from (energy.h), or null with why not in `why`.
+  virtual std::unique_ptr<EnergySource> energy_source(std::string& why) {
+    why = "this backend has no energy counter";
+    return nullptr;
+  }
   // The clocks and throttle state now (at the run's end), where the backend can read them.
   virtual std::optional<ClockState> clock_state() = 0;
   // The decoder is the CPU float32 reference itself (--check has nothing to compare).

@@ -97,6 +97,7 @@ struct CompareSpec {
   std::string format = "md";
   bool allow_missing = false;
   std::string pair_by, base_value;
+  std::string metric = "tpot";  // --metric: tpot | energy
 };
 int cmd_compare(const CompareSpec& spec);
 

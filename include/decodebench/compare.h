@@ -1,7 +1,8 @@
-// The compare verb: two sets of results, matched by config key, with the TPOT delta of each
-// matched pair and whether independent measurements say it is real: a two-sided
-// Mann-Whitney U test on the repetition medians of every run of the key on each side (runs of
-// one key in separate processes pool their repetitions). Pure functions: reading the files,
+// The compare verb: two sets of results, matched by config key, with the delta of each
+// matched pair in one metric (TPOT, or the energy per step) and whether independent
+// measurements say it is real: a two-sided Mann-Whitney U test on the repetitions of every
+// run of the key on each side (their TPOT medians or their J/step; runs of one key in
+// separate processes pool their repetitions). Pure functions: reading the files,
 // printing and the exit code live in compare.cpp's cmd_compare.
 #pragma once
 
@@ -84,6 +85,15 @@ double parse_threshold(const std::string& text, const char* option = "--threshol
 
 inline constexpr double kCompareAlpha = 0.01;
 
+// What compare judges (--metric): each repetition's median TPOT, or its energy per step
+// (energy.repetition_j / config.tokens). Energy is judged by TPOT's rules: the same test,
+// threshold and run-to-run spread, the same warnings ruling a pair out, and the power cap's
+// SM clock fall bounding the change, since at the cap a step's energy is the power limit
+// times its time; a run whose energy was not measured leaves its pair untested, and one
+// whose repetitions' J/step spread more than kNoisyRun rules it out.
+enum class Metric { tpot, energy };
+const char* to_string(Metric m);
+
 enum class Verdict {
   same,       // |delta| <= threshold, tested
   noise,      // |delta| > threshold, but the measurements do not show it (p >= alpha)
@@ -111,8 +121,10 @@ struct ComparedPair {
   int base_runs = 0, new_runs = 0;
   double base_tpot_ms = 0;  // the median of the side's runs' timing.tpot_ms.median
   double new_tpot_ms = 0;
-  double delta = 0;                                // (new - base) / base; NaN when base is not positive
-  std::vector<double> base_samples, new_samples;   // the repetition medians tested
+  // The median of the side's runs' energy.j_per_step.median; NaN where a run has none
+  double base_j_per_step = 0, new_j_per_step = 0;
+  double delta = 0;  // of the metric: (new - base) / base; NaN when base is not positive
+  std::vector<double> base_samples, new_samples;   // the metric's repetitions tested
   double base_noise = 0, new_noise = 0;            // repetition_noise of each side's samples
   double base_run_spread = 0, new_run_spread = 0;  // relative stdev of the runs' medians; NaN: one run
   MannWhitney test;                                // base's repetition medians against new's
@@ -127,9 +139,11 @@ struct ComparedPair {
   std::vector<std::string> run_warnings;  // the timing.warnings of both sides' runs
   double clock_gap = 0;      // how much further one side's SM clock fell (run_stability), a fraction
   std::string unstable_why;  // with Verdict::unstable: the warning or clock gap that rules it out
+  std::string untested_why;  // with Verdict::untested: a side without the metric's measurements
 };
 
 struct Comparison {
+  Metric metric = Metric::tpot;
   double threshold = 0;  // fraction
   double alpha = kCompareAlpha;
   std::vector<ComparedPair> pairs;      // in BASE's order
@@ -154,13 +168,13 @@ inline constexpr int kExitIncomplete = 3;
 // Matches base and next by run_key, pooling every run of a key on each side, and judges every
 // matched pair. threshold is a fraction (0.03).
 Comparison compare_results(const std::vector<Result>& base, const std::vector<Result>& next, double threshold,
-                           double alpha = kCompareAlpha);
+                           double alpha = kCompareAlpha, Metric metric = Metric::tpot);
 
 // --pair-by FIELD: the runs of `runs` that differ only in FIELD, paired: BASE is the runs
 // with `base_value` (empty: the value of FIELD in the first run), NEW each other value in
 // turn. Throws db::UsageError for a field that is not a key field, or a base value no run has.
 Comparison compare_by_field(const std::vector<Result>& runs, const std::string& field, std::string base_value,
-                            double threshold, double alpha = kCompareAlpha);
+                            double threshold, double alpha = kCompareAlpha, Metric metric = Metric::tpot);
 
 // md: a GitHub table of the pairs, a summary line, the unmatched keys of each side, and the
 // gate's outcome. json: {threshold, alpha, pairs, unmatched_base, unmatched_new, regressed,

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "decodebench/energy.h"
 #include "decodebench/result.h"
 
 namespace db {
@@ -128,6 +129,7 @@ struct Measurement {
   std::string clock;
   std::optional<double> logits_max_rel_err;  // with --check
   std::string reference;                     // what the logits were compared with
+  std::vector<EnergyWindow> energy;          // with a sampler: the counter around each repetition
 };
 
 // Phases of a run on stderr, for runs long enough to need them: nothing for the first
@@ -171,12 +173,14 @@ class Progress {
 
 // Runs the protocol on `d`, at d.batch() sequences. `weights` are the decoder's (for
 // --check); `is_reference`: the decoder is the CPU float32 reference itself, so --check has
-// nothing to compare; `progress`: null, or where the phases are shown.
+// nothing to compare; `progress`: null, or where the phases are shown; `energy`: null, or
+// the sampler whose counter is read around each repetition: the decoder is synchronized
+// before the first read and after the last step, outside the clock's marks.
 // Throws db::Error when a repetition generates other tokens than the first in any sequence
 // (the step is not a function of its inputs) or a token read per step disagrees with the
 // recorded one.
 Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& weights, bool is_reference,
-                           Progress* progress = nullptr);
+                           Progress* progress = nullptr, EnergySampler* energy = nullptr);
 
 // Summary statistics of samples (linear-interpolated percentiles).
 TpotStats compute_stats(const std::vector<double>& samples);

@@ -24,6 +24,8 @@ enum class CellFormat {
   GBps,       // 1 decimal
   ratio,      // 0..1, 2 decimals
   percent,    // a fraction shown in percent, 2 decimals
+  joules,     // 4 significant digits (J/step, J/token, tokens/J)
+  watts,      // 1 decimal
 };
 
 struct ResultField {

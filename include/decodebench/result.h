@@ -134,6 +134,38 @@ struct MemoryUse {
   uint64_t total_bytes = 0;
 };
 
+// Median and spread of a per-repetition figure over a run's repetitions; empty (null in the
+// file) where the figure was not measured: energy.reason or energy.clocks_reason says why.
+struct RepetitionSpread {
+  std::optional<double> median, min, max;
+  std::optional<double> spread;  // relative stdev, as timing.noise
+};
+
+// What a run's timed repetitions cost in energy, read from an energy counter around each
+// repetition (docs/method.md "Energy"), and the clocks sampled while they ran. An empty
+// figure is null in the file: never 0, never an estimate.
+struct Energy {
+  std::string source;                            // what counted the energy; "" when nothing did
+  std::string reason = "not measured";           // why the energy figures are null; "" when measured
+  std::string clocks_reason = "not sampled";     // why the clock figures are null; "" when sampled
+  std::optional<double> sample_period_ms;        // the sampler's target
+  int64_t samples = 0;                           // the sampler's polls during the timed repetitions
+  std::optional<double> counter_update_ms;       // observed: the median time between changes
+  std::optional<double> resolution;              // update / the shortest repetition
+  std::optional<double> idle_power_w;            // before the run; reported, not subtracted
+  std::optional<double> idle_s;                  // how long idle was measured
+  std::vector<double> repetition_s;              // each repetition's window, host clock
+  std::vector<double> repetition_j;              // the counter's difference over it; [] when null
+  std::vector<double> repetition_sm_clock_mhz;   // the mean of the SM clock's samples in it
+  std::vector<double> repetition_mem_clock_mhz;  // the mean of the memory clock's samples
+  RepetitionSpread j_per_step;                   // repetition_j / config.tokens
+  RepetitionSpread j_per_token;                  // j_per_step / config.batch
+  RepetitionSpread power_w;                      // repetition_j / repetition_s
+  RepetitionSpread sm_clock_mhz;                 // of repetition_sm_clock_mhz
+  RepetitionSpread mem_clock_mhz;                // of repetition_mem_clock_mhz
+  std::optional<double> tokens_per_j;            // 1 / j_per_token.median
+};
+
 struct Check {
   std::string tokens_hash;        // FNV-1a 64 of the generated token ids (sequence 0's), hex
   std::vector<int32_t> tokens;    // the first repetition's generated ids (sequence 0's)
@@ -157,6 +189,7 @@ struct Result {
   Roofline roofline;
   MemoryUse memory;
   Check check;
+  Energy energy;
 };
 
 void to_json(nlohmann::json& j, const Result& r);

@@ -43,6 +43,7 @@ struct RunSpec {
   int64_t batch = 1;  // --batch: sequences decoded in lockstep, one token each per step
   bool sync_per_token = false;
   bool check = false;
+  bool energy = true;     // --energy: read the energy counter around each repetition
   double max_noise = 0;   // --max-noise, a fraction; 0: exactly --repeat repetitions
   double max_time_s = 0;  // --max-time: the adaptive repetitions' time budget
   ProgressMode progress = ProgressMode::automatic;

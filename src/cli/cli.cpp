@@ -198,6 +198,7 @@ struct RunArgs {
   std::string group_size;
   std::string max_noise, max_time = "60", progress, runs = "1";
   std::string sync;  // sweep: --sync-per-token=on,off
+  std::string energy = "on";
   // Integers as typed; the defaults are RunSpec's, printed by --help.
   std::string seed = std::to_string(spec.seed), context = std::to_string(spec.context),
               tokens = std::to_string(spec.tokens), warmup = std::to_string(spec.warmup),
@@ -295,6 +296,10 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
     run->add_flag("--sync-per-token", s.sync_per_token,
                   "Host waits for every token (as a detokenizing server does)");
   run->add_flag("--check", s.check, "Compare the logits against the reference");
+  run->add_option("--energy", a.energy,
+                  "Read the energy counter (NVML, RAPL) around each repetition and sample the clocks")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   run->add_option("--backend", a.backend, "cuda, or cpu (the float32 reference: slow, for checks)")
       ->check(CLI::IsMember({"cuda", "cpu"}))
       ->capture_default_str();
@@ -356,6 +361,7 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
   if (!a.quant.empty()) s.quant = parse_scheme(a.quant);
   if (!a.lm_head.empty()) s.lm_head = parse_scheme(a.lm_head);
   s.graph = a.graph == "on";
+  s.energy = a.energy == "on";
   s.backend = a.backend == "cpu" ? BackendKind::cpu : BackendKind::cuda;
   s.adapter_mode = a.adapter_mode == "external" ? AdapterMode::external : AdapterMode::merged;
   if (run.count("--adapter-mode") && s.adapter.empty()) usage_fail("--adapter-mode needs --adapter");
@@ -632,7 +638,13 @@ int cli_main(int argc, char** argv) {
       "incomplete");
   compare->add_option("FILES", cmp.files, "BASE and NEW (json, array or jsonl); with --pair-by, one or more")
       ->required();
-  compare->add_option("--threshold", compare_threshold, "TPOT change that counts, in percent (3% = 3)")
+  compare->add_option("--threshold", compare_threshold, "Change that counts, in percent (3% = 3)")
+      ->capture_default_str();
+  compare
+      ->add_option(
+          "--metric", cmp.metric,
+          "What to judge: tpot (each repetition's median step time) or energy (each repetition's J/step)")
+      ->check(CLI::IsMember({"tpot", "energy"}))
       ->capture_default_str();
   compare->add_option("--format", cmp.format, "md or json")
       ->check(CLI::IsMember({"md", "json"}))

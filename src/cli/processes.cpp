@@ -74,6 +74,7 @@ std::vector<std::string> run_arguments(const RunSpec& s) {
                        fmt::format("{}", s.max_time_s)});
   if (s.sync_per_token) a.push_back("--sync-per-token");
   if (s.check) a.push_back("--check");
+  if (!s.energy) a.insert(a.end(), {"--energy", "off"});
   a.insert(a.end(), {"--backend", to_string(s.backend)});
   if (cuda) a.insert(a.end(), {"--device", std::to_string(s.device)});
   return a;

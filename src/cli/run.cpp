@@ -102,6 +102,19 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
 
   Progress progress(fmt::format("{} on {}", spec.model, spec.backend == BackendKind::cpu ? "cpu" : "cuda"),
                     spec.progress);
+  // The energy counter and the idle power first, before any probe has warmed the device.
+  EnergyMeasurement energy;
+  std::unique_ptr<EnergySampler> sampler;
+  if (!spec.energy) {
+    energy.reason = "not measured: --energy off";
+  } else if (std::unique_ptr<EnergySource> source = backend->energy_source(energy.reason)) {
+    energy.source = source->name();
+    energy.clocks_reason = source->clocks_unavailable();
+    sampler = std::make_unique<EnergySampler>(std::move(source));
+    energy.sample_period_s = sampler->period_s();
+    progress.phase("idle power");
+    energy.idle = sampler->idle();
+  }
   progress.phase("device, bandwidth and compute probes");
   const Environment env = backend->environment();
   const ComputePeak compute = backend->compute_peak(cfg.quant.scheme);
@@ -127,7 +140,12 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   protocol.check = spec.check;
   protocol.max_noise = spec.max_noise;
   protocol.max_time_s = spec.max_time_s;
-  const Measurement m = measure_decode(*decoder, protocol, weights, backend->is_reference(), &progress);
+  const Measurement m =
+      measure_decode(*decoder, protocol, weights, backend->is_reference(), &progress, sampler.get());
+  if (sampler) {
+    energy.windows = m.energy;
+    energy.observed = sampler->observed();
+  }
   const DecoderFacts facts = decoder->facts();
 
   Result r;
@@ -227,6 +245,7 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.check.logits_checked = m.logits_max_rel_err.has_value();
   r.check.logits_max_rel_err = m.logits_max_rel_err.value_or(0.0);
   r.check.reference = m.reference;
+  r.energy = summarize_energy(energy, spec.tokens, spec.batch);
   r.timing.warnings = run_warnings(r);
   return r;
 }
@@ -241,14 +260,24 @@ int cmd_run(const RunSpec& spec) {
                  i + 1, spec.runs, t.tpot_ms.median, 100 * t.noise);
       std::fflush(stderr);
     }
-    std::vector<double> medians;
-    for (const Result& r : results) medians.push_back(r.timing.tpot_ms.median);
+    std::vector<double> medians, energies;
+    for (const Result& r : results) {
+      medians.push_back(r.timing.tpot_ms.median);
+      if (r.energy.reason.empty() && r.energy.j_per_token.median)
+        energies.push_back(*r.energy.j_per_token.median);
+    }
+    // The energy's spread across runs where every run measured it.
+    const std::string energy =
+        energies.size() == results.size()
+            ? fmt::format("; {:.4g} J/token median of medians, {:.2f}% spread across runs",
+                          compute_stats(energies).median, 100 * repetition_noise(energies))
+            : "";
     std::ostream& table = spec.output == "-" ? std::cerr : std::cout;
     table << format_results(results, OutputFormat::md)
           << fmt::format(
                  "\n{} runs in separate processes: {:.3f} ms median of medians, {:.2f}% spread across "
-                 "runs (relative stdev)\n",
-                 spec.runs, compute_stats(medians).median, 100 * repetition_noise(medians))
+                 "runs (relative stdev){}\n",
+                 spec.runs, compute_stats(medians).median, 100 * repetition_noise(medians), energy)
           << std::flush;
     if (spec.output == "-")
       std::cout << format_results(results, spec.format) << std::flush;
@@ -270,6 +299,19 @@ int cmd_run(const RunSpec& spec) {
 }
 
 int cmd_info(int device) {
+  // The energy counter first, at idle, before the bandwidth probe warms the device.
+  std::string energy;
+  {
+    std::unique_ptr<Backend> backend = make_cuda_backend(device);
+    if (std::unique_ptr<EnergySource> source = backend->energy_source(energy)) {
+      const std::string name = source->name();
+      EnergySampler sampler(std::move(source));
+      const EnergyWindow idle = sampler.idle();
+      energy = describe_counter(name, idle, sampler.observed());
+    } else {
+      energy = "n/a: " + energy;
+    }
+  }
   const DeviceInfo d = cuda_device_info(device, true);
   fmt::print("device        {} (cc {}, {} SMs)\n", d.name, d.compute_capability, d.sm_count);
   fmt::print("uuid          {}\n", d.uuid);
@@ -281,6 +323,7 @@ int cmd_info(int device) {
   if (d.start)
     fmt::print("clocks        SM {} MHz, memory {} MHz, {} C, power limit {:.0f} W\n", d.start->sm_clock_mhz,
                d.start->mem_clock_mhz, d.start->temperature_c, d.power_limit_w);
+  fmt::print("energy        {}\n", energy);
   return 0;
 }
 

@@ -298,6 +298,10 @@ int cmd_sweep(const SweepSpec& sp) {
       const Timing& t = e.result->timing;
       outcome = fmt::format("{:.3f} ms", t.tpot_ms.median);
       if (t.repetitions >= 2) outcome += fmt::format(" ± {:.2f}%", 100 * t.noise);
+      const Energy& en = e.result->energy;
+      outcome += en.reason.empty() && en.j_per_token.median
+                     ? fmt::format(", {:.4g} J/token", *en.j_per_token.median)
+                     : std::string(", energy n/a");
       if (!t.warnings.empty())
         outcome += " (warning: " + t.warnings.front().substr(0, t.warnings.front().find(':')) + ")";
     } catch (const std::exception& ex) {

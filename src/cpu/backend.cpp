@@ -199,6 +199,7 @@ class CpuBackend final : public Backend {
     d.name = cpu_model_name();
     d.cpu_threads = CpuModel::default_threads();
     d.peak_read_GBps = measure_host_read_GBps(d.cpu_threads);
+    d.power_limit_w = rapl_power_limit_w(kPowercapRoot).value_or(0);
     return e;
   }
   // The reference dequantizes every scheme to float32 and multiplies there.
@@ -213,6 +214,10 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Decoder> decoder(const WeightSource& weights, const KernelInfo&, const DecoderSpec& spec,
                                    BackendReuse*) override {
     return std::make_unique<CpuDecoder>(weights, spec.positions, spec.batch);
+  }
+  // RAPL, where the kernel exposes it and lets this user read it.
+  std::unique_ptr<EnergySource> energy_source(std::string& why) override {
+    return make_rapl_source(kPowercapRoot, why);
   }
   std::optional<ClockState> clock_state() override { return std::nullopt; }
   bool is_reference() const override { return true; }

@@ -240,6 +240,13 @@ class CudaBackend final : public Backend {
   // before anything loads.
   int64_t max_batch() const override { return Engine::kMaxBatch; }
 
+  // NVML's total energy counter and the clocks (nvml.h).
+  std::unique_ptr<EnergySource> energy_source(std::string& why) override {
+    char bus[32] = {};
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));
+    return make_nvml_energy_source(bus, why);
+  }
+
   std::optional<ClockState> clock_state() override {
     char bus[32] = {};
     CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device_));

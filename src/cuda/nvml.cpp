@@ -2,6 +2,7 @@
 #include "nvml.h"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 
 #include <utility>
 #include <vector>
@@ -24,6 +25,8 @@ struct Nvml::Api {
   int (*driver)(char*, unsigned) = nullptr;
   int (*uuid)(Dev, char*, unsigned) = nullptr;
   int (*bus_width)(Dev, unsigned*) = nullptr;
+  int (*energy)(Dev, unsigned long long*) = nullptr;
+  const char* (*error_string)(int) = nullptr;
 
   template <class F>
   void bind(F& f, const char* name) {
@@ -36,7 +39,7 @@ struct Nvml::Api {
 };
 
 namespace {
-constexpr int kClockSm = 1, kClockMem = 2, kTempGpu = 0, kSuccess = 0;
+constexpr int kClockSm = 1, kClockMem = 2, kTempGpu = 0, kSuccess = 0, kNotSupported = 3;
 }
 
 std::unique_ptr<Nvml> Nvml::open(const std::string& pci_bus_id) {
@@ -57,6 +60,8 @@ std::unique_ptr<Nvml> Nvml::open(const std::string& pci_bus_id) {
   api->bind(api->driver, "nvmlSystemGetDriverVersion");
   api->bind(api->uuid, "nvmlDeviceGetUUID");
   api->bind(api->bus_width, "nvmlDeviceGetMemoryBusWidth");
+  api->bind(api->energy, "nvmlDeviceGetTotalEnergyConsumption");
+  api->bind(api->error_string, "nvmlErrorString");
   if (!api->init || !api->by_pci || api->init() != kSuccess) {
     api->shutdown = nullptr;
     return nullptr;
@@ -99,6 +104,88 @@ void Nvml::describe(DeviceInfo& d) const {
   if (api_->max_clock && api_->bus_width && api_->max_clock(device_, kClockMem, &mem_mhz) == kSuccess &&
       api_->bus_width(device_, &width) == kSuccess)
     d.theoretical_GBps = 2.0 * mem_mhz * 1e6 * (width / 8.0) / 1e9;  // double data rate
+}
+
+namespace {
+
+// "nvmlDeviceGetTotalEnergyConsumption: Not Supported"
+std::string nvml_error(const char* call, int code, const char* (*error_string)(int)) {
+  const char* text = error_string ? error_string(code) : nullptr;
+  return text ? fmt::format("{}: {}", call, text) : fmt::format("{}: NVML error {}", call, code);
+}
+
+}  // namespace
+
+std::optional<double> Nvml::energy_j(std::string& error) const {
+  if (!api_->energy) {
+    error = "this NVML has no nvmlDeviceGetTotalEnergyConsumption";
+    return std::nullopt;
+  }
+  unsigned long long mj = 0;
+  const int rc = api_->energy(device_, &mj);
+  if (rc != kSuccess) {
+    error = nvml_error("nvmlDeviceGetTotalEnergyConsumption", rc, api_->error_string);
+    if (rc == kNotSupported) error += " (the counter needs a Volta or newer GPU)";
+    return std::nullopt;
+  }
+  return static_cast<double>(mj) * 1e-3;
+}
+
+std::optional<ClockSample> Nvml::clocks() const {
+  unsigned sm = 0, mem = 0;
+  if (!api_->clock || api_->clock(device_, kClockSm, &sm) != kSuccess ||
+      api_->clock(device_, kClockMem, &mem) != kSuccess)
+    return std::nullopt;
+  return ClockSample{static_cast<double>(sm), static_cast<double>(mem)};
+}
+
+std::optional<double> Nvml::power_usage_w(std::string& error) const {
+  unsigned mw = 0;
+  if (!api_->power) {
+    error = "this NVML has no nvmlDeviceGetPowerUsage";
+    return std::nullopt;
+  }
+  const int rc = api_->power(device_, &mw);
+  if (rc != kSuccess) {
+    error = nvml_error("nvmlDeviceGetPowerUsage", rc, api_->error_string);
+    return std::nullopt;
+  }
+  return mw * 1e-3;
+}
+
+namespace {
+
+class NvmlEnergySource final : public EnergySource {
+ public:
+  explicit NvmlEnergySource(std::unique_ptr<Nvml> nvml) : nvml_(std::move(nvml)) {
+    if (!nvml_->clocks())
+      clocks_why_ = "NVML could not read the SM and memory clocks (nvmlDeviceGetClockInfo)";
+  }
+  std::string name() const override { return "nvml total energy counter"; }
+  std::optional<double> energy_j(std::string& error) override { return nvml_->energy_j(error); }
+  std::optional<ClockSample> clocks() override { return nvml_->clocks(); }
+  std::string clocks_unavailable() const override { return clocks_why_; }
+
+ private:
+  std::unique_ptr<Nvml> nvml_;
+  std::string clocks_why_;
+};
+
+}  // namespace
+
+std::unique_ptr<EnergySource> make_nvml_energy_source(const std::string& pci_bus_id, std::string& why) {
+  std::unique_ptr<Nvml> nvml = Nvml::open(pci_bus_id);
+  if (!nvml) {
+    why = fmt::format("NVML is unavailable (libnvidia-ml.so.1, or device {} in it): no energy counter",
+                      pci_bus_id);
+    return nullptr;
+  }
+  std::string error;
+  if (!nvml->energy_j(error)) {
+    why = "NVML has no total energy counter for this GPU: " + error;
+    return nullptr;
+  }
+  return std::make_unique<NvmlEnergySource>(std::move(nvml));
 }
 
 std::vector<std::string> throttle_reason_names(unsigned long long mask) {

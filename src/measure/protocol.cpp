@@ -129,7 +129,7 @@ double check_logits(Decoder& d, const Protocol& p, const WeightSource& weights, 
 }  // namespace
 
 Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& weights, bool is_reference,
-                           Progress* progress) {
+                           Progress* progress, EnergySampler* energy) {
   using Clock = std::chrono::steady_clock;
   const auto seconds_since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
@@ -182,6 +182,13 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
     restart(d, p.context, first);
     int32_t read = 0;
     std::vector<int32_t> reads;  // batch > 1
+    // The energy window opens on an idle device, the restart done, before the clock's first
+    // mark, and closes after the synchronize that ends the repetition: the steps it counts
+    // are the timed ones, and its reads fall outside the marks.
+    if (energy) {
+      d.synchronize();
+      energy->begin();
+    }
     clock.start(p.tokens);
     for (int64_t i = 0; i < p.tokens; ++i) {
       d.step();
@@ -194,6 +201,7 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
       }
     }
     d.synchronize();
+    if (energy) out.energy.push_back(energy->end());
     const std::vector<double> ms = clock.stop();
     out.samples_ms.insert(out.samples_ms.end(), ms.begin(), ms.end());
     out.repetition_medians_ms.push_back(compute_stats(ms).median);

@@ -1,5 +1,6 @@
-// The compare verb: BASE and NEW result files, runs matched by config key, TPOT delta and a
-// two-sided Mann-Whitney U test on the repetition medians of every matched pair.
+// The compare verb: BASE and NEW result files, runs matched by config key, the delta of TPOT
+// (or of the energy per step, --metric energy) and a two-sided Mann-Whitney U test on the
+// repetitions of every matched pair.
 #include "decodebench/compare.h"
 #include "decodebench/printers.h"
 
@@ -61,6 +62,9 @@ std::string md_cell(const std::string& s) {
 
 std::string fmt_ms(double v) {
   return std::isfinite(v) ? fmt::format("{:.3f}", v) : "-";
+}
+std::string fmt_joules(double v) {
+  return std::isfinite(v) ? fmt::format("{:.4g}", v) : "-";
 }
 std::string fmt_pct(double fraction) {
   return std::isfinite(fraction) ? fmt::format("{:+.2f}%", fraction * 100) : "-";
@@ -159,40 +163,87 @@ std::string shapes_difference(const std::vector<const Result*>& base,
   return fmt::format("BASE {} vs NEW {}", a, b);
 }
 
+// A run's figure of the metric and its repetitions: TPOT's median and repetition medians, or
+// the energy's median J/step and each repetition's J/step. Empty `missing` when it has them;
+// otherwise why not.
+struct MetricOf {
+  double median = std::nan("");
+  std::vector<double> repetitions;
+  std::string missing;
+  std::string noisy;  // energy: its repetitions' spread rules a verdict out
+};
+
+MetricOf metric_of(const Result& r, Metric metric) {
+  MetricOf m;
+  if (metric == Metric::tpot) {
+    m.median = r.timing.tpot_ms.median;
+    m.repetitions = repetition_medians(r);
+    return m;
+  }
+  m.repetitions = repetition_j_per_step(r);
+  if (m.repetitions.empty() || !r.energy.j_per_step.median) {
+    m.missing = fmt::format("no energy measured ({})", r.energy.reason.empty() ? "none" : r.energy.reason);
+    m.repetitions.clear();
+    return m;
+  }
+  m.median = *r.energy.j_per_step.median;
+  const double spread = repetition_noise(m.repetitions);
+  if (spread > kNoisyRun)
+    m.noisy = fmt::format(
+        "noisy: the J/step of the {} repetitions spread {:.1f}% (relative stdev), more than {:.0f}%",
+        m.repetitions.size(), 100 * spread, 100 * kNoisyRun);
+  return m;
+}
+
+double median_energy(const std::vector<const Result*>& runs) {
+  std::vector<double> v;
+  for (const Result* r : runs) {
+    if (!r->energy.reason.empty() || !r->energy.j_per_step.median) return std::nan("");
+    v.push_back(*r->energy.j_per_step.median);
+  }
+  return median_of(v);
+}
+
 // Judges one matched key: `base` and `next` are every run of it on each side.
 ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
-                   const std::vector<const Result*>& next, double threshold, double alpha) {
+                   const std::vector<const Result*>& next, double threshold, double alpha, Metric metric) {
   ComparedPair p;
   p.key = k;
   p.base_runs = static_cast<int>(base.size());
   p.new_runs = static_cast<int>(next.size());
-  std::vector<double> base_medians, new_medians;
+  std::vector<double> base_medians, new_medians, base_tpots, new_tpots;
   // The SM clock's fall (the power cap's effect) on each side, the largest of its runs; any
-  // other warning that can move a figure rules the pair out.
+  // other warning that can move a figure rules the pair out, and so does a run without the
+  // metric (untested) or, for energy, one whose J/step spread too far.
   double base_fall = 0, new_fall = 0;
-  const auto account = [&p](const Result& r, const char* side, double& fall) {
+  const auto account = [&p, metric](const Result& r, const char* side, double& fall,
+                                    std::vector<double>& medians, std::vector<double>& samples,
+                                    std::vector<double>& tpots) {
     const RunStability s = run_stability(r);
-    if (p.unstable_why.empty() && !s.ruled_out.empty())
-      p.unstable_why = fmt::format("{} {}", side, s.ruled_out);
+    const MetricOf m = metric_of(r, metric);
+    if (p.untested_why.empty() && !m.missing.empty()) p.untested_why = fmt::format("{} {}", side, m.missing);
+    const std::string& why = !s.ruled_out.empty() ? s.ruled_out : m.noisy;
+    if (p.unstable_why.empty() && !why.empty()) p.unstable_why = fmt::format("{} {}", side, why);
     fall = std::max(fall, s.sm_clock_fall);
+    if (m.missing.empty()) medians.push_back(m.median);
+    samples.insert(samples.end(), m.repetitions.begin(), m.repetitions.end());
+    tpots.push_back(r.timing.tpot_ms.median);
+    for (const std::string& w : r.timing.warnings) p.run_warnings.push_back(std::string(side) + " " + w);
   };
-  for (const Result* r : base) {
-    account(*r, "BASE", base_fall);
-    base_medians.push_back(r->timing.tpot_ms.median);
-    const std::vector<double> m = repetition_medians(*r);
-    p.base_samples.insert(p.base_samples.end(), m.begin(), m.end());
-    for (const std::string& w : r->timing.warnings) p.run_warnings.push_back("BASE " + w);
+  for (const Result* r : base) account(*r, "BASE", base_fall, base_medians, p.base_samples, base_tpots);
+  for (const Result* r : next) account(*r, "NEW", new_fall, new_medians, p.new_samples, new_tpots);
+  p.base_tpot_ms = median_of(base_tpots);
+  p.new_tpot_ms = median_of(new_tpots);
+  p.base_j_per_step = median_energy(base);
+  p.new_j_per_step = median_energy(next);
+  if (!p.untested_why.empty()) {  // a side without the metric: nothing of it is tested
+    base_medians.clear();
+    new_medians.clear();
+    p.base_samples.clear();
+    p.new_samples.clear();
   }
-  for (const Result* r : next) {
-    account(*r, "NEW", new_fall);
-    new_medians.push_back(r->timing.tpot_ms.median);
-    const std::vector<double> m = repetition_medians(*r);
-    p.new_samples.insert(p.new_samples.end(), m.begin(), m.end());
-    for (const std::string& w : r->timing.warnings) p.run_warnings.push_back("NEW " + w);
-  }
-  p.base_tpot_ms = median_of(base_medians);
-  p.new_tpot_ms = median_of(new_medians);
-  p.delta = p.base_tpot_ms > 0 ? (p.new_tpot_ms - p.base_tpot_ms) / p.base_tpot_ms : std::nan("");
+  const double base_value = median_of(base_medians), new_value = median_of(new_medians);
+  p.delta = base_value > 0 ? (new_value - base_value) / base_value : std::nan("");
   p.base_noise = repetition_noise(p.base_samples);
   p.new_noise = repetition_noise(p.new_samples);
   p.base_run_spread = base_medians.size() >= 2 ? repetition_noise(base_medians) : std::nan("");
@@ -221,7 +272,9 @@ ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
   p.clock_gap = std::fabs(new_fall - base_fall);
   const double lo = p.delta - std::max(0.0, new_fall - base_fall);
   const double hi = p.delta + std::max(0.0, base_fall - new_fall);
-  if (!p.unstable_why.empty())
+  if (!p.untested_why.empty())
+    p.verdict = Verdict::untested;
+  else if (!p.unstable_why.empty())
     p.verdict = Verdict::unstable;
   else if (std::isnan(p.test.p))
     p.verdict = Verdict::untested;
@@ -254,7 +307,7 @@ ComparedPair judge(const RunKey& k, const std::vector<const Result*>& base,
   return p;
 }
 
-void warn_about(const ComparedPair& p, std::vector<std::string>& warnings) {
+void warn_about(const ComparedPair& p, Metric metric, std::vector<std::string>& warnings) {
   const std::string k = p.label.empty() ? to_string(p.key) : p.label + ": " + to_string(p.key);
   if (!p.device_note.empty()) warnings.push_back(fmt::format("{}: {}", k, p.device_note));
   if (!p.settings_note.empty())
@@ -268,7 +321,9 @@ void warn_about(const ComparedPair& p, std::vector<std::string>& warnings) {
         k, p.shapes_note));
   switch (p.verdict) {
     case Verdict::untested:
-      warnings.push_back(fmt::format("{}: a side has no repetitions to test: not tested", k));
+      warnings.push_back(p.untested_why.empty()
+                             ? fmt::format("{}: a side has no repetitions to test: not tested", k)
+                             : fmt::format("{}: {}: not tested", k, p.untested_why));
       break;
     case Verdict::too_few:
       warnings.push_back(fmt::format(
@@ -281,9 +336,9 @@ void warn_about(const ComparedPair& p, std::vector<std::string>& warnings) {
       break;
     case Verdict::unconfirmed:
       warnings.push_back(fmt::format(
-          "{}: TPOT changed by {} (significant within the runs' repetitions), but with one run a side that "
+          "{}: {} changed by {} (significant within the runs' repetitions), but with one run a side that "
           "cannot be told from run-to-run variation: unconfirmed; measure with --runs 3",
-          k, fmt_pct(p.delta)));
+          k, metric == Metric::tpot ? "TPOT" : "J/step", fmt_pct(p.delta)));
       break;
     default:
       break;
@@ -481,6 +536,10 @@ double parse_threshold(const std::string& text, const char* option) {
   return percent / 100;
 }
 
+const char* to_string(Metric m) {
+  return m == Metric::tpot ? "tpot" : "energy";
+}
+
 const char* to_string(Verdict v) {
   switch (v) {
     case Verdict::same:
@@ -543,9 +602,10 @@ int Comparison::exit_code() const {
 namespace {
 
 Comparison match(const std::vector<const Result*>& base, const std::vector<const Result*>& next,
-                 double threshold, double alpha, const std::string& blank_field = "",
+                 double threshold, double alpha, Metric metric, const std::string& blank_field = "",
                  const std::string& label = "") {
   Comparison c;
+  c.metric = metric;
   c.threshold = threshold;
   c.alpha = alpha;
   const auto keyed = [&](const std::vector<const Result*>& runs) {
@@ -576,9 +636,9 @@ Comparison match(const std::vector<const Result*>& base, const std::vector<const
       continue;
     }
     matched.insert(k);
-    ComparedPair p = judge(k, rs, *it->second, threshold, alpha);
+    ComparedPair p = judge(k, rs, *it->second, threshold, alpha, metric);
     p.label = label;
-    warn_about(p, c.warnings);
+    warn_about(p, metric, c.warnings);
     c.pairs.push_back(std::move(p));
   }
   for (const auto& [k, rs] : n) {
@@ -597,12 +657,12 @@ std::vector<const Result*> pointers(const std::vector<Result>& runs) {
 }  // namespace
 
 Comparison compare_results(const std::vector<Result>& base, const std::vector<Result>& next, double threshold,
-                           double alpha) {
-  return match(pointers(base), pointers(next), threshold, alpha);
+                           double alpha, Metric metric) {
+  return match(pointers(base), pointers(next), threshold, alpha, metric);
 }
 
 Comparison compare_by_field(const std::vector<Result>& runs, const std::string& field, std::string base_value,
-                            double threshold, double alpha) {
+                            double threshold, double alpha, Metric metric) {
   const std::vector<std::string>& names = key_field_names();
   if (std::find(names.begin(), names.end(), field) == names.end()) {
     std::string list;
@@ -622,6 +682,7 @@ Comparison compare_by_field(const std::vector<Result>& runs, const std::string& 
   for (const Result& r : runs)
     if (key_value(run_key(r), field) == base_value) base.push_back(&r);
   Comparison all;
+  all.metric = metric;
   all.threshold = threshold;
   all.alpha = alpha;
   for (const std::string& v : values) {
@@ -630,7 +691,7 @@ Comparison compare_by_field(const std::vector<Result>& runs, const std::string& 
     for (const Result& r : runs)
       if (key_value(run_key(r), field) == v) next.push_back(&r);
     Comparison c =
-        match(base, next, threshold, alpha, field, fmt::format("{} {} -> {}", field, base_value, v));
+        match(base, next, threshold, alpha, metric, field, fmt::format("{} {} -> {}", field, base_value, v));
     for (ComparedPair& p : c.pairs) all.pairs.push_back(std::move(p));
     // A BASE run without a partner for this value is reported once per value.
     for (const RunKey& k : c.unmatched_base) all.unmatched_base.push_back(k);
@@ -694,7 +755,8 @@ std::string format_comparison_md(const Comparison& c) {
   std::string out =
       std::string(paired ? "| pair " : "") + "| model | scheme | kernel | graph | context | tokens |" +
       std::string(batched ? " batch |" : "") + std::string(varying.empty() ? "" : " other key |") +
-      " base TPOT ms | new TPOT ms | delta | noise base / new | n base / new | p | verdict | note |\n";
+      (c.metric == Metric::tpot ? " base TPOT ms | new TPOT ms |" : " base J/step | new J/step |") +
+      " delta | noise base / new | n base / new | p | verdict | note |\n";
   out += std::string(paired ? "|---" : "") + "|---|---|---|---|---:|---:|" +
          std::string(batched ? "---:|" : "") + std::string(varying.empty() ? "" : "---|") +
          "---:|---:|---:|---:|---:|---:|---|---|\n";
@@ -712,20 +774,22 @@ std::string format_comparison_md(const Comparison& c) {
           other += fmt::format("{}{}={}", other.empty() ? "" : " ", name, value.empty() ? "-" : value);
       out += " " + md_cell(other) + " |";
     }
-    out += fmt::format(" {} | {} | {} | {} | {} / {} | {} | {} | {} |\n", fmt_ms(p.base_tpot_ms),
-                       fmt_ms(p.new_tpot_ms), fmt_pct(p.delta), fmt_noise(p.base_noise, p.new_noise),
-                       p.base_samples.size(), p.new_samples.size(), fmt_p(p.test.p), to_string(p.verdict),
-                       md_cell(pair_note(p)));
+    const bool tpot = c.metric == Metric::tpot;
+    out += fmt::format(" {} | {} | {} | {} | {} / {} | {} | {} | {} |\n",
+                       tpot ? fmt_ms(p.base_tpot_ms) : fmt_joules(p.base_j_per_step),
+                       tpot ? fmt_ms(p.new_tpot_ms) : fmt_joules(p.new_j_per_step), fmt_pct(p.delta),
+                       fmt_noise(p.base_noise, p.new_noise), p.base_samples.size(), p.new_samples.size(),
+                       fmt_p(p.test.p), to_string(p.verdict), md_cell(pair_note(p)));
   }
   std::string others;
   for (Verdict v : {Verdict::unconfirmed, Verdict::too_few, Verdict::unstable, Verdict::untested})
     if (c.count(v)) others += fmt::format(", {} {}", c.count(v), to_string(v));
   out += fmt::format(
       "\n{} matched: {} regressed, {} improved, {} same, {} noise{} (threshold {}, two-sided Mann-Whitney U "
-      "on "
-      "repetition medians, alpha {:g})\n",
+      "on {}, alpha {:g})\n",
       c.pairs.size(), c.count(Verdict::regressed), c.count(Verdict::improved), c.count(Verdict::same),
-      c.count(Verdict::noise), others, fmt_threshold(c.threshold), c.alpha);
+      c.count(Verdict::noise), others, fmt_threshold(c.threshold),
+      c.metric == Metric::tpot ? "repetition medians" : "repetition J/step (--metric energy)", c.alpha);
   const auto unmatched = [&](const char* side, const std::vector<RunKey>& keys) {
     if (keys.empty()) {
       out += fmt::format("\nUnmatched in {}: none\n", side);
@@ -748,40 +812,46 @@ std::string format_comparison_md(const Comparison& c) {
 
 std::string format_comparison_json(const Comparison& c) {
   ordered_json j;
+  j["metric"] = to_string(c.metric);
   j["threshold"] = c.threshold;
   j["alpha"] = c.alpha;
   j["pairs"] = ordered_json::array();
+  const bool tpot = c.metric == Metric::tpot;
   for (const ComparedPair& p : c.pairs) {
-    j["pairs"].push_back(ordered_json{{"key", key_json(p.key)},
-                                      {"label", p.label},
-                                      {"base_runs", p.base_runs},
-                                      {"new_runs", p.new_runs},
-                                      {"base_tpot_ms", number(p.base_tpot_ms)},
-                                      {"new_tpot_ms", number(p.new_tpot_ms)},
-                                      {"delta", number(p.delta)},
-                                      {"base_repetition_medians_ms", p.base_samples},
-                                      {"new_repetition_medians_ms", p.new_samples},
-                                      {"base_noise", number(p.base_noise)},
-                                      {"new_noise", number(p.new_noise)},
-                                      {"base_run_spread", number(p.base_run_spread)},
-                                      {"new_run_spread", number(p.new_run_spread)},
-                                      {"u", number(p.test.u)},
-                                      {"z", number(p.test.z)},
-                                      {"p_value", number(p.test.p)},
-                                      {"exact", p.test.exact},
-                                      {"min_p", number(p.min_p)},
-                                      {"significant", p.significant},
-                                      {"verdict", to_string(p.verdict)},
-                                      {"unstable_why", p.unstable_why},
-                                      {"clock_gap", number(p.clock_gap)},
-                                      {"base_device", p.base_device},
-                                      {"new_device", p.new_device},
-                                      {"base_peak_read_GBps", number(p.base_peak_read_GBps)},
-                                      {"new_peak_read_GBps", number(p.new_peak_read_GBps)},
-                                      {"device_note", p.device_note},
-                                      {"settings_note", p.settings_note},
-                                      {"shapes_note", p.shapes_note},
-                                      {"run_warnings", p.run_warnings}});
+    j["pairs"].push_back(
+        ordered_json{{"key", key_json(p.key)},
+                     {"label", p.label},
+                     {"base_runs", p.base_runs},
+                     {"new_runs", p.new_runs},
+                     {"base_tpot_ms", number(p.base_tpot_ms)},
+                     {"new_tpot_ms", number(p.new_tpot_ms)},
+                     {"base_j_per_step", number(p.base_j_per_step)},
+                     {"new_j_per_step", number(p.new_j_per_step)},
+                     {"delta", number(p.delta)},
+                     {tpot ? "base_repetition_medians_ms" : "base_repetition_j_per_step", p.base_samples},
+                     {tpot ? "new_repetition_medians_ms" : "new_repetition_j_per_step", p.new_samples},
+                     {"base_noise", number(p.base_noise)},
+                     {"new_noise", number(p.new_noise)},
+                     {"base_run_spread", number(p.base_run_spread)},
+                     {"new_run_spread", number(p.new_run_spread)},
+                     {"u", number(p.test.u)},
+                     {"z", number(p.test.z)},
+                     {"p_value", number(p.test.p)},
+                     {"exact", p.test.exact},
+                     {"min_p", number(p.min_p)},
+                     {"significant", p.significant},
+                     {"verdict", to_string(p.verdict)},
+                     {"unstable_why", p.unstable_why},
+                     {"untested_why", p.untested_why},
+                     {"clock_gap", number(p.clock_gap)},
+                     {"base_device", p.base_device},
+                     {"new_device", p.new_device},
+                     {"base_peak_read_GBps", number(p.base_peak_read_GBps)},
+                     {"new_peak_read_GBps", number(p.new_peak_read_GBps)},
+                     {"device_note", p.device_note},
+                     {"settings_note", p.settings_note},
+                     {"shapes_note", p.shapes_note},
+                     {"run_warnings", p.run_warnings}});
   }
   j["unmatched_base"] = ordered_json::array();
   for (const RunKey& k : c.unmatched_base) j["unmatched_base"].push_back(key_json(k));
@@ -819,6 +889,7 @@ int cmd_compare(const CompareSpec& spec) {
     errors = static_cast<int>(r.errors.size());
     return std::move(r.results);
   };
+  const Metric metric = spec.metric == "energy" ? Metric::energy : Metric::tpot;
   Comparison c;
   if (!spec.pair_by.empty()) {
     std::vector<Result> all;
@@ -828,7 +899,7 @@ int cmd_compare(const CompareSpec& spec) {
       all_errors += errors;
       all.insert(all.end(), std::make_move_iterator(rs.begin()), std::make_move_iterator(rs.end()));
     }
-    c = compare_by_field(all, spec.pair_by, spec.base_value, spec.threshold);
+    c = compare_by_field(all, spec.pair_by, spec.base_value, spec.threshold, kCompareAlpha, metric);
     c.base_errors = all_errors;
   } else {
     if (spec.files.size() != 2)
@@ -838,7 +909,7 @@ int cmd_compare(const CompareSpec& spec) {
     const std::vector<Result> b = read(spec.files[0]);
     const int base_errors = errors;
     const std::vector<Result> n = read(spec.files[1]);
-    c = compare_results(b, n, spec.threshold);
+    c = compare_results(b, n, spec.threshold, kCompareAlpha, metric);
     c.base_errors = base_errors;
     c.new_errors = errors;
   }

@@ -54,6 +54,10 @@ const std::vector<ResultField>& result_fields() {
       {"roofline.achieved_GBps", "GB/s", CellFormat::GBps},
       {"roofline.efficiency", "efficiency", CellFormat::ratio},
       {"roofline.regime", "regime", CellFormat::text},
+      {"energy.j_per_step.median", "J/step", CellFormat::joules, false, true},
+      {"energy.j_per_token.median", "J/token", CellFormat::joules},
+      {"energy.tokens_per_j", "tok/J", CellFormat::joules},
+      {"energy.power_w.median", "W", CellFormat::watts},
   };
   return fields;
 }
@@ -107,6 +111,10 @@ std::string md_cell(const json* v, CellFormat f) {
         return fmt::format("{:.2f}", x);
       case CellFormat::percent:
         return fmt::format("{:.2f}%", 100 * x);
+      case CellFormat::joules:
+        return fmt::format("{:.4g}", x);
+      case CellFormat::watts:
+        return fmt::format("{:.1f}", x);
       default:
         break;
     }
@@ -269,6 +277,32 @@ std::string params_text(int64_t params) {
 
 void line(std::string& out, const char* label, const std::string& text) {
   out += fmt::format("{:<10}{}\n", label, text);
+}
+
+// The summary's energy line: J per token (and per step at a batch), tokens per joule, the
+// average power against the limit and the idle power, the clocks sampled; or why not.
+std::string energy_text(const Result& r) {
+  const Energy& e = r.energy;
+  const auto figure = [](const std::optional<double>& v) { return v.value_or(std::nan("")); };
+  const bool batched = r.config.batch != 1;
+  std::string text;
+  if (e.reason.empty()) {
+    text = batched ? fmt::format("{:.4g} J/step = {:.4g} J/token", figure(e.j_per_step.median),
+                                 figure(e.j_per_token.median))
+                   : fmt::format("{:.4g} J/token", figure(e.j_per_token.median));
+    text += " median";
+    if (e.repetition_j.size() >= 2) text += fmt::format(" ± {:.2f}%", 100 * figure(e.j_per_step.spread));
+    text += fmt::format(" ({:.4g} tokens/J), {:.1f} W", figure(e.tokens_per_j), figure(e.power_w.median));
+    const double limit = r.device.power_limit_w;
+    text += limit > 0 ? fmt::format(" of the {:.0f} W limit", limit) : std::string(" (power limit unknown)");
+    if (e.idle_power_w) text += fmt::format(", idle {:.1f} W", *e.idle_power_w);
+  } else {
+    text = "n/a: " + e.reason;
+  }
+  if (e.clocks_reason.empty())
+    text += fmt::format("; clocks SM {:.0f}, memory {:.0f} MHz (sampled)", figure(e.sm_clock_mhz.median),
+                        figure(e.mem_clock_mhz.median));
+  return text;
 }
 
 }  // namespace
@@ -475,6 +509,8 @@ std::string summary_text(const Result& r) {
     line(out, "prefill",
          fmt::format("{} tokens in {:.2f} s, {:.0f} tok/s ({}, untimed)", c.context, r.timing.prefill_s,
                      r.timing.prefill_tokens_per_s, r.timing.prefill.empty() ? "steps" : r.timing.prefill));
+
+  line(out, "energy", energy_text(r));
 
   const MemoryUse& m = r.memory;
   const ByteUnit mu = unit_for(static_cast<double>(m.total_bytes));

@@ -226,6 +226,37 @@ void fields(V& v, Check& c) {
 }
 
 template <class V>
+void fields(V& v, RepetitionSpread& s) {
+  v("median", s.median);
+  v("min", s.min);
+  v("max", s.max);
+  v("spread", s.spread);
+}
+
+template <class V>
+void fields(V& v, Energy& e) {
+  v("source", e.source);
+  v("reason", e.reason);
+  v("clocks_reason", e.clocks_reason);
+  v("sample_period_ms", e.sample_period_ms);
+  v("samples", e.samples);
+  v("counter_update_ms", e.counter_update_ms);
+  v("resolution", e.resolution);
+  v("idle_power_w", e.idle_power_w);
+  v("idle_s", e.idle_s);
+  v("repetition_s", e.repetition_s);
+  v("repetition_j", e.repetition_j);
+  v("repetition_sm_clock_mhz", e.repetition_sm_clock_mhz);
+  v("repetition_mem_clock_mhz", e.repetition_mem_clock_mhz);
+  v("j_per_step", e.j_per_step);
+  v("j_per_token", e.j_per_token);
+  v("power_w", e.power_w);
+  v("sm_clock_mhz", e.sm_clock_mhz);
+  v("mem_clock_mhz", e.mem_clock_mhz);
+  v("tokens_per_j", e.tokens_per_j);
+}
+
+template <class V>
 void fields(V& v, Result& r) {
   v("schema", r.schema);
   v("tool", r.tool);
@@ -239,6 +270,7 @@ void fields(V& v, Result& r) {
   v("memory", r.memory);
   v("check", r.check);
   v("flops", r.flops, Added{});
+  v("energy", r.energy, Added{});
 }
 
 // The structs above: written as JSON objects, read with their path.
@@ -248,7 +280,8 @@ constexpr bool kIsRecord =
     std::is_same_v<T, RunConfig> || std::is_same_v<T, PerTokenBytes> || std::is_same_v<T, StoredBytes> ||
     std::is_same_v<T, ByteAccount> || std::is_same_v<T, StepFlops> || std::is_same_v<T, TpotStats> ||
     std::is_same_v<T, Timing> || std::is_same_v<T, Roofline> || std::is_same_v<T, MemoryUse> ||
-    std::is_same_v<T, Check> || std::is_same_v<T, Result>;
+    std::is_same_v<T, Check> || std::is_same_v<T, RepetitionSpread> || std::is_same_v<T, Energy> ||
+    std::is_same_v<T, Result>;
 
 // ---------------------------------------------------------------- writer
 
@@ -277,6 +310,7 @@ struct Writer {
     }
   }
   static J to_value(const std::optional<ClockState>& c) { return c ? to_value(*c) : J(nullptr); }
+  static J to_value(const std::optional<double>& v) { return v && std::isfinite(*v) ? J(*v) : J(nullptr); }
 };
 
 template <class J>
@@ -388,6 +422,13 @@ class Reader {
     if (!v.is_object()) type_error(key, "an object or null", v);
     const Reader sub(v, full(key), origin_);
     fields(sub, out.emplace());
+  }
+
+  // A figure that may not have been measured: a number, or null.
+  void operator()(const char* key, std::optional<double>& out) const {
+    const json& v = at(key);
+    out.reset();
+    if (!v.is_null()) out = number(v, full(key));
   }
 
   void operator()(const char* key, std::string& out) const {
