@@ -7,7 +7,9 @@
 #   bash results/lab/energy-2026-12-03/run.sh STAGE     # one of: counter gpu ab aa matrix batch
 # Outputs go to $OUT, else results/lab/energy-2026-12-03/run1: summary.txt (every figure the
 # stages print), energy.png (plot.py energy of the matrix and the batch sweep) and
-# outputs.tar.gz (the result files, tables, logs and test output), three files in all.
+# outputs-STAGE.tar.gz (the result files, tables, logs and test output of each invocation).
+# Two device calls fit the budget: `run.sh build && run.sh gpu && run.sh ab && run.sh aa`, then
+# at once (the build kept warm) `run.sh matrix && run.sh batch`.
 #
 # The stages, each with what it answers and its prediction (written before running):
 # 1. counter: `decodebench info`: the energy counter's update interval and increment at idle,
@@ -19,7 +21,7 @@
 #    is positive and its average power between idle and the power limit; the counter agrees
 #    with nvmlDeviceGetPowerUsage integrated over 3 s idle + 4 s streaming reads + 3 s idle.
 #    Prediction: 3/3 pass; the counter and power x time within 1% (one sensor behind both).
-# 3. ab: TPOT with the energy reads and the sampler (the default) against --energy off, 3 runs
+# 3. ab: TPOT with the energy reads and the sampler (the default) against --energy off, 2 runs
 #    a side in separate processes, compare --metric tpot: 8b-int4 graph on, and 1b-int4
 #    graph off (host-bound: where a polling thread would show first). Prediction: `same`
 #    both, |delta| < 0.5%: the reads fall outside the event marks and the sampler thread
@@ -31,7 +33,7 @@
 #    clock), 0 regressed, 0 improved; J/token's spread across runs < 1% (8b runs end at the
 #    power cap, which holds the power, so energy follows TPOT's 0.1-0.2%).
 # 5. matrix: J/token of the matrix keys: 1b, 4b, 8b x fp16, int8, int4 x graph on, off (a
-#    sweep a model, --repeat 3). Prediction: J/token follows bytes per token less than TPOT
+#    sweep a model, --repeat 2). Prediction: J/token follows bytes per token less than TPOT
 #    does, since power rises with the bandwidth a run reaches: 8b-int4 ~0.6-0.8 J/token,
 #    8b-fp16 ~1.5-2 J/token (reads 3.2x the bytes at 2.2x the time and a higher power);
 #    graph off costs more energy per token than on by about its extra time at idle-ish power.
@@ -71,13 +73,14 @@ build() {
 update_ms() {
   local u
   u=$(grep -oE 'changes every [0-9.e+]+ ms' "$work/info.txt" 2>/dev/null | grep -oE '[0-9.e+]+' | head -1)
-  python3 -c 'import sys; u = float(sys.argv[1]) if sys.argv[1] else 20.0; print(min(max(u, 1.0), 40.0))' "${u:-}"
+  python3 -c 'import sys; u = float(sys.argv[1]) if sys.argv[1] else 20.0; print(min(max(u, 1.0), 25.0))' "${u:-}"
 }
-# The tokens that make a repetition of the fastest key at `ms` a step span 25 counter updates
-# (at least `least`); the update is capped at 40 ms so that a slow counter cannot make the
-# stages run for long (its runs then say the resolution they miss, and the --tokens it needs).
+# The tokens that make a repetition of the fastest key at `ms` a step span 21 counter updates
+# (a resolution of 4.8%, under the 5% energy is reported at; at least `least` tokens); the
+# update is capped at 25 ms so that a slow counter cannot make the stages outrun the device
+# budget (its runs then say the resolution they miss, and the --tokens it needs).
 tokens_for() {  # ms_per_step [least]
-  python3 -c 'import math, sys; print(max(int(sys.argv[3]), math.ceil(25 * float(sys.argv[1]) / float(sys.argv[2]))))' \
+  python3 -c 'import math, sys; print(max(int(sys.argv[3]), math.ceil(21 * float(sys.argv[1]) / float(sys.argv[2]))))' \
     "$(update_ms)" "$1" "${2:-128}"
 }
 
@@ -106,10 +109,10 @@ ab() {
   local t8 t1
   t8=$(tokens_for 1.65)
   t1=$(tokens_for 0.55)
-  runs ab-8b-on 3 --model 8b-int4 --graph on --tokens "$t8" --repeat 5
-  runs ab-8b-off 3 --model 8b-int4 --graph on --tokens "$t8" --repeat 5 --energy off
-  runs ab-1b-on 3 --model 1b-int4 --graph off --tokens "$t1" --repeat 5
-  runs ab-1b-off 3 --model 1b-int4 --graph off --tokens "$t1" --repeat 5 --energy off
+  runs ab-8b-on 2 --model 8b-int4 --graph on --tokens "$t8" --repeat 5
+  runs ab-8b-off 2 --model 8b-int4 --graph on --tokens "$t8" --repeat 5 --energy off
+  runs ab-1b-on 2 --model 1b-int4 --graph off --tokens "$t1" --repeat 5
+  runs ab-1b-off 2 --model 1b-int4 --graph off --tokens "$t1" --repeat 5 --energy off
   for m in 8b 1b; do
     $bin compare "$work/ab-$m-off.jsonl" "$work/ab-$m-on.jsonl" >"$work/ab-$m.md" 2>>"$work/ab.log"
     say "ab $m (BASE --energy off, NEW on): exit $?: $(grep -E '^\| ' "$work/ab-$m.md" | tail -1)"
@@ -159,7 +162,7 @@ matrix() {
   for m in 1b:0.46 4b:1.34 8b:1.65; do  # the fastest key of the model, ms a step (results/h200)
     ms=${m#*:}
     m=${m%:*}
-    $bin sweep --model "$m-fp16,$m-int8,$m-int4" --graph on,off --tokens "$(tokens_for "$ms")" --repeat 3 \
+    $bin sweep --model "$m-fp16,$m-int8,$m-int4" --graph on,off --tokens "$(tokens_for "$ms")" --repeat 2 \
       -o "$work/matrix.jsonl" >/dev/null 2>>"$work/matrix.log" || say "matrix $m: $(tail -1 "$work/matrix.log")"
   done
   $bin report "$work/matrix.jsonl" >"$work/matrix.md" 2>>"$work/matrix.log"
@@ -186,7 +189,7 @@ batch() {
   : >"$work/batch.jsonl"
   for g in 1,2,4:1.656 8,16,32:2.735 64,128,256:5.385; do  # the fastest of the group, ms a step (results/h200/batch)
     $bin sweep --model 8b-fp16,8b-int4 --graph on --batch "${g%:*}" --tokens "$(tokens_for "${g#*:}" 32)" \
-      --repeat 3 -o "$work/batch.jsonl" >/dev/null 2>>"$work/batch.log" || say "batch ${g%:*}: $(tail -1 "$work/batch.log")"
+      --repeat 2 -o "$work/batch.jsonl" >/dev/null 2>>"$work/batch.log" || say "batch ${g%:*}: $(tail -1 "$work/batch.log")"
   done
   $bin report "$work/batch.jsonl" >"$work/batch.md" 2>>"$work/batch.log"
   say "batch:"
@@ -200,8 +203,8 @@ plots() {
   python3 scripts/plot.py energy "$out/energy.png" "${files[@]}" 2>>"$work/plot.log" | sed 's/^/plot: /' | tee -a "$sum"
 }
 
-pack() {
-  tar -C "$work" -czf "$out/outputs.tar.gz" .
+pack() {  # a tarball a stage, so that one call may run several stages
+  tar -C "$work" -czf "$out/outputs-$stage.tar.gz" .
 }
 
 stage=${1:?usage: run.sh all|build|measure|counter|gpu|ab|aa|matrix|batch}
