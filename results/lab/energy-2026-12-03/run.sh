@@ -72,8 +72,8 @@ build() {
 # The counter's update interval in ms, from `info` (stage counter); 20 where it cannot say.
 update_ms() {
   local u
-  u=$(grep -oE 'changes every [0-9.e+]+ ms' "$work/info.txt" 2>/dev/null | grep -oE '[0-9.e+]+' | head -1)
-  python3 -c 'import sys; u = float(sys.argv[1]) if sys.argv[1] else 20.0; print(min(max(u, 1.0), 25.0))' "${u:-}"
+  u=$(grep -oE 'changes every [0-9.e+]+ ms' "$work/info.txt" 2>/dev/null | grep -oE '[0-9][0-9.e+]*' | head -1)
+  python3 -c 'import sys; u = float(sys.argv[1]) if sys.argv[1] else 20.0; print(min(max(u, 1.0), 100.0))' "${u:-}"
 }
 # The tokens that make a repetition of the fastest key at `ms` a step span 21 counter updates
 # (a resolution of 4.8%, under the 5% energy is reported at; at least `least` tokens); the
@@ -124,7 +124,7 @@ aa() {
   t8=$(tokens_for 1.65)
   : >"$work/aa-runs.jsonl"
   for i in $(seq 0 12); do
-    $bin --model 8b-int4 --graph on --tokens "$t8" --repeat 5 -o "$work/aa-$i.json" >/dev/null 2>>"$work/aa.log" ||
+    $bin --model 8b-int4 --graph on --tokens "$t8" --repeat 2 -o "$work/aa-$i.json" >/dev/null 2>>"$work/aa.log" ||
       say "aa: run $i failed: $(tail -1 "$work/aa.log")"
     $bin report "$work/aa-$i.json" --format jsonl >>"$work/aa-runs.jsonl" 2>>"$work/aa.log"
   done
