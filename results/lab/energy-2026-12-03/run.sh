@@ -42,6 +42,9 @@
 #    step's energy grows far slower than B while the weights dominate): 8b-int4 and
 #    8b-fp16 at B = 256 below 1/50 of their batch-1 J/token, while TPOT rises 2.6x (fp16)
 #    and 11.7x (int4) (the committed batch sweep).
+# Runs: run1 = `run.sh build && run.sh gpu && run.sh ab && run.sh aa` (the interval parsed from
+# the wrong word of info's line: ab and aa ran nothing; fixed below), then the main job;
+# run2 = `run.sh matrix; run.sh batch; run.sh aa` (aa at --repeat 2, the update cap at 100 ms).
 # Kill criterion: none; a measurement. A stage whose figures come out null says why in its
 # results (energy.reason), and the summary shows it.
 # The device machine has no libre2-dev: `apt-get download libre2-dev libre2-9` into .debs/ here
