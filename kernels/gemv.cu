@@ -156,11 +156,13 @@ struct Meta {
   uint32_t zero;
 };
 
+// ChunkDot<S>: the rows kernel's dot of one 16-byte chunk of scheme S's weights (kCols of
+// them) against x.
 template <Scheme S>
-struct Fast;
+struct ChunkDot;
 
 template <>
-struct Fast<Scheme::fp16> {
+struct ChunkDot<Scheme::fp16> {
   static constexpr int kCols = 8;
   __device__ static float dot_x(uint4 w, const uint4 (&xv)[1], Meta) { return dot_x(w, xv[0]); }
   __device__ static float dot_x(uint4 w, uint4 x) {
@@ -173,7 +175,7 @@ struct Fast<Scheme::fp16> {
 };
 
 template <>
-struct Fast<Scheme::int8> {
+struct ChunkDot<Scheme::int8> {
   static constexpr int kCols = 16;
   // int8 -> fp16 without a conversion instruction: flip the sign bit (q + 128 as a byte),
   // permute the byte under 0x64 to get the fp16 1024 + q + 128, subtract 1152: exact.
@@ -200,7 +202,7 @@ struct Fast<Scheme::int8> {
 };
 
 template <>
-struct Fast<Scheme::int4> {
+struct ChunkDot<Scheme::int4> {
   static constexpr int kCols = 32;
   // The chunk's sum before its group scale (int4_dot.cuh); the scales and zero points are in
   // the packed layout (kernels/int4_meta.h) and the scale multiplies the sum once, in fp32.
@@ -211,15 +213,19 @@ struct Fast<Scheme::int4> {
 
 // ------------------------------------------------------------------ the rows kernel
 // The fast kernel for every scheme. x lives in registers: thread t of a block owns the
-// 16-byte weight chunks t, t + T, ... (KPT of them) of every row, so it loads its slice of x
+// 16-byte weight chunks t, t + T, ... (Chunks of them) of every row, so it loads its slice of x
 // once (RMSNorm applied on the fly from the producer's statistics when x is the residual
 // stream) and keeps it for all the rows of the block. Nothing is staged through shared
 // memory and no block re-reads the whole of x: the warp kernel's prologue (sum resid, sync,
 // stage x, sync) cost every block a few microseconds in which only its first weight loads
-// were in flight. A block walks a contiguous, balanced range of rows R at a time: R x KPT
+// were in flight. A block walks a contiguous, balanced range of rows, Rows at a time: Rows x Chunks
 // weight loads per thread issued together, the next group's issued before this group's
-// reduction; the reduction is a transposing warp shuffle (R rows in R - 1 + 5 - log2 R
-// shuffles instead of 5R) and one shared-memory exchange across warps per group.
+// reduction; the reduction is a transposing warp shuffle (Rows rows in Rows - 1 + 5 - log2 Rows
+// shuffles instead of 5 Rows) and one shared-memory exchange across warps per group.
+//
+// The template parameters: Chunks, the 16-byte weight chunks a thread owns in each row; Rows,
+// the rows of a group; Pieces, the 16-byte pieces of fp16 x that one chunk's columns take
+// (fp16 1, int8 2, int4 4); Fragments, int4 in the tensor-core dot's fragment layout.
 //
 // Threads per block, at most: 512 leaves 128 registers a thread, no spills at 16 weight loads
 // in flight. Rows too long for one block take more chunks per thread (rows_shape).
@@ -229,38 +235,38 @@ constexpr int kRowsMaxThreads = 512;
 // (load_x_slice), and its pieces of norm_w, a weight, before the wait on the previous kernel,
 // so that only the residual stream and its statistics are read after it (8b-int4 1.776 ->
 // 1.769 ms). The chunks a thread loads that way; 0: piece by piece.
-template <Scheme S, int KPT, int P>
-constexpr int kAtOnce = S == Scheme::int4&& KPT* P <= 4 ? KPT : 0;
+template <Scheme S, int Chunks, int Pieces>
+constexpr int kAtOnce = S == Scheme::int4&& Chunks* Pieces <= 4 ? Chunks : 0;
 
-template <Scheme S, int KPT, int P>
-__device__ __forceinline__ void load_norm_w(const GemvInput& in, int chunks,
-                                            uint4 (&nw)[kAtOnce<S, KPT, P> ? KPT : 1][P]) {
+template <Scheme S, int Chunks, int Pieces>
+__device__ __forceinline__ void load_norm_w(const GemvInput& in, int row_chunks,
+                                            uint4 (&nw)[kAtOnce<S, Chunks, Pieces> ? Chunks : 1][Pieces]) {
   if (!in.resid) return;
 #pragma unroll
-  for (int k = 0; k < kAtOnce<S, KPT, P>; ++k) {
-    const int c = min(static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x), chunks - 1);
+  for (int k = 0; k < kAtOnce<S, Chunks, Pieces>; ++k) {
+    const int c = min(static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x), row_chunks - 1);
 #pragma unroll
-    for (int j = 0; j < P; ++j)
-      nw[k][j] = __ldg(reinterpret_cast<const uint4*>(in.norm_w) + static_cast<int64_t>(c) * P + j);
+    for (int j = 0; j < Pieces; ++j)
+      nw[k][j] = __ldg(reinterpret_cast<const uint4*>(in.norm_w) + static_cast<int64_t>(c) * Pieces + j);
   }
 }
 
-// This thread's slice of x: P 16-byte pieces of fp16 per chunk it owns, zero past the last
+// This thread's slice of x: Pieces 16-byte pieces of fp16 for each chunk it owns, zero past the last
 // chunk. From the residual stream it is normalized exactly as stage_x does, with the norm_w
 // pieces load_norm_w fetched where kAtOnce.
-template <Scheme S, int KPT, int P>
-__device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, int chunks,
-                                             uint4 (&xv)[KPT][P], float* red,
-                                             const uint4 (&nw)[kAtOnce<S, KPT, P> ? KPT : 1][P]) {
+template <Scheme S, int Chunks, int Pieces>
+__device__ __forceinline__ void load_x_slice(
+    const GemvInput& in, int64_t cols, int row_chunks, uint4 (&xv)[Chunks][Pieces], float* red,
+    const uint4 (&nw)[kAtOnce<S, Chunks, Pieces> ? Chunks : 1][Pieces]) {
   const int T = blockDim.x;
   if (!in.resid) {
 #pragma unroll
-    for (int k = 0; k < KPT; ++k) {
+    for (int k = 0; k < Chunks; ++k) {
       const int c = threadIdx.x + k * T;
 #pragma unroll
-      for (int j = 0; j < P; ++j)
-        xv[k][j] =
-            c < chunks ? __ldg(reinterpret_cast<const uint4*>(in.x) + c * P + j) : make_uint4(0, 0, 0, 0);
+      for (int j = 0; j < Pieces; ++j)
+        xv[k][j] = c < row_chunks ? __ldg(reinterpret_cast<const uint4*>(in.x) + c * Pieces + j)
+                                  : make_uint4(0, 0, 0, 0);
     }
     return;
   }
@@ -270,15 +276,15 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
   // round trips in a row. int4's kernels already use 128 registers for their
   // weights, so this costs them none; int8's and fp16's would grow (fewer blocks per SM) and
   // keep the piece-by-piece order.
-  constexpr int kAll = kAtOnce<S, KPT, P>;
-  ResidPiece raw[kAll ? kAll : 1][P];
+  constexpr int kAll = kAtOnce<S, Chunks, Pieces>;
+  ResidPiece raw[kAll ? kAll : 1][Pieces];
 #pragma unroll
   for (int k = 0; k < kAll; ++k) {
     // Past the end: a real piece, zeroed below.
-    const int c = min(static_cast<int>(threadIdx.x) + k * T, chunks - 1);
+    const int c = min(static_cast<int>(threadIdx.x) + k * T, row_chunks - 1);
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
-      const int64_t p = static_cast<int64_t>(c) * P + j;
+    for (int j = 0; j < Pieces; ++j) {
+      const int64_t p = static_cast<int64_t>(c) * Pieces + j;
       raw[k][j] =
           in.resid_h ? load_resid_piece(in.resid_h, nw[k][j], p) : load_resid_piece(in.resid, nw[k][j], p);
     }
@@ -296,16 +302,17 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
     inv = rsqrtf(block_sum(ss, red) / static_cast<float>(cols) + in.eps);
   }
 #pragma unroll
-  for (int k = 0; k < KPT; ++k) {
+  for (int k = 0; k < Chunks; ++k) {
     const int c = threadIdx.x + k * T;
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
-      if (c >= chunks) {
+    for (int j = 0; j < Pieces; ++j) {
+      if (c >= row_chunks) {
         xv[k][j] = make_uint4(0, 0, 0, 0);
       } else if constexpr (kAll > 0) {
         xv[k][j] = normalize_piece(raw[k][j], inv, in.resid_h != nullptr);
       } else {
-        xv[k][j] = normalized_piece(in.resid, in.resid_h, in.norm_w, static_cast<int64_t>(c) * P + j, inv);
+        xv[k][j] =
+            normalized_piece(in.resid, in.resid_h, in.norm_w, static_cast<int64_t>(c) * Pieces + j, inv);
       }
     }
   }
@@ -318,22 +325,22 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
 __device__ __align__(16) const uint8_t kSymmetricZeros[16] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
 static_assert(quant::kInt4SymmetricZero == 8, "kSymmetricZeros holds the symmetric zero point");
 
-template <int R>
-__device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMatrix& m, int G, int64_t row0,
-                                                int gcol) {
-  static_assert(R == 2 || R == 4 || R == 8, "a group of rows lies inside one block of 8");
+template <int Rows>
+__device__ __forceinline__ void load_group_meta(GroupMeta<Rows>& gm, const DeviceMatrix& m, int G,
+                                                int64_t row0, int gcol) {
+  static_assert(Rows == 2 || Rows == 4 || Rows == 8, "a group of rows lies inside one block of 8");
   const int64_t first = row0 / int4_meta::kBlockRows * int4_meta::kBlockRows;
   const int within = static_cast<int>(row0 - first);
   // int4_meta::packed_index of (first, gcol): the block's 8 rows are adjacent in each group.
   const int64_t e = int4_meta::packed_index(G, first, gcol);
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(m.scales) + e;
   const uint8_t* zp = m.zero_point ? m.zeros + e : kSymmetricZeros;  // offsets below stay < 16
-  if constexpr (R == 8) {
+  if constexpr (Rows == 8) {
     const uint4 v = __ldg(reinterpret_cast<const uint4*>(sp));
     gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w;
     const uint2 z = __ldg(reinterpret_cast<const uint2*>(zp));
     gm.z[0] = z.x, gm.z[1] = z.y;
-  } else if constexpr (R == 4) {
+  } else if constexpr (Rows == 4) {
     const uint2 v = __ldg(reinterpret_cast<const uint2*>(sp + within));
     gm.s[0] = v.x, gm.s[1] = v.y;
     gm.z[0] = __ldg(reinterpret_cast<const uint32_t*>(zp + within));
@@ -343,19 +350,19 @@ __device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMa
   }
 }
 
-template <Scheme S, int KPT, int R, bool FR = false>
+template <Scheme S, int Chunks, int Rows, bool Fragments = false>
 __global__ void __launch_bounds__(kRowsMaxThreads)
     gemv_rows_kernel(DeviceMatrix m, GemvInput in, GemvOutput out, int group_shift) {
-  static_assert(R >= 2 && R % 2 == 0 && R <= kWarp, "rows are finished in pairs");
+  static_assert(Rows >= 2 && Rows % 2 == 0 && Rows <= kWarp, "rows are finished in pairs");
   pdl_trigger();  // the next kernel may launch and issue its own weight loads
-  using F = Fast<S>;
-  constexpr int P = F::kCols / 8;  // 16-byte pieces of x per chunk
-  __shared__ float part[2][kRowsMaxThreads / kWarp][R];
+  using Dot = ChunkDot<S>;
+  constexpr int kPieces = Dot::kCols / 8;  // 16-byte pieces of x per chunk
+  __shared__ float part[2][kRowsMaxThreads / kWarp][Rows];
   __shared__ float red[kWarp];
   const int T = blockDim.x, warps = T / kWarp;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int C = static_cast<int>(m.cols / F::kCols);
-  const int64_t groups = (m.rows + R - 1) / R;
+  const int C = static_cast<int>(m.cols / Dot::kCols);
+  const int64_t groups = (m.rows + Rows - 1) / Rows;
   int64_t g = groups * blockIdx.x / gridDim.x;
   const int64_t g_end = groups * (blockIdx.x + 1) / gridDim.x;
   const uint4* base = static_cast<const uint4*>(m.qweight);
@@ -365,60 +372,61 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
   // instructions). A thread past the last chunk loads the last chunk again (x is zero there
   // and its dot is skipped), so the loads need no branch.
   const int G = S == Scheme::int4 ? static_cast<int>(m.cols >> (group_shift + 5)) : 1;  // meta per row
-  int col[KPT], gcol[KPT];
-  bool live[KPT];
+  int col[Chunks], gcol[Chunks];
+  bool live[Chunks];
 #pragma unroll
-  for (int k = 0; k < KPT; ++k) {
+  for (int k = 0; k < Chunks; ++k) {
     live[k] = threadIdx.x + k * T < C;
     col[k] = min(static_cast<int>(threadIdx.x) + k * T, C - 1);
     gcol[k] = S == Scheme::int4 ? col[k] >> group_shift : 0;
     // The fragment layout: the lane's segment of its warp's span is its group.
-    if constexpr (FR) gcol[k] = col[k] / kWarp * (int4_frag::kSpanCols / int4_frag::kSegmentCols) + lane / 4;
+    if constexpr (Fragments)
+      gcol[k] = col[k] / kWarp * (int4_frag::kSpanCols / int4_frag::kSegmentCols) + lane / 4;
   }
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(m.scales);
   // Every index into w and mt must be a compile-time constant once unrolled: an array
   // indexed at run time lives in local memory, not in registers.
-  uint4 w[R][KPT];
-  Meta mt[S == Scheme::int8 ? R : 1][KPT];  // int8: each row's scale
-  GroupMeta<R> gm[S == Scheme::int4 ? KPT : 1];
+  uint4 w[Rows][Chunks];
+  Meta mt[S == Scheme::int8 ? Rows : 1][Chunks];  // int8: each row's scale
+  GroupMeta<Rows> gm[S == Scheme::int4 ? Chunks : 1];
   auto load = [&](int64_t group) {
-    const int64_t row0 = group * R;
-    const int last =
-        (m.rows - row0 < R ? static_cast<int>(m.rows - row0) : R) - 1;  // a tail group repeats its last row
+    const int64_t row0 = group * Rows;
+    const int last = (m.rows - row0 < Rows ? static_cast<int>(m.rows - row0) : Rows) -
+                     1;  // a tail group repeats its last row
     const uint4* wrow = base + row0 * C;
     const uint16_t* srow = scales + row0;  // int8: a scale a row
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < Rows; ++r) {
       const int rr = min(r, last);
 #pragma unroll
-      for (int k = 0; k < KPT; ++k) {
+      for (int k = 0; k < Chunks; ++k) {
         w[r][k] = ld_stream(wrow + rr * C + col[k]);
         if constexpr (S == Scheme::int8) mt[r][k] = {__ldg(srow + rr), 0};
       }
     }
     if constexpr (S == Scheme::int4) {
 #pragma unroll
-      for (int k = 0; k < KPT; ++k) load_group_meta<R>(gm[k], m, G, row0, gcol[k]);
+      for (int k = 0; k < Chunks; ++k) load_group_meta<Rows>(gm[k], m, G, row0, gcol[k]);
     }
   };
   // Launched with PDL (pdl.cuh): the weights are constant, so their first loads are issued
   // while the previous kernel is still finishing, and so are int4's norm_w pieces; x and
   // everything written come after the wait.
   if (g < g_end) load(g);
-  uint4 nw[kAtOnce<S, KPT, P> ? KPT : 1][P];
-  load_norm_w<S, KPT, P>(in, C, nw);
+  uint4 nw[kAtOnce<S, Chunks, kPieces> ? Chunks : 1][kPieces];
+  load_norm_w<S, Chunks, kPieces>(in, C, nw);
   pdl_wait();
-  uint4 xv[KPT][P];
-  load_x_slice<S, KPT, P>(in, m.cols, C, xv, red, nw);
+  uint4 xv[Chunks][kPieces];
+  load_x_slice<S, Chunks, kPieces>(in, m.cols, C, xv, red, nw);
   // The fragment layout: each warp hands its coalesced x slice to its lanes' B registers
   // through its own stage of shared memory (loading x there directly, 16 scattered 4-byte
   // loads a lane, makes the O and down GEMVs slower).
-  frag::XFrag xf[FR ? KPT : 1];
-  if constexpr (FR) {
+  frag::XFrag xf[Fragments ? Chunks : 1];
+  if constexpr (Fragments) {
     extern __shared__ __align__(16) unsigned char frag_stage[];
 #pragma unroll
-    for (int k = 0; k < KPT; ++k)
-      frag::stage_b(xf[k], xv[k], frag_stage + (warp * KPT + k) * frag::kWarpStage, lane);
+    for (int k = 0; k < Chunks; ++k)
+      frag::stage_b(xf[k], xv[k], frag_stage + (warp * Chunks + k) * frag::kWarpStage, lane);
   }
 
   unsigned long long best = 0;
@@ -427,18 +435,18 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
   // during this group's reduction. part[buf] alternates: it is rewritten two groups later,
   // after the next barrier.
   for (int buf = 0; g < g_end; ++g, buf ^= 1) {
-    float acc[R];
-    if constexpr (FR) {
+    float acc[Rows];
+    if constexpr (Fragments) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] = 0.f;
+      for (int r = 0; r < Rows; ++r) acc[r] = 0.f;
 #pragma unroll
-      for (int k = 0; k < KPT; ++k) frag::dot_rows<R, KPT>(acc, w, k, xf[k], gm[k], lane, live[k]);
+      for (int k = 0; k < Chunks; ++k) frag::dot_rows<Rows, Chunks>(acc, w, k, xf[k], gm[k], lane, live[k]);
     } else {
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
+      for (int r = 0; r < Rows; ++r) {
         acc[r] = 0.f;
 #pragma unroll
-        for (int k = 0; k < KPT; ++k) {
+        for (int k = 0; k < Chunks; ++k) {
           // A select, not a branch: a branch cost three instructions per row and chunk. A
           // thread past the last chunk reloaded a real chunk (finite) against zero x.
           if constexpr (S == Scheme::int4) {
@@ -446,20 +454,20 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
             const uint32_t z = gm[k].z[r / 4];
             // The scale multiplies into the row's sum in one fma (zero past the last chunk).
             const float scale = r % 2 ? __high2float(sc) : __low2float(sc);
-            acc[r] = fmaf(F::dot_q(w[r][k], xv[k], z, r % 4), live[k] ? scale : 0.f, acc[r]);
+            acc[r] = fmaf(Dot::dot_q(w[r][k], xv[k], z, r % 4), live[k] ? scale : 0.f, acc[r]);
           } else {
-            const float d = F::dot_x(w[r][k], xv[k], mt[r][k]);
+            const float d = Dot::dot_x(w[r][k], xv[k], mt[r][k]);
             acc[r] += live[k] ? d : 0.f;
           }
         }
       }
     }
     if (g + 1 < g_end) load(g + 1);
-    const float v = reduce_rows<R>(acc, lane);
-    if (lane % (kWarp / R) == 0) part[buf][warp][lane_row<R>(lane)] = v;
+    const float v = reduce_rows<Rows>(acc, lane);
+    if (lane % (kWarp / Rows) == 0) part[buf][warp][lane_row<Rows>(lane)] = v;
     __syncthreads();
-    if (threadIdx.x < R / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
-      const int64_t r = g * R + 2 * threadIdx.x;
+    if (threadIdx.x < Rows / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
+      const int64_t r = g * Rows + 2 * threadIdx.x;
       if (r < m.rows) {
         float v0 = 0.f, v1 = 0.f;
         for (int i = 0; i < warps; ++i) {
@@ -568,18 +576,18 @@ int cols_per_chunk(Scheme s) {
 template <int N>
 using Int = std::integral_constant<int, N>;
 
-// Instantiated where the weight loads in flight, R x KPT, are at most 16 (more spills
+// Instantiated where the weight loads in flight, Rows x Chunks, are at most 16 (more spills
 // registers).
-template <Scheme S, int KPT>
+template <Scheme S, int Chunks>
 const void* rows_kernel_r(int rows) {
   constexpr int kLoads = 16;
-  if constexpr (2 * KPT <= kLoads)
-    if (rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 2>);
-  if constexpr (4 * KPT <= kLoads)
-    if (rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 4>);
-  if constexpr (8 * KPT <= kLoads)
-    if (rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 8>);
-  fail("gemv: no rows kernel for {} rows per group x {} chunks per thread", rows, KPT);
+  if constexpr (2 * Chunks <= kLoads)
+    if (rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, Chunks, 2>);
+  if constexpr (4 * Chunks <= kLoads)
+    if (rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, Chunks, 4>);
+  if constexpr (8 * Chunks <= kLoads)
+    if (rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, Chunks, 8>);
+  fail("gemv: no rows kernel for {} rows per group x {} chunks per thread", rows, Chunks);
 }
 
 // The fragment layout's instances: the launcher's shapes only.
@@ -624,7 +632,8 @@ RowsShape rows_shape(const DeviceMatrix& m, GemvTuning t) {
   int kpt = t.chunks ? t.chunks : (m.scheme == Scheme::fp16 ? 4 : 1);
   for (;;) {
     int rows = t.rows_per_group;
-    if (!rows) rows = std::max(2, std::min(default_rows, 8 / kpt));  // R x KPT <= 8 spills nothing (ptxas -v)
+    if (!rows)
+      rows = std::max(2, std::min(default_rows, 8 / kpt));  // Rows x Chunks <= 8 spills nothing (ptxas -v)
     const int threads = threads_for(m, kpt);
     if (threads <= kRowsMaxThreads) return {kpt, rows, threads};
     if (kpt >= 8) fail("gemv: {} columns is too many for one block", m.cols);

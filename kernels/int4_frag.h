@@ -33,7 +33,7 @@
 
 #include <cstdint>
 
-#include "decodebench/hd.h"
+#include "decodebench/host_device.h"
 
 namespace db::int4_frag {
 
@@ -42,7 +42,7 @@ constexpr int kSpanCols = 1024;    // columns of a span: one warp's 32 chunks of
 constexpr int kSegmentCols = 128;  // columns of a segment (and of a quantization group)
 
 // Matrices this layout can hold: whole blocks and spans, and groups that are segments.
-DB_HD bool eligible(int64_t rows, int64_t cols, int group_size) {
+DB_HOST_DEVICE bool eligible(int64_t rows, int64_t cols, int group_size) {
   return rows > 0 && rows % kRows == 0 && cols % kSpanCols == 0 && group_size == kSegmentCols;
 }
 
@@ -55,7 +55,7 @@ DB_HD bool eligible(int64_t rows, int64_t cols, int group_size) {
 // with it, so it keeps the nibble layout.
 constexpr int64_t kPreferredWeights = 200'000'000;
 
-DB_HD bool preferred(int64_t rows, int64_t cols, int group_size) {
+DB_HOST_DEVICE bool preferred(int64_t rows, int64_t cols, int group_size) {
   return eligible(rows, cols, group_size) && rows * cols >= kPreferredWeights;
 }
 
@@ -65,7 +65,7 @@ struct Source {
 };
 
 // Where nibble n of word u of lane `lane`'s 16 bytes at "row" i of a block comes from.
-DB_HD Source source(int i, int lane, int u, int n) {
+DB_HOST_DEVICE Source source(int i, int lane, int u, int n) {
   const int p = i / 2, j = 4 * (i % 2) + u;
   const int g = lane / 4, c = lane % 4;
   return {2 * p + ((n >> 1) & 1), g * kSegmentCols + 16 * j + 2 * c + 8 * (n & 1) + (n >> 2)};
@@ -78,7 +78,7 @@ struct Place {
   int i, lane, u, n;
 };
 
-DB_HD Place locate(int row, int col) {
+DB_HOST_DEVICE Place locate(int row, int col) {
   const int g = col / kSegmentCols, k = col % kSegmentCols, j = k / 16, kk = k % 16;
   return {2 * (row / 2) + j / 4, 4 * g + ((kk >> 1) & 3), j % 4,
           ((kk & 1) << 2) | ((row & 1) << 1) | ((kk >> 3) & 1)};
@@ -86,7 +86,7 @@ DB_HD Place locate(int row, int col) {
 
 // The column of x in B register r (0: k-slots 2c, 2c+1; 1: 2c+8, 2c+9), half h, at k-step j,
 // of lane `lane` (segment g = lane / 4), within the span.
-DB_HD int x_col(int lane, int j, int r, int h) {
+DB_HOST_DEVICE int x_col(int lane, int j, int r, int h) {
   return (lane / 4) * kSegmentCols + 16 * j + 2 * (lane % 4) + 8 * r + h;
 }
 

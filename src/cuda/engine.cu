@@ -57,12 +57,12 @@ class Stager {
   void* dev_ = nullptr;
 };
 
-void produce(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, RowMap map, Stager& stager,
-             cudaStream_t s) {
+void fill_matrix(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, RowMap map, Stager& stager,
+                 cudaStream_t s) {
   const int64_t rows = o.shape[0], cols = o.shape[1];
   switch (o.kind) {
     case OriginKind::synthetic:
-      produce_synthetic(dst, map, 0, rows, SyntheticSource{ws.seed(), o.tensor_id, o.dist}, s);
+      quantize_synthetic(dst, map, 0, rows, SyntheticSource{ws.seed(), o.tensor_id, o.dist}, s);
       return;
     case OriginKind::dense: {
       const size_t row_bytes = static_cast<size_t>(cols) * dtype_size(o.dense->dtype);
@@ -70,7 +70,7 @@ void produce(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, R
       for (int64_t r = 0; r < rows; r += chunk) {
         const int64_t n = std::min(chunk, rows - r);
         const void* d = stager.upload(o.dense->data + r * row_bytes, n * row_bytes, s);
-        produce_dense(dst, map, n, DenseSource{d, o.dense->dtype, r}, s);
+        quantize_dense(dst, map, n, DenseSource{d, o.dense->dtype, r}, s);
       }
       return;
     }
@@ -377,11 +377,11 @@ void DeviceWeights::fill(const WeightSource& ws) {
 
   Stager stager;
   LoraMerger merger(ws, s);  // a merged adapter: W + s B A into the linears it targets
-  auto produce_linear = [&](const Origin& o, const DeviceMatrix& dst, RowMap map) {
+  auto fill_linear = [&](const Origin& o, const DeviceMatrix& dst, RowMap map) {
     if (merger.merges(o))
-      merger.merge(o, dst, map, [&](const DeviceMatrix& base) { produce(ws, o, base, {}, stager, s); });
+      merger.merge(o, dst, map, [&](const DeviceMatrix& base) { fill_matrix(ws, o, base, {}, stager, s); });
     else
-      produce(ws, o, dst, map, stager, s);
+      fill_matrix(ws, o, dst, map, stager, s);
   };
   auto vec_into = [&](__half* p, const Origin& o) {
     if (o.kind == OriginKind::synthetic) {
@@ -399,7 +399,7 @@ void DeviceWeights::fill(const WeightSource& ws) {
   const Shapes sh = shapes(c_);
   embedding_ = sh.embedding;
   alloc_matrix(embedding_);
-  produce(ws, ws.embedding(), embedding_, {}, stager, s);
+  fill_matrix(ws, ws.embedding(), embedding_, {}, stager, s);
   layers_.resize(L);
   for (int64_t l = 0; l < L; ++l) {
     Layer& d = layers_[l];
@@ -420,13 +420,13 @@ void DeviceWeights::fill(const WeightSource& ws) {
       *ms[i] = sh.block[i];
       alloc_matrix(*ms[i]);
     }
-    produce_linear(ws.linear(l, Linear::q), d.qkv, {0, 1});
-    produce_linear(ws.linear(l, Linear::k), d.qkv, {qd, 1});
-    produce_linear(ws.linear(l, Linear::v), d.qkv, {qd + kvd, 1});
-    produce_linear(ws.linear(l, Linear::o), d.o, {0, 1});
-    produce_linear(ws.linear(l, Linear::gate), d.gate_up, {0, 2});
-    produce_linear(ws.linear(l, Linear::up), d.gate_up, {1, 2});
-    produce_linear(ws.linear(l, Linear::down), d.down, {0, 1});
+    fill_linear(ws.linear(l, Linear::q), d.qkv, {0, 1});
+    fill_linear(ws.linear(l, Linear::k), d.qkv, {qd, 1});
+    fill_linear(ws.linear(l, Linear::v), d.qkv, {qd + kvd, 1});
+    fill_linear(ws.linear(l, Linear::o), d.o, {0, 1});
+    fill_linear(ws.linear(l, Linear::gate), d.gate_up, {0, 2});
+    fill_linear(ws.linear(l, Linear::up), d.gate_up, {1, 2});
+    fill_linear(ws.linear(l, Linear::down), d.down, {0, 1});
   }
   final_norm_ = vec(ws.vector(kFinalNormName, H));
   if (sh.tied_head) {
@@ -434,7 +434,7 @@ void DeviceWeights::fill(const WeightSource& ws) {
   } else {
     lm_head_ = sh.head;
     alloc_matrix(lm_head_);
-    produce(ws, ws.lm_head(), lm_head_, {}, stager, s);
+    fill_matrix(ws, ws.lm_head(), lm_head_, {}, stager, s);
   }
   // Each kernel reads its own layout: the fast int4 GEMV the repacked one (weight_layout),
   // in the tensor-core dot's fragment layout where that pays (int4_frag::preferred).
@@ -663,8 +663,9 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   b.norm_stats = static_cast<unsigned long long*>(alloc(8ull * stats_count));
   CUDA_CHECK(cudaMemsetAsync(b.norm_stats, 0, 8ull * stats_count, stream_));
   norm_stats_ = !dims.uses_cublas;  // as resid_h above, and Engine::plan
-  st_ = StepState{b.state, b.state + B, b.state + B + 1, b.tokens_out, b.key, b.norm_stats, stats_count};
-  bst_ = BatchState{b.state, b.state + B, b.state + B + 1, b.tokens_out, b.key, B, positions};
+  step_state_ =
+      StepState{b.state, b.state + B, b.state + B + 1, b.tokens_out, b.key, b.norm_stats, stats_count};
+  batch_state_ = BatchState{b.state, b.state + B, b.state + B + 1, b.tokens_out, b.key, B, positions};
   if (needs.skinny_workspace > 0) {
     b.skinny_workspace = alloc(needs.skinny_workspace);
     CUDA_CHECK(cudaMemsetAsync(b.skinny_workspace, 0, needs.skinny_workspace, stream_));
@@ -738,7 +739,7 @@ void Engine::set_input(int64_t pos, int32_t token) {
 
 void Engine::set_first_position(int64_t pos) {
   const int32_t v = static_cast<int32_t>(pos);
-  CUDA_CHECK(cudaMemcpyAsync(st_.first_pos, &v, sizeof v, cudaMemcpyHostToDevice, stream_));
+  CUDA_CHECK(cudaMemcpyAsync(step_state_.first_pos, &v, sizeof v, cudaMemcpyHostToDevice, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -813,8 +814,8 @@ void Engine::enqueue_step() {
   // The statistics of RMSNorm site s: 2l before layer l's attention, 2l + 1 before its MLP,
   // 2L before the lm_head; each is written by the kernel that last writes resid before it.
   auto stats = [&](int64_t site) { return norm_stats_ ? b.norm_stats + site * kNormSlots : nullptr; };
-  embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, st_, b.resid, stats(0), stream_,
-        b.resid_h);
+  embed(static_cast<const __half*>(embedding_.qweight), c_.hidden_size, step_state_, b.resid, stats(0),
+        stream_, b.resid_h);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const DeviceLayer& d = layers_[l];
     const float* qkv_delta = lora_delta(l, LoraSite::qkv, b.resid, b.resid_h, d.attn_norm,
@@ -822,7 +823,7 @@ void Engine::enqueue_step() {
     run_linear(d.qkv, {nullptr, b.resid, d.attn_norm, eps, stats(2 * l), b.resid_h},
                with_addend({Epilogue::store, b.qkv}, qkv_delta));
 
-    AttentionArgs a = attention_args(d, st_.pos);
+    AttentionArgs a = attention_args(d, step_state_.pos);
     a.early_launch = d.o.impl == LinearImpl::gemv_fast && d.o.m.scheme == Scheme::int4;
     attention(a, stream_);
 
@@ -849,7 +850,7 @@ void Engine::enqueue_step() {
     CUDA_CHECK(cudaGetLastError());
   }
 #endif
-  finish_step(st_, stream_);
+  finish_step(step_state_, stream_);
 }
 
 void Engine::capture_graph() {

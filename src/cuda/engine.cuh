@@ -275,8 +275,8 @@ class Engine {
   LinearOp lm_head_;
   const __half* final_norm_ = nullptr;
   std::unique_ptr<Buffers> buf_;
-  StepState st_;
-  BatchState bst_;  // batch > 1
+  StepState step_state_;
+  BatchState batch_state_;  // batch > 1
   cudaGraphExec_t graph_ = nullptr;
   int launches_per_step_ = 0;
   std::vector<std::string> skinny_shapes_;

@@ -119,14 +119,14 @@ void Engine::enqueue_step_batch() {
   Buffers& b = *buf_;
   const int64_t B = batch_, H = c_.hidden_size, I = c_.intermediate_size;
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  embed_rows(static_cast<const __half*>(embedding_.qweight), H, bst_.tokens, B, b.resid, stream_);
+  embed_rows(static_cast<const __half*>(embedding_.qweight), H, batch_state_.tokens, B, b.resid, stream_);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const DeviceLayer& d = layers_[l];
     rmsnorm_rows(b.resid, d.attn_norm, eps, B, H, b.xnorm, stream_);
     linear_rows(l, LoraSite::qkv, d.qkv, b.xnorm, b.qkv, false);
 
     // The O GEMM is a plain launch: no early launch to let in.
-    attention(attention_args(d, bst_.pos), stream_, static_cast<int>(B));
+    attention(attention_args(d, batch_state_.pos), stream_, static_cast<int>(B));
 
     linear_rows(l, LoraSite::o, d.o, b.attn, b.resid, true);
     rmsnorm_rows(b.resid, d.mlp_norm, eps, B, H, b.xnorm, stream_);
@@ -136,8 +136,8 @@ void Engine::enqueue_step_batch() {
   }
   rmsnorm_rows(b.resid, final_norm_, eps, B, H, b.xnorm, stream_);
   linear_rows(-1, LoraSite::qkv, lm_head_, b.xnorm, b.logits, false);  // no adapter on the lm_head
-  argmax_rows(b.logits, B, c_.vocab_size, bst_.keys, stream_);
-  finish_step_batch(bst_, stream_);
+  argmax_rows(b.logits, B, c_.vocab_size, batch_state_.keys, stream_);
+  finish_step_batch(batch_state_, stream_);
 }
 
 void Engine::set_inputs(int64_t pos, const std::vector<int32_t>& tokens) {
