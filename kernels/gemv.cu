@@ -619,26 +619,32 @@ int threads_for(const DeviceMatrix& m, int kpt) {
   return static_cast<int>(std::max<int64_t>(kWarp, (per_thread + kWarp - 1) / kWarp * kWarp));
 }
 
-struct RowsShape {
-  int kpt, rows, threads;
-};
-
-// Defaults: fp16 4 chunks x 2 rows and int4 1 x 8 (8 weight loads of 16 bytes in flight per
-// thread, 64 bytes of x in registers); int8 1 x 4, twice the threads of 2 x 4 with half the
-// loads each, the fastest int8 shape in the GEMV bench's --tune. Rows too long for one block
-// (kRowsMaxThreads) take more chunks per thread.
-RowsShape rows_shape(const DeviceMatrix& m, GemvTuning t) {
-  const int default_rows = m.scheme == Scheme::fp16 ? 2 : (m.scheme == Scheme::int8 ? 4 : 8);
-  int kpt = t.chunks ? t.chunks : (m.scheme == Scheme::fp16 ? 4 : 1);
-  for (;;) {
-    int rows = t.rows_per_group;
-    if (!rows)
-      rows = std::max(2, std::min(default_rows, 8 / kpt));  // Rows x Chunks <= 8 spills nothing (ptxas -v)
-    const int threads = threads_for(m, kpt);
-    if (threads <= kRowsMaxThreads) return {kpt, rows, threads};
-    if (kpt >= 8) fail("gemv: {} columns is too many for one block", m.cols);
-    kpt *= 2;  // long rows: more chunks per thread
+// The rows kernel for a matrix at `chunks` chunks a thread and `rows` rows a group.
+const void* rows_kernel_for(const DeviceMatrix& m, int chunks, int rows) {
+  if (m.int4_frag) return frag_kernel(chunks, rows);
+  switch (m.scheme) {
+    case Scheme::fp16:
+      return rows_kernel<Scheme::fp16>(chunks, rows);
+    case Scheme::int8:
+      return rows_kernel<Scheme::int8>(chunks, rows);
+    case Scheme::int4:
+      return rows_kernel<Scheme::int4>(chunks, rows);
   }
+  fail("gemv: unknown scheme");
+}
+
+// The fragment kernel's x stages: one per warp and chunk set.
+size_t rows_smem(const DeviceMatrix& m, int threads, int chunks) {
+  return m.int4_frag ? size_t{frag::kWarpStage} * (threads / kWarp) * chunks : 0;
+}
+
+// Chunks a thread for a shape's `chunks`: doubled until a row fits one block (kRowsMaxThreads).
+int fitted_chunks(const DeviceMatrix& m, int chunks) {
+  while (threads_for(m, chunks) > kRowsMaxThreads) {
+    if (chunks >= 8) fail("gemv: {} columns is too many for one block", m.cols);
+    chunks *= 2;  // long rows: more chunks per thread
+  }
+  return chunks;
 }
 
 // One wave of equal blocks: as many groups per block as the resident slots require, then as
@@ -650,26 +656,24 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
   return std::max<int64_t>(1, (groups + per_block - 1) / per_block);
 }
 
-void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t,
-                 int group_shift, cudaStream_t stream) {
-  const RowsShape shape = rows_shape(m, t);
-  int kpt = shape.kpt, threads = shape.threads, rows = shape.rows;
-  auto kernel_for = [&](int r) -> const void* {
-    if (m.int4_frag) return frag_kernel(kpt, r);
-    switch (m.scheme) {
-      case Scheme::fp16:
-        return rows_kernel<Scheme::fp16>(kpt, r);
-      case Scheme::int8:
-        return rows_kernel<Scheme::int8>(kpt, r);
-      case Scheme::int4:
-        return rows_kernel<Scheme::int4>(kpt, r);
-    }
-    fail("gemv: unknown scheme");
+}  // namespace
+
+// Defaults: fp16 4 chunks x 2 rows and int4 1 x 8 (8 weight loads of 16 bytes in flight per
+// thread, 64 bytes of x in registers); int8 1 x 4, twice the threads of 2 x 4 with half the
+// loads each, the fastest int8 shape in the GEMV bench's --tune. Rows too long for one block
+// (kRowsMaxThreads) take more chunks per thread.
+RowsShape rows_shape(const DeviceMatrix& m) {
+  const int default_rows = m.scheme == Scheme::fp16 ? 2 : (m.scheme == Scheme::int8 ? 4 : 8);
+  RowsShape shape;
+  shape.chunks = fitted_chunks(m, m.scheme == Scheme::fp16 ? 4 : 1);
+  shape.rows = std::max(2, std::min(default_rows, 8 / shape.chunks));  // Rows x Chunks <= 8 spills nothing
+                                                                       // (ptxas -v)
+  auto occupancy = [&] {
+    const int threads = threads_for(m, shape.chunks);
+    return blocks_per_sm(rows_kernel_for(m, shape.chunks, shape.rows), rows_smem(m, threads, shape.chunks),
+                         threads);
   };
-  const void* kernel = kernel_for(rows);
-  // The fragment kernel's x stages: one per warp and chunk set.
-  auto smem_for = [&] { return m.int4_frag ? size_t{frag::kWarpStage} * (threads / kWarp) * kpt : 0; };
-  int occupancy = blocks_per_sm(kernel, smem_for(), threads);
+  shape.blocks_per_sm = occupancy();
   // A block alone on its SM (the down_proj's long rows: 448 threads) stalls the whole SM at
   // every group's barrier; with two blocks, one's barrier overlaps the other's loads.
   // - int8 halves its rows (fewer registers): 8b-int8 2.427 -> 2.378 ms on H200.
@@ -680,29 +684,40 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
   //   ms, 4b-int4 1.556 -> 1.503. Only down to 4 rows: 70b's down_proj, already at R4 x K2,
   //   is slower at R2 x K4 (13.45 -> 13.64 ms).
   for (;;) {
-    if (occupancy >= 2 || rows <= 2 || t.rows_per_group) break;
+    if (shape.blocks_per_sm >= 2 || shape.rows <= 2) break;
     if (m.scheme == Scheme::int8) {
-      rows /= 2;
-    } else if (m.scheme == Scheme::int4 && !t.chunks && rows > 4) {
-      rows /= 2;
-      kpt *= 2;
-      threads = threads_for(m, kpt);
+      shape.rows /= 2;
+    } else if (m.scheme == Scheme::int4 && shape.rows > 4) {
+      shape.rows /= 2;
+      shape.chunks *= 2;
     } else {
       break;
     }
-    kernel = kernel_for(rows);
-    occupancy = blocks_per_sm(kernel, smem_for(), threads);
+    shape.blocks_per_sm = occupancy();
   }
-  if (t.blocks_per_sm > 0) occupancy = std::min(occupancy, t.blocks_per_sm);
-  const int64_t grid = balanced_grid(m.rows, rows, occupancy);
-  DeviceMatrix mm = m;
-  GemvInput ii = in;
-  GemvOutput oo = out;
-  void* args[] = {&mm, &ii, &oo, &group_shift};
-  launch_raw(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), smem_for(), stream, args);
+  return shape;
 }
 
-}  // namespace
+void gemv_rows(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, RowsShape shape,
+               cudaStream_t stream) {
+  const char* why = nullptr;
+  if (!gemv_supports(w, GemvVariant::fast, &why)) fail("gemv [{}x{}]: {}", w.rows, w.cols, why);
+  if (shape.chunks < 1 || shape.rows < 1)
+    fail("gemv: a shape of {} rows x {} chunks", shape.rows, shape.chunks);
+  const int chunks = fitted_chunks(w, shape.chunks), threads = threads_for(w, chunks);
+  const void* kernel = rows_kernel_for(w, chunks, shape.rows);
+  const size_t smem = rows_smem(w, threads, chunks);
+  int occupancy = blocks_per_sm(kernel, smem, threads);
+  if (shape.blocks_per_sm > 0) occupancy = std::min(occupancy, shape.blocks_per_sm);
+  int group_shift = 0;  // log2(32-column chunks per group)
+  while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
+  DeviceMatrix m = w;
+  GemvInput i = in;
+  GemvOutput o = out;
+  void* args[] = {&m, &i, &o, &group_shift};
+  launch_raw(kernel, dim3(static_cast<unsigned>(balanced_grid(w.rows, shape.rows, occupancy))), dim3(threads),
+             smem, stream, args);
+}
 
 bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why) {
   if (v == GemvVariant::naive) return true;  // any shape; for fp16 only as --kernel auto's fallback
@@ -725,9 +740,7 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
   if (out.epilogue == Epilogue::silu_mul && w.rows % 2 != 0)
     fail("gemv: silu_mul needs interleaved row pairs");
   if (v == GemvVariant::fast) {
-    int group_shift = 0;  // log2(32-column chunks per group)
-    while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
-    launch_rows(w, in, out, GemvTuning{}, group_shift, stream);
+    gemv_rows(w, in, out, rows_shape(w), stream);
     return;
   }
   const void* kernel = w.scheme == Scheme::fp16 ? reinterpret_cast<const void*>(&gemv_naive_kernel<true>)
@@ -743,15 +756,6 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
   GemvOutput o = out;
   void* args[] = {&m, &i, &o};
   CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(kThreads), args, smem, stream));
-}
-
-void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t,
-                cudaStream_t stream) {
-  const char* why = nullptr;
-  if (!gemv_supports(w, GemvVariant::fast, &why)) fail("gemv [{}x{}]: {}", w.rows, w.cols, why);
-  int group_shift = 0;
-  while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
-  launch_rows(w, in, out, t, group_shift, stream);
 }
 
 }  // namespace db::cuda

@@ -76,17 +76,24 @@ struct GemvOutput {
 // Whether the variant supports this matrix (vector widths), with the reason when not.
 bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why);
 
+// Launches the variant on w: the fast one at the shape rows_shape gives the matrix.
 void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v,
           cudaStream_t stream);
 
-// The fast kernel with its shape chosen by hand (the tests and decodebench_gemv_bench use
-// it): rows per group (2, 4 or 8), 16-byte chunks per thread (1, 2, 4 or 8; 0: the default
-// for the scheme) and resident blocks per SM (0: as many as fit).
-struct GemvTuning {
-  int rows_per_group = 0, chunks = 0, blocks_per_sm = 0;
+// The fast kernel's launch shape: 16-byte chunks a thread in each row, rows a group, and the
+// resident blocks an SM the grid is sized for (one wave of equal blocks).
+struct RowsShape {
+  int chunks = 0, rows = 0, blocks_per_sm = 0;
 };
-void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t,
-                cudaStream_t stream);
+// The shape gemv() runs the matrix at: the scheme's default, more chunks a thread where rows
+// are too long for one block, fewer rows a group where one block would be alone on its SM.
+RowsShape rows_shape(const DeviceMatrix& w);
+// The fast kernel at `shape` (gemv() at rows_shape; the tests and decodebench_gemv_bench at
+// others): its chunks doubled while a row is too long for one block, its resident blocks an SM
+// at most shape.blocks_per_sm (0: as many as fit). Only the instantiated shapes (Rows x Chunks
+// <= 16) launch; others fail with the reason.
+void gemv_rows(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, RowsShape shape,
+               cudaStream_t stream);
 
 // The argmax key: an order-preserving encoding of the float in the high 32 bits and the
 // complement of the index in the low 32, so one atomicMax keeps the largest logit and,
