@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -16,6 +15,9 @@
 #include "int4_frag.h"
 #include "skinny.cuh"
 #include "weights.cuh"
+#ifdef DB_DEV
+#include "dev_delay.cuh"
+#endif
 
 namespace db::cuda {
 
@@ -783,32 +785,17 @@ void Engine::run_linear(const LinearOp& op, const GemvInput& in, const GemvOutpu
   if (out.epilogue == Epilogue::logits) argmax(out.y, op.m.rows, out.argmax_key, stream_);
 }
 
-#ifdef DB_DEV
-namespace {
-// Lab builds only (-DDECODEBENCH_DEV=ON): DECODEBENCH_DEV_DELAY_US=N appends to every step a
-// kernel that spins for N microseconds, a known slowdown for checking that compare flags one.
-__global__ void dev_delay_kernel(long long cycles) {
-  const long long t0 = clock64();
-  while (clock64() - t0 < cycles) {
-  }
-}
-
-long long dev_delay_cycles() {
-  static const long long cycles = [] {
-    const char* us = std::getenv("DECODEBENCH_DEV_DELAY_US");
-    if (!us || !*us) return 0LL;
-    int device = 0, khz = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
-    return static_cast<long long>(std::atof(us) * khz / 1e3);
-  }();
-  return cycles;
-}
-}  // namespace
-#endif
-
 void Engine::enqueue_step() {
-  if (batch_ > 1) return enqueue_step_batch();
+  if (batch_ > 1)
+    enqueue_step_batch();
+  else
+    enqueue_step_single();
+#ifdef DB_DEV
+  enqueue_dev_delay(stream_);  // lab builds: DECODEBENCH_DEV_DELAY_US, a known slowdown (dev_delay.cuh)
+#endif
+}
+
+void Engine::enqueue_step_single() {
   Buffers& b = *buf_;
   const float eps = static_cast<float>(c_.rms_norm_eps);
   // The statistics of RMSNorm site s: 2l before layer l's attention, 2l + 1 before its MLP,
@@ -844,12 +831,6 @@ void Engine::enqueue_step() {
   }
   run_linear(lm_head_, {nullptr, b.resid, final_norm_, eps, stats(2 * c_.num_hidden_layers), b.resid_h},
              {Epilogue::logits, b.logits, nullptr, nullptr, b.key});
-#ifdef DB_DEV
-  if (const long long cycles = dev_delay_cycles(); cycles > 0) {
-    dev_delay_kernel<<<1, 1, 0, stream_>>>(cycles);
-    CUDA_CHECK(cudaGetLastError());
-  }
-#endif
   finish_step(step_state_, stream_);
 }
 

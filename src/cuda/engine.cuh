@@ -246,6 +246,8 @@ class Engine {
   struct Buffers;
   void release();  // frees the engine's own resources (the destructor, or a constructor that throws)
   void run_linear(const LinearOp& op, const GemvInput& in, const GemvOutput& out);
+  // The step at batch 1: a GEMV a linear, its RMSNorm and epilogue fused in.
+  void enqueue_step_single();
   // The step at batch > 1 (src/cuda/engine_batch.cu): the prefill's row-wise kernels, a row
   // per sequence, each linear one GEMM over the batch.
   void enqueue_step_batch();
