@@ -13,10 +13,10 @@
 #include <utility>
 
 #include "common.cuh"
+#include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
 #include "gemv.cuh"
 #include "int4_dot.cuh"
-#include "int4_frag.h"
 #include "int4_meta.h"
 #include "pdl.cuh"
 
@@ -163,7 +163,7 @@ struct ChunkDot;
 
 template <>
 struct ChunkDot<Scheme::fp16> {
-  static constexpr int kCols = 8;
+  static constexpr int kCols = weights_per_chunk(Scheme::fp16);
   __device__ static float dot_x(uint4 w, const uint4 (&xv)[1], Meta) { return dot_x(w, xv[0]); }
   __device__ static float dot_x(uint4 w, uint4 x) {
     __half2 acc = __hmul2(bits_h2(w.x), bits_h2(x.x));
@@ -176,7 +176,7 @@ struct ChunkDot<Scheme::fp16> {
 
 template <>
 struct ChunkDot<Scheme::int8> {
-  static constexpr int kCols = 16;
+  static constexpr int kCols = weights_per_chunk(Scheme::int8);
   // int8 -> fp16 without a conversion instruction: flip the sign bit (q + 128 as a byte),
   // permute the byte under 0x64 to get the fp16 1024 + q + 128, subtract 1152: exact.
   __device__ static __half2 pair(uint32_t u, uint32_t selector) {
@@ -203,7 +203,7 @@ struct ChunkDot<Scheme::int8> {
 
 template <>
 struct ChunkDot<Scheme::int4> {
-  static constexpr int kCols = 32;
+  static constexpr int kCols = weights_per_chunk(Scheme::int4);
   // The chunk's sum before its group scale (int4_dot.cuh); the scales and zero points are in
   // the packed layout (kernels/int4_meta.h) and the scale multiplies the sum once, in fp32.
   __device__ static float dot_q(uint4 w, const uint4 (&xv)[4], uint32_t zeros, int byte) {
@@ -569,10 +569,6 @@ int blocks_per_sm(const void* kernel, size_t smem, int threads = kThreads) {
   return n;
 }
 
-int cols_per_chunk(Scheme s) {
-  return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
-}
-
 template <int N>
 using Int = std::integral_constant<int, N>;
 
@@ -615,7 +611,7 @@ const void* rows_kernel(int kpt, int rows) {
 }
 
 int threads_for(const DeviceMatrix& m, int kpt) {
-  const int64_t per_thread = (m.cols / cols_per_chunk(m.scheme) + kpt - 1) / kpt;
+  const int64_t per_thread = (m.cols / weights_per_chunk(m.scheme) + kpt - 1) / kpt;
   return static_cast<int>(std::max<int64_t>(kWarp, (per_thread + kWarp - 1) / kWarp * kWarp));
 }
 
@@ -721,16 +717,7 @@ void gemv_rows(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out
 
 bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why) {
   if (v == GemvVariant::naive) return true;  // any shape; for fp16 only as --kernel auto's fallback
-  if (w.cols % cols_per_chunk(w.scheme) != 0) {
-    *why = "the fast kernels need the input dimension to be a multiple of 16 bytes of weights";
-    return false;
-  }
-  if (w.scheme == Scheme::int4 &&
-      (w.group_size < 32 || (w.group_size & (w.group_size - 1)) || !w.int4_repacked)) {
-    *why = "int4.gemv needs a power-of-two group size of at least 32 and the repacked layout";
-    return false;
-  }
-  return true;
+  return fast_gemv_takes(shape_of(w), layout_of(w), why);
 }
 
 void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v,

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "decodebench/config.h"
+#include "decodebench/linear_shapes.h"
 
 namespace db::cuda {
 
@@ -24,12 +25,28 @@ struct DeviceMatrix {
   bool zero_point = false;
   bool int4_repacked = false;
   // int4_repacked, with the weights in the tensor-core dot's fragment layout
-  // (kernels/int4_frag.h) instead of the nibble order; the meta is packed as above.
+  // (include/decodebench/int4_frag.h) instead of the nibble order; the meta is packed as above.
   bool int4_frag = false;
   void* qweight = nullptr;   // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]
   __half* scales = nullptr;  // int8: [rows]; int4: [rows, cols/group]
   uint8_t* zeros = nullptr;  // int4 with zero point: [rows, cols/group]
 };
+
+// The matrix's shape and layout as the linear plan names them (decodebench/linear_shapes.h).
+inline MatrixShape shape_of(const DeviceMatrix& m) {
+  return {m.scheme, m.rows, m.cols, m.group_size, m.zero_point};
+}
+inline MatrixLayout layout_of(const DeviceMatrix& m) {
+  if (m.int4_frag) return MatrixLayout::int4_fragments;
+  return m.int4_repacked ? MatrixLayout::int4_nibbles : MatrixLayout::canonical;
+}
+// A matrix of this shape and layout, without memory.
+inline DeviceMatrix device_matrix(const MatrixShape& s, MatrixLayout layout) {
+  DeviceMatrix m{s.scheme, s.rows, s.cols, s.group_size, s.zero_point};
+  m.int4_repacked = layout != MatrixLayout::canonical;
+  m.int4_frag = layout == MatrixLayout::int4_fragments;
+  return m;
+}
 
 // fast: the rows kernel (x in registers, a balanced range of rows per block, the next group's
 // weights prefetched into registers); naive: one weight at a time (the slow path).
@@ -73,7 +90,8 @@ struct GemvOutput {
   __half* resid_h = nullptr;
 };
 
-// Whether the variant supports this matrix (vector widths), with the reason when not.
+// Whether the variant supports this matrix, with the reason when not: the naive kernel takes
+// any, the fast one what fast_gemv_takes says.
 bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why);
 
 // Launches the variant on w: the fast one at the shape rows_shape gives the matrix.

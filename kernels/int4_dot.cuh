@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "common.cuh"
-#include "int4_frag.h"
+#include "decodebench/int4_frag.h"
 
 namespace db::cuda {
 
@@ -74,7 +74,7 @@ struct GroupMeta {
 };
 
 // ------------------------------------------------------------------ the int4 dot on tensor cores
-// For matrices in the fragment layout (kernels/int4_frag.h: where every nibble goes and
+// For matrices in the fragment layout (include/decodebench/int4_frag.h: where every nibble goes and
 // why). A lane's 16-byte chunk of "row" i of a group is the A operand of four
 // mma.m16n8k16, unpacked by two masks and a shift per word into 1024 + v and 1024 + 16 v;
 // x and x / 16 are the B operand, and the 1024s and zero points come out once per group of

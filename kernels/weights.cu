@@ -1,8 +1,8 @@
 // Device-side weight production (see weights.cuh).
 #include "common.cuh"
 #include "decodebench/half.h"
+#include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
-#include "int4_frag.h"
 #include "int4_meta.h"
 #include "weights.cuh"
 
@@ -192,7 +192,7 @@ __global__ void repack_int4_kernel(uint32_t* words, int64_t n) {
   }
 }
 
-// Canonical nibbles -> the tensor-core dot's fragment layout (kernels/int4_frag.h), in
+// Canonical nibbles -> the tensor-core dot's fragment layout (include/decodebench/int4_frag.h), in
 // place: one block of threads per block of 8 rows and span of 1024 columns, the 8 x 512
 // bytes that the permutation keeps to themselves.
 __global__ void repack_int4_frag_kernel(uint8_t* q, int64_t cols) {

@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](cons
                      c.zero_point ? "" : "_sym", c.group ? fmt::format("_g{}", c.group) : "");
 });
 
-// int4 in the tensor-core dot's fragment layout (kernels/int4_frag.h): whole blocks of 8
+// int4 in the tensor-core dot's fragment layout (include/decodebench/int4_frag.h): whole blocks of 8
 // rows and spans of 1024 columns at group size 128, from one block to the real 8b, 1b and 70b
 // shapes (the launcher's R8 x K1, R4 x K1 and R4 x K2 kernels among them). The
 // tensor cores accumulate in fp32 from exact products, so the fast kernels' bound holds.

@@ -44,7 +44,8 @@
 
 #include "common.cuh"
 #include "decodebench/half.h"
-#include "int4_frag.h"
+#include "decodebench/int4_frag.h"
+#include "decodebench/linear_shapes.h"
 #include "gemv.cuh"
 #include "int4_dot.cuh"
 #include "mbarrier.cuh"
@@ -920,7 +921,7 @@ int run(int argc, char** argv) {
         to_bal_stages_kernel<<<1024, 256, 0, s>>>(d, mt.bal, mt.rb);
         CUDA_CHECK_LAUNCH();
       }
-      repack_int4(d, s, int4_frag::preferred(d.rows, d.cols, kGroup));
+      repack_int4(d, s, prefers_int4_fragments(d.rows, d.cols, kGroup));
       if (!kFrag) mt.ref = d;
       const int64_t outs = mt.epi == Epi::store ? mt.rows : mt.rows / 2;
       CUDA_CHECK(cudaMalloc(&mt.y, outs * 2));

@@ -17,7 +17,7 @@
 #include "bench_timing.cuh"
 #include "common.cuh"
 #include "decodebench/half.h"
-#include "int4_frag.h"
+#include "decodebench/linear_shapes.h"
 #include "decodebench/weights.h"
 #include "gemv.cuh"
 #include "weights.cuh"
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
           CUDA_CHECK(cudaMalloc(&m.zeros, alloc.zeros));
           CUDA_CHECK(cudaMemcpy(m.zeros, q.zeros.data(), q.zeros.size(), cudaMemcpyHostToDevice));
         }
-        if (s == Scheme::int4) repack_int4(m, nullptr, int4_frag::preferred(m.rows, m.cols, m.group_size));
+        if (s == Scheme::int4) repack_int4(m, nullptr, prefers_int4_fragments(m.rows, m.cols, m.group_size));
       }
       const int reps = std::max(copies, 64);
       auto report = [&](const std::string& label, double us) {

@@ -1,6 +1,7 @@
-// The int4 weight layout of the tensor-core dot (kernels/gemv.cu, `Frag`): where each nibble
-// of a block of 8 rows goes, shared by the repack kernel that writes it (kernels/weights.cu)
-// and the CPU tests that check it against the mma fragment rules.
+// The int4 weight layout of the tensor-core dot (kernels/gemv.cu, kernels/int4_dot.cuh): where
+// each nibble of a block of 8 rows goes, shared by the repack kernel that writes it
+// (kernels/weights.cu), the linear plan that decides which matrices take it
+// (decodebench/linear_shapes.h) and the CPU tests that check it against the mma fragment rules.
 //
 // The rows kernel gives thread t of a block the 16-byte chunks t, t + T, ... of every row of
 // a group of 8 rows, and loads them as 8 loads (one per row) from the group's rows, which are
@@ -44,19 +45,6 @@ constexpr int kSegmentCols = 128;  // columns of a segment (and of a quantizatio
 // Matrices this layout can hold: whole blocks and spans, and groups that are segments.
 DB_HOST_DEVICE bool eligible(int64_t rows, int64_t cols, int group_size) {
   return rows > 0 && rows % kRows == 0 && cols % kSpanCols == 0 && group_size == kSegmentCols;
-}
-
-// Where the layout is worth it: the largest matrices only. On the H200 the tensor-core dot
-// made 70b's gate/up (57344 x 8192) and down (8192 x 28672) 4.9% and 3.1% faster in the GEMV
-// bench and 70b-int4's step 3.2% faster, but 8b's qkv, o
-// and down (25-59 M weights) and every 1b matrix slower: a short matrix pays the B
-// registers' staging and the mma chains' latency on too few groups a block. 8b's gate/up
-// (117 M) is in between: as fast as the nibble kernel in the bench, and its step 0.7% slower
-// with it, so it keeps the nibble layout.
-constexpr int64_t kPreferredWeights = 200'000'000;
-
-DB_HOST_DEVICE bool preferred(int64_t rows, int64_t cols, int group_size) {
-  return eligible(rows, cols, group_size) && rows * cols >= kPreferredWeights;
 }
 
 struct Source {
