@@ -13,10 +13,10 @@
 #include <utility>
 
 #include "common.cuh"
+#include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
 #include "gemv.cuh"
 #include "int4_dot.cuh"
-#include "int4_frag.h"
 #include "int4_meta.h"
 #include "pdl.cuh"
 
@@ -156,12 +156,14 @@ struct Meta {
   uint32_t zero;
 };
 
+// ChunkDot<S>: the rows kernel's dot of one 16-byte chunk of scheme S's weights (kCols of
+// them) against x.
 template <Scheme S>
-struct Fast;
+struct ChunkDot;
 
 template <>
-struct Fast<Scheme::fp16> {
-  static constexpr int kCols = 8;
+struct ChunkDot<Scheme::fp16> {
+  static constexpr int kCols = weights_per_chunk(Scheme::fp16);
   __device__ static float dot_x(uint4 w, const uint4 (&xv)[1], Meta) { return dot_x(w, xv[0]); }
   __device__ static float dot_x(uint4 w, uint4 x) {
     __half2 acc = __hmul2(bits_h2(w.x), bits_h2(x.x));
@@ -173,8 +175,8 @@ struct Fast<Scheme::fp16> {
 };
 
 template <>
-struct Fast<Scheme::int8> {
-  static constexpr int kCols = 16;
+struct ChunkDot<Scheme::int8> {
+  static constexpr int kCols = weights_per_chunk(Scheme::int8);
   // int8 -> fp16 without a conversion instruction: flip the sign bit (q + 128 as a byte),
   // permute the byte under 0x64 to get the fp16 1024 + q + 128, subtract 1152: exact.
   __device__ static __half2 pair(uint32_t u, uint32_t selector) {
@@ -200,8 +202,8 @@ struct Fast<Scheme::int8> {
 };
 
 template <>
-struct Fast<Scheme::int4> {
-  static constexpr int kCols = 32;
+struct ChunkDot<Scheme::int4> {
+  static constexpr int kCols = weights_per_chunk(Scheme::int4);
   // The chunk's sum before its group scale (int4_dot.cuh); the scales and zero points are in
   // the packed layout (kernels/int4_meta.h) and the scale multiplies the sum once, in fp32.
   __device__ static float dot_q(uint4 w, const uint4 (&xv)[4], uint32_t zeros, int byte) {
@@ -211,15 +213,19 @@ struct Fast<Scheme::int4> {
 
 // ------------------------------------------------------------------ the rows kernel
 // The fast kernel for every scheme. x lives in registers: thread t of a block owns the
-// 16-byte weight chunks t, t + T, ... (KPT of them) of every row, so it loads its slice of x
+// 16-byte weight chunks t, t + T, ... (Chunks of them) of every row, so it loads its slice of x
 // once (RMSNorm applied on the fly from the producer's statistics when x is the residual
 // stream) and keeps it for all the rows of the block. Nothing is staged through shared
 // memory and no block re-reads the whole of x: the warp kernel's prologue (sum resid, sync,
 // stage x, sync) cost every block a few microseconds in which only its first weight loads
-// were in flight. A block walks a contiguous, balanced range of rows R at a time: R x KPT
+// were in flight. A block walks a contiguous, balanced range of rows, Rows at a time: Rows x Chunks
 // weight loads per thread issued together, the next group's issued before this group's
-// reduction; the reduction is a transposing warp shuffle (R rows in R - 1 + 5 - log2 R
-// shuffles instead of 5R) and one shared-memory exchange across warps per group.
+// reduction; the reduction is a transposing warp shuffle (Rows rows in Rows - 1 + 5 - log2 Rows
+// shuffles instead of 5 Rows) and one shared-memory exchange across warps per group.
+//
+// The template parameters: Chunks, the 16-byte weight chunks a thread owns in each row; Rows,
+// the rows of a group; Pieces, the 16-byte pieces of fp16 x that one chunk's columns take
+// (fp16 1, int8 2, int4 4); Fragments, int4 in the tensor-core dot's fragment layout.
 //
 // Threads per block, at most: 512 leaves 128 registers a thread, no spills at 16 weight loads
 // in flight. Rows too long for one block take more chunks per thread (rows_shape).
@@ -229,38 +235,38 @@ constexpr int kRowsMaxThreads = 512;
 // (load_x_slice), and its pieces of norm_w, a weight, before the wait on the previous kernel,
 // so that only the residual stream and its statistics are read after it (8b-int4 1.776 ->
 // 1.769 ms). The chunks a thread loads that way; 0: piece by piece.
-template <Scheme S, int KPT, int P>
-constexpr int kAtOnce = S == Scheme::int4&& KPT* P <= 4 ? KPT : 0;
+template <Scheme S, int Chunks, int Pieces>
+constexpr int kAtOnce = S == Scheme::int4&& Chunks* Pieces <= 4 ? Chunks : 0;
 
-template <Scheme S, int KPT, int P>
-__device__ __forceinline__ void load_norm_w(const GemvInput& in, int chunks,
-                                            uint4 (&nw)[kAtOnce<S, KPT, P> ? KPT : 1][P]) {
+template <Scheme S, int Chunks, int Pieces>
+__device__ __forceinline__ void load_norm_w(const GemvInput& in, int row_chunks,
+                                            uint4 (&nw)[kAtOnce<S, Chunks, Pieces> ? Chunks : 1][Pieces]) {
   if (!in.resid) return;
 #pragma unroll
-  for (int k = 0; k < kAtOnce<S, KPT, P>; ++k) {
-    const int c = min(static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x), chunks - 1);
+  for (int k = 0; k < kAtOnce<S, Chunks, Pieces>; ++k) {
+    const int c = min(static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x), row_chunks - 1);
 #pragma unroll
-    for (int j = 0; j < P; ++j)
-      nw[k][j] = __ldg(reinterpret_cast<const uint4*>(in.norm_w) + static_cast<int64_t>(c) * P + j);
+    for (int j = 0; j < Pieces; ++j)
+      nw[k][j] = __ldg(reinterpret_cast<const uint4*>(in.norm_w) + static_cast<int64_t>(c) * Pieces + j);
   }
 }
 
-// This thread's slice of x: P 16-byte pieces of fp16 per chunk it owns, zero past the last
+// This thread's slice of x: Pieces 16-byte pieces of fp16 for each chunk it owns, zero past the last
 // chunk. From the residual stream it is normalized exactly as stage_x does, with the norm_w
 // pieces load_norm_w fetched where kAtOnce.
-template <Scheme S, int KPT, int P>
-__device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, int chunks,
-                                             uint4 (&xv)[KPT][P], float* red,
-                                             const uint4 (&nw)[kAtOnce<S, KPT, P> ? KPT : 1][P]) {
+template <Scheme S, int Chunks, int Pieces>
+__device__ __forceinline__ void load_x_slice(
+    const GemvInput& in, int64_t cols, int row_chunks, uint4 (&xv)[Chunks][Pieces], float* red,
+    const uint4 (&nw)[kAtOnce<S, Chunks, Pieces> ? Chunks : 1][Pieces]) {
   const int T = blockDim.x;
   if (!in.resid) {
 #pragma unroll
-    for (int k = 0; k < KPT; ++k) {
+    for (int k = 0; k < Chunks; ++k) {
       const int c = threadIdx.x + k * T;
 #pragma unroll
-      for (int j = 0; j < P; ++j)
-        xv[k][j] =
-            c < chunks ? __ldg(reinterpret_cast<const uint4*>(in.x) + c * P + j) : make_uint4(0, 0, 0, 0);
+      for (int j = 0; j < Pieces; ++j)
+        xv[k][j] = c < row_chunks ? __ldg(reinterpret_cast<const uint4*>(in.x) + c * Pieces + j)
+                                  : make_uint4(0, 0, 0, 0);
     }
     return;
   }
@@ -270,15 +276,15 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
   // round trips in a row. int4's kernels already use 128 registers for their
   // weights, so this costs them none; int8's and fp16's would grow (fewer blocks per SM) and
   // keep the piece-by-piece order.
-  constexpr int kAll = kAtOnce<S, KPT, P>;
-  ResidPiece raw[kAll ? kAll : 1][P];
+  constexpr int kAll = kAtOnce<S, Chunks, Pieces>;
+  ResidPiece raw[kAll ? kAll : 1][Pieces];
 #pragma unroll
   for (int k = 0; k < kAll; ++k) {
     // Past the end: a real piece, zeroed below.
-    const int c = min(static_cast<int>(threadIdx.x) + k * T, chunks - 1);
+    const int c = min(static_cast<int>(threadIdx.x) + k * T, row_chunks - 1);
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
-      const int64_t p = static_cast<int64_t>(c) * P + j;
+    for (int j = 0; j < Pieces; ++j) {
+      const int64_t p = static_cast<int64_t>(c) * Pieces + j;
       raw[k][j] =
           in.resid_h ? load_resid_piece(in.resid_h, nw[k][j], p) : load_resid_piece(in.resid, nw[k][j], p);
     }
@@ -296,16 +302,17 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
     inv = rsqrtf(block_sum(ss, red) / static_cast<float>(cols) + in.eps);
   }
 #pragma unroll
-  for (int k = 0; k < KPT; ++k) {
+  for (int k = 0; k < Chunks; ++k) {
     const int c = threadIdx.x + k * T;
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
-      if (c >= chunks) {
+    for (int j = 0; j < Pieces; ++j) {
+      if (c >= row_chunks) {
         xv[k][j] = make_uint4(0, 0, 0, 0);
       } else if constexpr (kAll > 0) {
         xv[k][j] = normalize_piece(raw[k][j], inv, in.resid_h != nullptr);
       } else {
-        xv[k][j] = normalized_piece(in.resid, in.resid_h, in.norm_w, static_cast<int64_t>(c) * P + j, inv);
+        xv[k][j] =
+            normalized_piece(in.resid, in.resid_h, in.norm_w, static_cast<int64_t>(c) * Pieces + j, inv);
       }
     }
   }
@@ -318,22 +325,22 @@ __device__ __forceinline__ void load_x_slice(const GemvInput& in, int64_t cols, 
 __device__ __align__(16) const uint8_t kSymmetricZeros[16] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
 static_assert(quant::kInt4SymmetricZero == 8, "kSymmetricZeros holds the symmetric zero point");
 
-template <int R>
-__device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMatrix& m, int G, int64_t row0,
-                                                int gcol) {
-  static_assert(R == 2 || R == 4 || R == 8, "a group of rows lies inside one block of 8");
+template <int Rows>
+__device__ __forceinline__ void load_group_meta(GroupMeta<Rows>& gm, const DeviceMatrix& m, int G,
+                                                int64_t row0, int gcol) {
+  static_assert(Rows == 2 || Rows == 4 || Rows == 8, "a group of rows lies inside one block of 8");
   const int64_t first = row0 / int4_meta::kBlockRows * int4_meta::kBlockRows;
   const int within = static_cast<int>(row0 - first);
   // int4_meta::packed_index of (first, gcol): the block's 8 rows are adjacent in each group.
   const int64_t e = int4_meta::packed_index(G, first, gcol);
   const uint16_t* sp = reinterpret_cast<const uint16_t*>(m.scales) + e;
   const uint8_t* zp = m.zero_point ? m.zeros + e : kSymmetricZeros;  // offsets below stay < 16
-  if constexpr (R == 8) {
+  if constexpr (Rows == 8) {
     const uint4 v = __ldg(reinterpret_cast<const uint4*>(sp));
     gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w;
     const uint2 z = __ldg(reinterpret_cast<const uint2*>(zp));
     gm.z[0] = z.x, gm.z[1] = z.y;
-  } else if constexpr (R == 4) {
+  } else if constexpr (Rows == 4) {
     const uint2 v = __ldg(reinterpret_cast<const uint2*>(sp + within));
     gm.s[0] = v.x, gm.s[1] = v.y;
     gm.z[0] = __ldg(reinterpret_cast<const uint32_t*>(zp + within));
@@ -343,19 +350,19 @@ __device__ __forceinline__ void load_group_meta(GroupMeta<R>& gm, const DeviceMa
   }
 }
 
-template <Scheme S, int KPT, int R, bool FR = false>
+template <Scheme S, int Chunks, int Rows, bool Fragments = false>
 __global__ void __launch_bounds__(kRowsMaxThreads)
     gemv_rows_kernel(DeviceMatrix m, GemvInput in, GemvOutput out, int group_shift) {
-  static_assert(R >= 2 && R % 2 == 0 && R <= kWarp, "rows are finished in pairs");
+  static_assert(Rows >= 2 && Rows % 2 == 0 && Rows <= kWarp, "rows are finished in pairs");
   pdl_trigger();  // the next kernel may launch and issue its own weight loads
-  using F = Fast<S>;
-  constexpr int P = F::kCols / 8;  // 16-byte pieces of x per chunk
-  __shared__ float part[2][kRowsMaxThreads / kWarp][R];
+  using Dot = ChunkDot<S>;
+  constexpr int kPieces = Dot::kCols / 8;  // 16-byte pieces of x per chunk
+  __shared__ float part[2][kRowsMaxThreads / kWarp][Rows];
   __shared__ float red[kWarp];
   const int T = blockDim.x, warps = T / kWarp;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int C = static_cast<int>(m.cols / F::kCols);
-  const int64_t groups = (m.rows + R - 1) / R;
+  const int C = static_cast<int>(m.cols / Dot::kCols);
+  const int64_t groups = (m.rows + Rows - 1) / Rows;
   int64_t g = groups * blockIdx.x / gridDim.x;
   const int64_t g_end = groups * (blockIdx.x + 1) / gridDim.x;
   const uint4* base = static_cast<const uint4*>(m.qweight);
@@ -365,60 +372,61 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
   // instructions). A thread past the last chunk loads the last chunk again (x is zero there
   // and its dot is skipped), so the loads need no branch.
   const int G = S == Scheme::int4 ? static_cast<int>(m.cols >> (group_shift + 5)) : 1;  // meta per row
-  int col[KPT], gcol[KPT];
-  bool live[KPT];
+  int col[Chunks], gcol[Chunks];
+  bool live[Chunks];
 #pragma unroll
-  for (int k = 0; k < KPT; ++k) {
+  for (int k = 0; k < Chunks; ++k) {
     live[k] = threadIdx.x + k * T < C;
     col[k] = min(static_cast<int>(threadIdx.x) + k * T, C - 1);
     gcol[k] = S == Scheme::int4 ? col[k] >> group_shift : 0;
     // The fragment layout: the lane's segment of its warp's span is its group.
-    if constexpr (FR) gcol[k] = col[k] / kWarp * (int4_frag::kSpanCols / int4_frag::kSegmentCols) + lane / 4;
+    if constexpr (Fragments)
+      gcol[k] = col[k] / kWarp * (int4_frag::kSpanCols / int4_frag::kSegmentCols) + lane / 4;
   }
   const uint16_t* scales = reinterpret_cast<const uint16_t*>(m.scales);
   // Every index into w and mt must be a compile-time constant once unrolled: an array
   // indexed at run time lives in local memory, not in registers.
-  uint4 w[R][KPT];
-  Meta mt[S == Scheme::int8 ? R : 1][KPT];  // int8: each row's scale
-  GroupMeta<R> gm[S == Scheme::int4 ? KPT : 1];
+  uint4 w[Rows][Chunks];
+  Meta mt[S == Scheme::int8 ? Rows : 1][Chunks];  // int8: each row's scale
+  GroupMeta<Rows> gm[S == Scheme::int4 ? Chunks : 1];
   auto load = [&](int64_t group) {
-    const int64_t row0 = group * R;
-    const int last =
-        (m.rows - row0 < R ? static_cast<int>(m.rows - row0) : R) - 1;  // a tail group repeats its last row
+    const int64_t row0 = group * Rows;
+    const int last = (m.rows - row0 < Rows ? static_cast<int>(m.rows - row0) : Rows) -
+                     1;  // a tail group repeats its last row
     const uint4* wrow = base + row0 * C;
     const uint16_t* srow = scales + row0;  // int8: a scale a row
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < Rows; ++r) {
       const int rr = min(r, last);
 #pragma unroll
-      for (int k = 0; k < KPT; ++k) {
+      for (int k = 0; k < Chunks; ++k) {
         w[r][k] = ld_stream(wrow + rr * C + col[k]);
         if constexpr (S == Scheme::int8) mt[r][k] = {__ldg(srow + rr), 0};
       }
     }
     if constexpr (S == Scheme::int4) {
 #pragma unroll
-      for (int k = 0; k < KPT; ++k) load_group_meta<R>(gm[k], m, G, row0, gcol[k]);
+      for (int k = 0; k < Chunks; ++k) load_group_meta<Rows>(gm[k], m, G, row0, gcol[k]);
     }
   };
   // Launched with PDL (pdl.cuh): the weights are constant, so their first loads are issued
   // while the previous kernel is still finishing, and so are int4's norm_w pieces; x and
   // everything written come after the wait.
   if (g < g_end) load(g);
-  uint4 nw[kAtOnce<S, KPT, P> ? KPT : 1][P];
-  load_norm_w<S, KPT, P>(in, C, nw);
+  uint4 nw[kAtOnce<S, Chunks, kPieces> ? Chunks : 1][kPieces];
+  load_norm_w<S, Chunks, kPieces>(in, C, nw);
   pdl_wait();
-  uint4 xv[KPT][P];
-  load_x_slice<S, KPT, P>(in, m.cols, C, xv, red, nw);
+  uint4 xv[Chunks][kPieces];
+  load_x_slice<S, Chunks, kPieces>(in, m.cols, C, xv, red, nw);
   // The fragment layout: each warp hands its coalesced x slice to its lanes' B registers
   // through its own stage of shared memory (loading x there directly, 16 scattered 4-byte
   // loads a lane, makes the O and down GEMVs slower).
-  frag::XFrag xf[FR ? KPT : 1];
-  if constexpr (FR) {
+  frag::XFrag xf[Fragments ? Chunks : 1];
+  if constexpr (Fragments) {
     extern __shared__ __align__(16) unsigned char frag_stage[];
 #pragma unroll
-    for (int k = 0; k < KPT; ++k)
-      frag::stage_b(xf[k], xv[k], frag_stage + (warp * KPT + k) * frag::kWarpStage, lane);
+    for (int k = 0; k < Chunks; ++k)
+      frag::stage_b(xf[k], xv[k], frag_stage + (warp * Chunks + k) * frag::kWarpStage, lane);
   }
 
   unsigned long long best = 0;
@@ -427,18 +435,18 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
   // during this group's reduction. part[buf] alternates: it is rewritten two groups later,
   // after the next barrier.
   for (int buf = 0; g < g_end; ++g, buf ^= 1) {
-    float acc[R];
-    if constexpr (FR) {
+    float acc[Rows];
+    if constexpr (Fragments) {
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] = 0.f;
+      for (int r = 0; r < Rows; ++r) acc[r] = 0.f;
 #pragma unroll
-      for (int k = 0; k < KPT; ++k) frag::dot_rows<R, KPT>(acc, w, k, xf[k], gm[k], lane, live[k]);
+      for (int k = 0; k < Chunks; ++k) frag::dot_rows<Rows, Chunks>(acc, w, k, xf[k], gm[k], lane, live[k]);
     } else {
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
+      for (int r = 0; r < Rows; ++r) {
         acc[r] = 0.f;
 #pragma unroll
-        for (int k = 0; k < KPT; ++k) {
+        for (int k = 0; k < Chunks; ++k) {
           // A select, not a branch: a branch cost three instructions per row and chunk. A
           // thread past the last chunk reloaded a real chunk (finite) against zero x.
           if constexpr (S == Scheme::int4) {
@@ -446,20 +454,20 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
             const uint32_t z = gm[k].z[r / 4];
             // The scale multiplies into the row's sum in one fma (zero past the last chunk).
             const float scale = r % 2 ? __high2float(sc) : __low2float(sc);
-            acc[r] = fmaf(F::dot_q(w[r][k], xv[k], z, r % 4), live[k] ? scale : 0.f, acc[r]);
+            acc[r] = fmaf(Dot::dot_q(w[r][k], xv[k], z, r % 4), live[k] ? scale : 0.f, acc[r]);
           } else {
-            const float d = F::dot_x(w[r][k], xv[k], mt[r][k]);
+            const float d = Dot::dot_x(w[r][k], xv[k], mt[r][k]);
             acc[r] += live[k] ? d : 0.f;
           }
         }
       }
     }
     if (g + 1 < g_end) load(g + 1);
-    const float v = reduce_rows<R>(acc, lane);
-    if (lane % (kWarp / R) == 0) part[buf][warp][lane_row<R>(lane)] = v;
+    const float v = reduce_rows<Rows>(acc, lane);
+    if (lane % (kWarp / Rows) == 0) part[buf][warp][lane_row<Rows>(lane)] = v;
     __syncthreads();
-    if (threadIdx.x < R / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
-      const int64_t r = g * R + 2 * threadIdx.x;
+    if (threadIdx.x < Rows / 2) {  // thread i finishes rows 2i and 2i + 1 (a gate/up pair for silu_mul)
+      const int64_t r = g * Rows + 2 * threadIdx.x;
       if (r < m.rows) {
         float v0 = 0.f, v1 = 0.f;
         for (int i = 0; i < warps; ++i) {
@@ -561,25 +569,21 @@ int blocks_per_sm(const void* kernel, size_t smem, int threads = kThreads) {
   return n;
 }
 
-int cols_per_chunk(Scheme s) {
-  return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
-}
-
 template <int N>
 using Int = std::integral_constant<int, N>;
 
-// Instantiated where the weight loads in flight, R x KPT, are at most 16 (more spills
+// Instantiated where the weight loads in flight, Rows x Chunks, are at most 16 (more spills
 // registers).
-template <Scheme S, int KPT>
+template <Scheme S, int Chunks>
 const void* rows_kernel_r(int rows) {
   constexpr int kLoads = 16;
-  if constexpr (2 * KPT <= kLoads)
-    if (rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 2>);
-  if constexpr (4 * KPT <= kLoads)
-    if (rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 4>);
-  if constexpr (8 * KPT <= kLoads)
-    if (rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, KPT, 8>);
-  fail("gemv: no rows kernel for {} rows per group x {} chunks per thread", rows, KPT);
+  if constexpr (2 * Chunks <= kLoads)
+    if (rows == 2) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, Chunks, 2>);
+  if constexpr (4 * Chunks <= kLoads)
+    if (rows == 4) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, Chunks, 4>);
+  if constexpr (8 * Chunks <= kLoads)
+    if (rows == 8) return reinterpret_cast<const void*>(&gemv_rows_kernel<S, Chunks, 8>);
+  fail("gemv: no rows kernel for {} rows per group x {} chunks per thread", rows, Chunks);
 }
 
 // The fragment layout's instances: the launcher's shapes only.
@@ -607,29 +611,36 @@ const void* rows_kernel(int kpt, int rows) {
 }
 
 int threads_for(const DeviceMatrix& m, int kpt) {
-  const int64_t per_thread = (m.cols / cols_per_chunk(m.scheme) + kpt - 1) / kpt;
+  const int64_t per_thread = (m.cols / weights_per_chunk(m.scheme) + kpt - 1) / kpt;
   return static_cast<int>(std::max<int64_t>(kWarp, (per_thread + kWarp - 1) / kWarp * kWarp));
 }
 
-struct RowsShape {
-  int kpt, rows, threads;
-};
-
-// Defaults: fp16 4 chunks x 2 rows and int4 1 x 8 (8 weight loads of 16 bytes in flight per
-// thread, 64 bytes of x in registers); int8 1 x 4, twice the threads of 2 x 4 with half the
-// loads each, the fastest int8 shape in the GEMV bench's --tune. Rows too long for one block
-// (kRowsMaxThreads) take more chunks per thread.
-RowsShape rows_shape(const DeviceMatrix& m, GemvTuning t) {
-  const int default_rows = m.scheme == Scheme::fp16 ? 2 : (m.scheme == Scheme::int8 ? 4 : 8);
-  int kpt = t.chunks ? t.chunks : (m.scheme == Scheme::fp16 ? 4 : 1);
-  for (;;) {
-    int rows = t.rows_per_group;
-    if (!rows) rows = std::max(2, std::min(default_rows, 8 / kpt));  // R x KPT <= 8 spills nothing (ptxas -v)
-    const int threads = threads_for(m, kpt);
-    if (threads <= kRowsMaxThreads) return {kpt, rows, threads};
-    if (kpt >= 8) fail("gemv: {} columns is too many for one block", m.cols);
-    kpt *= 2;  // long rows: more chunks per thread
+// The rows kernel for a matrix at `chunks` chunks a thread and `rows` rows a group.
+const void* rows_kernel_for(const DeviceMatrix& m, int chunks, int rows) {
+  if (m.int4_frag) return frag_kernel(chunks, rows);
+  switch (m.scheme) {
+    case Scheme::fp16:
+      return rows_kernel<Scheme::fp16>(chunks, rows);
+    case Scheme::int8:
+      return rows_kernel<Scheme::int8>(chunks, rows);
+    case Scheme::int4:
+      return rows_kernel<Scheme::int4>(chunks, rows);
   }
+  fail("gemv: unknown scheme");
+}
+
+// The fragment kernel's x stages: one per warp and chunk set.
+size_t rows_smem(const DeviceMatrix& m, int threads, int chunks) {
+  return m.int4_frag ? size_t{frag::kWarpStage} * (threads / kWarp) * chunks : 0;
+}
+
+// Chunks a thread for a shape's `chunks`: doubled until a row fits one block (kRowsMaxThreads).
+int fitted_chunks(const DeviceMatrix& m, int chunks) {
+  while (threads_for(m, chunks) > kRowsMaxThreads) {
+    if (chunks >= 8) fail("gemv: {} columns is too many for one block", m.cols);
+    chunks *= 2;  // long rows: more chunks per thread
+  }
+  return chunks;
 }
 
 // One wave of equal blocks: as many groups per block as the resident slots require, then as
@@ -641,26 +652,24 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
   return std::max<int64_t>(1, (groups + per_block - 1) / per_block);
 }
 
-void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& out, GemvTuning t,
-                 int group_shift, cudaStream_t stream) {
-  const RowsShape shape = rows_shape(m, t);
-  int kpt = shape.kpt, threads = shape.threads, rows = shape.rows;
-  auto kernel_for = [&](int r) -> const void* {
-    if (m.int4_frag) return frag_kernel(kpt, r);
-    switch (m.scheme) {
-      case Scheme::fp16:
-        return rows_kernel<Scheme::fp16>(kpt, r);
-      case Scheme::int8:
-        return rows_kernel<Scheme::int8>(kpt, r);
-      case Scheme::int4:
-        return rows_kernel<Scheme::int4>(kpt, r);
-    }
-    fail("gemv: unknown scheme");
+}  // namespace
+
+// Defaults: fp16 4 chunks x 2 rows and int4 1 x 8 (8 weight loads of 16 bytes in flight per
+// thread, 64 bytes of x in registers); int8 1 x 4, twice the threads of 2 x 4 with half the
+// loads each, the fastest int8 shape in the GEMV bench's --tune. Rows too long for one block
+// (kRowsMaxThreads) take more chunks per thread.
+RowsShape rows_shape(const DeviceMatrix& m) {
+  const int default_rows = m.scheme == Scheme::fp16 ? 2 : (m.scheme == Scheme::int8 ? 4 : 8);
+  RowsShape shape;
+  shape.chunks = fitted_chunks(m, m.scheme == Scheme::fp16 ? 4 : 1);
+  shape.rows = std::max(2, std::min(default_rows, 8 / shape.chunks));  // Rows x Chunks <= 8 spills nothing
+                                                                       // (ptxas -v)
+  auto occupancy = [&] {
+    const int threads = threads_for(m, shape.chunks);
+    return blocks_per_sm(rows_kernel_for(m, shape.chunks, shape.rows), rows_smem(m, threads, shape.chunks),
+                         threads);
   };
-  const void* kernel = kernel_for(rows);
-  // The fragment kernel's x stages: one per warp and chunk set.
-  auto smem_for = [&] { return m.int4_frag ? size_t{frag::kWarpStage} * (threads / kWarp) * kpt : 0; };
-  int occupancy = blocks_per_sm(kernel, smem_for(), threads);
+  shape.blocks_per_sm = occupancy();
   // A block alone on its SM (the down_proj's long rows: 448 threads) stalls the whole SM at
   // every group's barrier; with two blocks, one's barrier overlaps the other's loads.
   // - int8 halves its rows (fewer registers): 8b-int8 2.427 -> 2.378 ms on H200.
@@ -671,42 +680,44 @@ void launch_rows(const DeviceMatrix& m, const GemvInput& in, const GemvOutput& o
   //   ms, 4b-int4 1.556 -> 1.503. Only down to 4 rows: 70b's down_proj, already at R4 x K2,
   //   is slower at R2 x K4 (13.45 -> 13.64 ms).
   for (;;) {
-    if (occupancy >= 2 || rows <= 2 || t.rows_per_group) break;
+    if (shape.blocks_per_sm >= 2 || shape.rows <= 2) break;
     if (m.scheme == Scheme::int8) {
-      rows /= 2;
-    } else if (m.scheme == Scheme::int4 && !t.chunks && rows > 4) {
-      rows /= 2;
-      kpt *= 2;
-      threads = threads_for(m, kpt);
+      shape.rows /= 2;
+    } else if (m.scheme == Scheme::int4 && shape.rows > 4) {
+      shape.rows /= 2;
+      shape.chunks *= 2;
     } else {
       break;
     }
-    kernel = kernel_for(rows);
-    occupancy = blocks_per_sm(kernel, smem_for(), threads);
+    shape.blocks_per_sm = occupancy();
   }
-  if (t.blocks_per_sm > 0) occupancy = std::min(occupancy, t.blocks_per_sm);
-  const int64_t grid = balanced_grid(m.rows, rows, occupancy);
-  DeviceMatrix mm = m;
-  GemvInput ii = in;
-  GemvOutput oo = out;
-  void* args[] = {&mm, &ii, &oo, &group_shift};
-  launch_raw(kernel, dim3(static_cast<unsigned>(grid)), dim3(threads), smem_for(), stream, args);
+  return shape;
 }
 
-}  // namespace
+void gemv_rows(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, RowsShape shape,
+               cudaStream_t stream) {
+  const char* why = nullptr;
+  if (!gemv_supports(w, GemvVariant::fast, &why)) fail("gemv [{}x{}]: {}", w.rows, w.cols, why);
+  if (shape.chunks < 1 || shape.rows < 1)
+    fail("gemv: a shape of {} rows x {} chunks", shape.rows, shape.chunks);
+  const int chunks = fitted_chunks(w, shape.chunks), threads = threads_for(w, chunks);
+  const void* kernel = rows_kernel_for(w, chunks, shape.rows);
+  const size_t smem = rows_smem(w, threads, chunks);
+  int occupancy = blocks_per_sm(kernel, smem, threads);
+  if (shape.blocks_per_sm > 0) occupancy = std::min(occupancy, shape.blocks_per_sm);
+  int group_shift = 0;  // log2(32-column chunks per group)
+  while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
+  DeviceMatrix m = w;
+  GemvInput i = in;
+  GemvOutput o = out;
+  void* args[] = {&m, &i, &o, &group_shift};
+  launch_raw(kernel, dim3(static_cast<unsigned>(balanced_grid(w.rows, shape.rows, occupancy))), dim3(threads),
+             smem, stream, args);
+}
 
 bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why) {
   if (v == GemvVariant::naive) return true;  // any shape; for fp16 only as --kernel auto's fallback
-  if (w.cols % cols_per_chunk(w.scheme) != 0) {
-    *why = "the fast kernels need the input dimension to be a multiple of 16 bytes of weights";
-    return false;
-  }
-  if (w.scheme == Scheme::int4 &&
-      (w.group_size < 32 || (w.group_size & (w.group_size - 1)) || !w.int4_repacked)) {
-    *why = "int4.gemv needs a power-of-two group size of at least 32 and the repacked layout";
-    return false;
-  }
-  return true;
+  return fast_gemv_takes(shape_of(w), layout_of(w), why);
 }
 
 void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v,
@@ -716,9 +727,7 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
   if (out.epilogue == Epilogue::silu_mul && w.rows % 2 != 0)
     fail("gemv: silu_mul needs interleaved row pairs");
   if (v == GemvVariant::fast) {
-    int group_shift = 0;  // log2(32-column chunks per group)
-    while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
-    launch_rows(w, in, out, GemvTuning{}, group_shift, stream);
+    gemv_rows(w, in, out, rows_shape(w), stream);
     return;
   }
   const void* kernel = w.scheme == Scheme::fp16 ? reinterpret_cast<const void*>(&gemv_naive_kernel<true>)
@@ -734,15 +743,6 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
   GemvOutput o = out;
   void* args[] = {&m, &i, &o};
   CUDA_CHECK(cudaLaunchKernel(kernel, dim3(grid), dim3(kThreads), args, smem, stream));
-}
-
-void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t,
-                cudaStream_t stream) {
-  const char* why = nullptr;
-  if (!gemv_supports(w, GemvVariant::fast, &why)) fail("gemv [{}x{}]: {}", w.rows, w.cols, why);
-  int group_shift = 0;
-  while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
-  launch_rows(w, in, out, t, group_shift, stream);
 }
 
 }  // namespace db::cuda

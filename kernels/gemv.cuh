@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "decodebench/config.h"
+#include "decodebench/linear_shapes.h"
 
 namespace db::cuda {
 
@@ -24,12 +25,28 @@ struct DeviceMatrix {
   bool zero_point = false;
   bool int4_repacked = false;
   // int4_repacked, with the weights in the tensor-core dot's fragment layout
-  // (kernels/int4_frag.h) instead of the nibble order; the meta is packed as above.
+  // (include/decodebench/int4_frag.h) instead of the nibble order; the meta is packed as above.
   bool int4_frag = false;
   void* qweight = nullptr;   // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]
   __half* scales = nullptr;  // int8: [rows]; int4: [rows, cols/group]
   uint8_t* zeros = nullptr;  // int4 with zero point: [rows, cols/group]
 };
+
+// The matrix's shape and layout as the linear plan names them (decodebench/linear_shapes.h).
+inline MatrixShape shape_of(const DeviceMatrix& m) {
+  return {m.scheme, m.rows, m.cols, m.group_size, m.zero_point};
+}
+inline MatrixLayout layout_of(const DeviceMatrix& m) {
+  if (m.int4_frag) return MatrixLayout::int4_fragments;
+  return m.int4_repacked ? MatrixLayout::int4_nibbles : MatrixLayout::canonical;
+}
+// A matrix of this shape and layout, without memory.
+inline DeviceMatrix device_matrix(const MatrixShape& s, MatrixLayout layout) {
+  DeviceMatrix m{s.scheme, s.rows, s.cols, s.group_size, s.zero_point};
+  m.int4_repacked = layout != MatrixLayout::canonical;
+  m.int4_frag = layout == MatrixLayout::int4_fragments;
+  return m;
+}
 
 // fast: the rows kernel (x in registers, a balanced range of rows per block, the next group's
 // weights prefetched into registers); naive: one weight at a time (the slow path).
@@ -73,20 +90,28 @@ struct GemvOutput {
   __half* resid_h = nullptr;
 };
 
-// Whether the variant supports this matrix (vector widths), with the reason when not.
+// Whether the variant supports this matrix, with the reason when not: the naive kernel takes
+// any, the fast one what fast_gemv_takes says.
 bool gemv_supports(const DeviceMatrix& w, GemvVariant v, const char** why);
 
+// Launches the variant on w: the fast one at the shape rows_shape gives the matrix.
 void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvVariant v,
           cudaStream_t stream);
 
-// The fast kernel with its shape chosen by hand (the tests and decodebench_gemv_bench use
-// it): rows per group (2, 4 or 8), 16-byte chunks per thread (1, 2, 4 or 8; 0: the default
-// for the scheme) and resident blocks per SM (0: as many as fit).
-struct GemvTuning {
-  int rows_per_group = 0, chunks = 0, blocks_per_sm = 0;
+// The fast kernel's launch shape: 16-byte chunks a thread in each row, rows a group, and the
+// resident blocks an SM the grid is sized for (one wave of equal blocks).
+struct RowsShape {
+  int chunks = 0, rows = 0, blocks_per_sm = 0;
 };
-void gemv_tuned(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, GemvTuning t,
-                cudaStream_t stream);
+// The shape gemv() runs the matrix at: the scheme's default, more chunks a thread where rows
+// are too long for one block, fewer rows a group where one block would be alone on its SM.
+RowsShape rows_shape(const DeviceMatrix& w);
+// The fast kernel at `shape` (gemv() at rows_shape; the tests and decodebench_gemv_bench at
+// others): its chunks doubled while a row is too long for one block, its resident blocks an SM
+// at most shape.blocks_per_sm (0: as many as fit). Only the instantiated shapes (Rows x Chunks
+// <= 16) launch; others fail with the reason.
+void gemv_rows(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, RowsShape shape,
+               cudaStream_t stream);
 
 // The argmax key: an order-preserving encoding of the float in the high 32 bits and the
 // complement of the index in the low 32, so one atomicMax keeps the largest logit and,

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "common.cuh"
-#include "int4_frag.h"
+#include "decodebench/int4_frag.h"
 
 namespace db::cuda {
 
@@ -62,19 +62,19 @@ __device__ __forceinline__ float int4_dot_q(uint4 w, const uint4 (&xv)[4], uint3
   return a.x + a.y;
 }
 
-// int4: the scales of a group's R rows (R divides 8) as R / 2 half2 words and their zero
-// points as bytes of (R + 3) / 4 words, one vector load each from the packed layout
-// (kernels/int4_meta.h): two loads where the canonical layout took 2R. A matrix whose
+// int4: the scales of a group's Rows rows (Rows divides 8) as Rows / 2 half2 words and their zero
+// points as bytes of (Rows + 3) / 4 words, one vector load each from the packed layout
+// (kernels/int4_meta.h): two loads where the canonical layout took 2 Rows. A matrix whose
 // rows are not a multiple of 8 has its last block padded, repeating its last row as the
 // weights' loads do, so every group takes the same loads.
-template <int R>
+template <int Rows>
 struct GroupMeta {
-  uint32_t s[R / 2];
-  uint32_t z[(R + 3) / 4];
+  uint32_t s[Rows / 2];
+  uint32_t z[(Rows + 3) / 4];
 };
 
 // ------------------------------------------------------------------ the int4 dot on tensor cores
-// For matrices in the fragment layout (kernels/int4_frag.h: where every nibble goes and
+// For matrices in the fragment layout (include/decodebench/int4_frag.h: where every nibble goes and
 // why). A lane's 16-byte chunk of "row" i of a group is the A operand of four
 // mma.m16n8k16, unpacked by two masks and a shift per word into 1024 + v and 1024 + 16 v;
 // x and x / 16 are the B operand, and the 1024s and zero points come out once per group of
@@ -133,22 +133,22 @@ __device__ __forceinline__ void stage_b(XFrag& xf, const uint4 (&x)[4], unsigned
   xf.sum = lo + 16.f * hi;
 }
 
-// The R rows of a group against one chunk set: acc[r] += the lane's part of row r, which only
+// The Rows rows of a group against one chunk set: acc[r] += the lane's part of row r, which only
 // the lane that holds D[g][g] of each pair (c == g / 2) has; the others add zero.
-template <int R, int KPT>
-__device__ __forceinline__ void dot_rows(float (&acc)[R], const uint4 (&w)[R][KPT], int k, const XFrag& xf,
-                                         const GroupMeta<R>& gm, int lane, bool live) {
+template <int Rows, int Chunks>
+__device__ __forceinline__ void dot_rows(float (&acc)[Rows], const uint4 (&w)[Rows][Chunks], int k,
+                                         const XFrag& xf, const GroupMeta<Rows>& gm, int lane, bool live) {
   const int g = lane / 4, c = lane % 4;
   const bool mine = live && c == g / 2;
-  float d[R / 2][4];
+  float d[Rows / 2][4];
 #pragma unroll
-  for (int p = 0; p < R / 2; ++p) d[p][0] = d[p][1] = d[p][2] = d[p][3] = 0.f;
-    // The pairs' k-steps interleaved: R / 2 independent accumulation chains (one pair after
+  for (int p = 0; p < Rows / 2; ++p) d[p][0] = d[p][1] = d[p][2] = d[p][3] = 0.f;
+    // The pairs' k-steps interleaved: Rows / 2 independent accumulation chains (one pair after
     // another made each mma wait for the one before it).
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
 #pragma unroll
-    for (int p = 0; p < R / 2; ++p) {
+    for (int p = 0; p < Rows / 2; ++p) {
       const uint4 v = w[2 * p + j / 4][k];
       uint32_t q = j % 4 == 0 ? v.x : j % 4 == 1 ? v.y : j % 4 == 2 ? v.z : v.w;
       const uint32_t a0 = and_or<0x000f000fu, 0x64006400u>(q), a2 = and_or<0x00f000f0u, 0x64006400u>(q);
@@ -157,7 +157,7 @@ __device__ __forceinline__ void dot_rows(float (&acc)[R], const uint4 (&w)[R][KP
       mma(d[p], a0, a1, a2, a3, xf.b[j][0], xf.b[j][1]);
     }
   }
-  for (int p = 0; p < R / 2; ++p) {
+  for (int p = 0; p < Rows / 2; ++p) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = 2 * p + h;

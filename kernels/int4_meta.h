@@ -16,26 +16,26 @@
 
 #include <cstdint>
 
-#include "decodebench/hd.h"
+#include "decodebench/host_device.h"
 
 namespace db::int4_meta {
 
 constexpr int kBlockRows = 8;
 
 // Rows of parameters an array to be packed must hold: `rows` rounded up to whole blocks.
-DB_HD int64_t padded_rows(int64_t rows) {
+DB_HOST_DEVICE int64_t padded_rows(int64_t rows) {
   return (rows + kBlockRows - 1) / kBlockRows * kBlockRows;
 }
 
 // Rows of the matrix in the block that holds `row`: 8, or fewer in the last block.
-DB_HD int64_t block_rows(int64_t rows, int64_t row) {
+DB_HOST_DEVICE int64_t block_rows(int64_t rows, int64_t row) {
   const int64_t first = row / kBlockRows * kBlockRows;
   return rows - first < kBlockRows ? rows - first : kBlockRows;
 }
 
 // Index of (row, group) in the packed layout of a [padded rows][groups] parameter array; rows
 // past the matrix's last one index its padding.
-DB_HD int64_t packed_index(int64_t groups, int64_t row, int64_t group) {
+DB_HOST_DEVICE int64_t packed_index(int64_t groups, int64_t row, int64_t group) {
   const int64_t first = row / kBlockRows * kBlockRows;
   return first * groups + group * kBlockRows + (row - first);
 }

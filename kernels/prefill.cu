@@ -1,7 +1,7 @@
 // The batched prefill's kernels (see prefill.cuh).
 #include "common.cuh"
+#include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
-#include "int4_frag.h"
 #include "int4_meta.h"
 #include "pdl.cuh"
 #include "prefill.cuh"

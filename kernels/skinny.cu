@@ -43,7 +43,7 @@ struct SkinnyArgs {
 };
 
 template <Scheme S>
-constexpr int kCols = S == Scheme::fp16 ? 8 : (S == Scheme::int8 ? 16 : 32);
+constexpr int kCols = weights_per_chunk(S);
 
 // A chunk of one row as fp16 pairs in column order: pair p holds columns 2p, 2p + 1. int4:
 // (q - zero) * scale, exact up to the product's rounding; int8: q, its row scale applied to
@@ -249,15 +249,11 @@ struct Shape {
   int64_t elements() const { return int64_t{nt} * mt * kWarp * 4; }
 };
 
-int cols_per_chunk(Scheme s) {
-  return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
-}
-
 // The defaults, by scheme and sequence groups (1, 2, 4, 8): the fastest shape of
-// decodebench_skinny_bench --tune on 8b's layers (H200; results/lab/batch.md §12); for one
+// decodebench_skinny_bench --tune on 8b's layers on the H200 (docs/kernels.md#batch); for one
 // group, by its times at 2, 4 and 8 sequences summed.
 struct DefaultShape {
-  int mt, u, blocks_per_sm;
+  int row_tiles, chunks, blocks_per_sm;
 };
 DefaultShape default_shape(Scheme scheme, int nt) {
   const int g = nt == 1 ? 0 : (nt == 2 ? 1 : (nt == 4 ? 2 : 3));
@@ -284,14 +280,14 @@ int skinny_max_batch(int64_t batch) {
 
 namespace {
 
-Shape shape_of(int64_t rows, int64_t cols, Scheme scheme, int64_t batch, SkinnyTuning t) {
+Shape launch_shape(int64_t rows, int64_t cols, Scheme scheme, int64_t batch, SkinnyShape t) {
   Shape s;
   s.nt = skinny_max_batch(batch) / 8;
   const DefaultShape d = default_shape(scheme, s.nt);
-  s.mt = t.mt ? t.mt : d.mt;
-  s.u = t.u ? t.u : d.u;
+  s.mt = t.row_tiles ? t.row_tiles : d.row_tiles;
+  s.u = t.chunks ? t.chunks : d.chunks;
   s.tiles = (rows + 16 * s.mt - 1) / (16 * s.mt);
-  const int64_t sets = (cols / cols_per_chunk(scheme) + 4 * s.u - 1) / (4 * s.u);
+  const int64_t sets = (cols / weights_per_chunk(scheme) + 4 * s.u - 1) / (4 * s.u);
   const int64_t target = int64_t{sm_count()} * (t.blocks_per_sm ? t.blocks_per_sm : d.blocks_per_sm);
   const int64_t want = (target + s.tiles - 1) / s.tiles;
   s.splits = static_cast<int>(std::clamp<int64_t>(std::min(want, sets / kWarps), 1, kMaxSplits));
@@ -339,24 +335,14 @@ size_t counter_bytes(int64_t tiles) {
 }  // namespace
 
 bool skinny_supports(const DeviceMatrix& w, const char** why) {
-  if (w.cols % cols_per_chunk(w.scheme) != 0) {
-    *why = "the skinny GEMM needs the input dimension to be a multiple of 16 bytes of weights";
-    return false;
-  }
-  if (w.scheme == Scheme::int4 &&
-      (!w.int4_repacked || w.int4_frag || w.group_size < 32 || (w.group_size & (w.group_size - 1)))) {
-    *why =
-        "the skinny GEMM reads int4 in the repacked nibble layout with a power-of-two group of at least 32";
-    return false;
-  }
-  return true;
+  return skinny_gemm_takes(shape_of(w), layout_of(w), why);
 }
 
 size_t skinny_workspace_bytes(int64_t rows, int64_t cols, int64_t batch) {
   // The most splits any shape takes: fp16's chunks at one chunk a step, the most blocks an SM.
   size_t most = 0;
   for (int mt : {1, 2, 4}) {
-    const Shape sh = shape_of(rows, cols, Scheme::fp16, batch, {mt, 1, 8});
+    const Shape sh = launch_shape(rows, cols, Scheme::fp16, batch, {mt, 1, 8});
     most = std::max<size_t>(most, counter_bytes(sh.tiles) + 4ull * sh.tiles * sh.splits * sh.elements());
   }
   return most;
@@ -372,7 +358,7 @@ std::vector<SkinnyKernelShape> skinny_kernel_shapes() {
 }
 
 void gemm_skinny_tuned(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
-                       void* workspace, SkinnyTuning t, cudaStream_t s) {
+                       void* workspace, SkinnyShape t, cudaStream_t s) {
   const char* why = nullptr;
   if (!skinny_supports(w, &why)) fail("skinny GEMM [{}x{}]: {}", w.rows, w.cols, why);
   if (t.blocks_per_sm > 8) fail("skinny GEMM: at most 8 blocks an SM");
@@ -380,7 +366,7 @@ void gemm_skinny_tuned(const DeviceMatrix& w, const __half* x, int64_t batch, fl
   while (w.scheme == Scheme::int4 && (32 << group_shift) < w.group_size) ++group_shift;
   for (int64_t b0 = 0; b0 < batch; b0 += kSkinnyMaxBatch) {
     const int64_t n = std::min(kSkinnyMaxBatch, batch - b0);
-    const Shape sh = shape_of(w.rows, w.cols, w.scheme, n, t);
+    const Shape sh = launch_shape(w.rows, w.cols, w.scheme, n, t);
     SkinnyArgs a;
     a.m = w;
     a.x = x + b0 * w.cols;
@@ -401,24 +387,21 @@ void gemm_skinny(const DeviceMatrix& w, const __half* x, int64_t batch, float* y
   gemm_skinny_tuned(w, x, batch, y, accumulate, workspace, {}, s);
 }
 
-SkinnyTuning skinny_resolved(Scheme scheme, int64_t batch, SkinnyTuning t) {
+SkinnyShape skinny_resolved(Scheme scheme, int64_t batch, SkinnyShape t) {
   const DefaultShape d = default_shape(scheme, skinny_max_batch(batch) / 8);
-  return {t.mt ? t.mt : d.mt, t.u ? t.u : d.u, t.blocks_per_sm ? t.blocks_per_sm : d.blocks_per_sm};
+  return {t.row_tiles ? t.row_tiles : d.row_tiles, t.chunks ? t.chunks : d.chunks,
+          t.blocks_per_sm ? t.blocks_per_sm : d.blocks_per_sm};
 }
 
-std::string skinny_label(const SkinnyTuning& t) {
-  return fmt::format("m{}u{}b{}", t.mt, t.u, t.blocks_per_sm);
-}
-
-SkinnyChoice tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __half* x, int64_t batch, float* y,
+SkinnyTiming tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __half* x, int64_t batch, float* y,
                          void* workspace, cudaStream_t s) {
   if (ms.empty()) fail("tune_skinny: no matrices");
   const Scheme scheme = ms.front()->scheme;
   const Events ev;
-  auto pass = [&](const SkinnyTuning& t) {
+  auto pass = [&](const SkinnyShape& t) {
     for (const DeviceMatrix* m : ms) gemm_skinny_tuned(*m, x, batch, y, false, workspace, t, s);
   };
-  auto time_us = [&](const SkinnyTuning& t) {
+  auto time_us = [&](const SkinnyShape& t) {
     pass(t);
     float passes_ms[3];
     for (float& v : passes_ms) {
@@ -431,18 +414,18 @@ SkinnyChoice tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __hal
     std::sort(passes_ms, passes_ms + 3);
     return 1e3 * passes_ms[1] / static_cast<double>(ms.size());
   };
-  SkinnyChoice c;
-  c.default_tuning = c.tuning = skinny_resolved(scheme, batch, {});
-  c.default_us = c.us = time_us(c.default_tuning);
+  SkinnyTiming c;
+  c.default_shape = c.shape = skinny_resolved(scheme, batch, {});
+  c.default_us = c.us = time_us(c.default_shape);
   for (const SkinnyKernelShape& k : skinny_kernel_shapes()) {
     if (k.max_batch != skinny_max_batch(batch)) continue;
     for (int bps : {1, 2, 4, 8}) {
-      const SkinnyTuning t{k.mt, k.u, bps};
+      const SkinnyShape t{k.row_tiles, k.chunks, bps};
       const double us = time_us(t);
-      if (us < c.us) c.tuning = t, c.us = us;
+      if (us < c.us) c.shape = t, c.us = us;
     }
   }
-  if (c.us > 0.97 * c.default_us) c.tuning = c.default_tuning, c.us = c.default_us;
+  if (c.us > 0.97 * c.default_us) c.shape = c.default_shape, c.us = c.default_us;
   return c;
 }
 

@@ -1,8 +1,8 @@
 // Device-side weight production (see weights.cuh).
 #include "common.cuh"
 #include "decodebench/half.h"
+#include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
-#include "int4_frag.h"
 #include "int4_meta.h"
 #include "weights.cuh"
 
@@ -41,7 +41,7 @@ struct DenseValue {
 
 // fp16: one thread per element.
 template <class V>
-__global__ void produce_fp16_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
+__global__ void quantize_fp16_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
   const int64_t n = rows * d.cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -53,7 +53,7 @@ __global__ void produce_fp16_kernel(DeviceMatrix d, RowMap map, int64_t rows, V 
 
 // int8: one warp per row (max |w| over the row, then quantize).
 template <class V>
-__global__ void produce_int8_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
+__global__ void quantize_int8_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
   const int lane = threadIdx.x % kWarp;
   for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < rows;
        r += int64_t{gridDim.x} * blockDim.x / kWarp) {
@@ -71,7 +71,7 @@ __global__ void produce_int8_kernel(DeviceMatrix d, RowMap map, int64_t rows, V 
 
 // int4: one thread per group.
 template <class V>
-__global__ void produce_int4_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
+__global__ void quantize_int4_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
   const int64_t groups = d.cols / d.group_size;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * groups;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -134,18 +134,18 @@ struct MergedRows {
 };
 
 template <class V>
-void produce(const DeviceMatrix& d, RowMap map, int64_t rows, V value, cudaStream_t s) {
+void quantize_rows(const DeviceMatrix& d, RowMap map, int64_t rows, V value, cudaStream_t s) {
   if (rows <= 0) return;
   const int grid = 4096;
   switch (d.scheme) {
     case Scheme::fp16:
-      produce_fp16_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
+      quantize_fp16_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
       break;
     case Scheme::int8:
-      produce_int8_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
+      quantize_int8_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
       break;
     case Scheme::int4:
-      produce_int4_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
+      quantize_int4_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
       break;
   }
   CUDA_CHECK_LAUNCH();
@@ -192,7 +192,7 @@ __global__ void repack_int4_kernel(uint32_t* words, int64_t n) {
   }
 }
 
-// Canonical nibbles -> the tensor-core dot's fragment layout (kernels/int4_frag.h), in
+// Canonical nibbles -> the tensor-core dot's fragment layout (include/decodebench/int4_frag.h), in
 // place: one block of threads per block of 8 rows and span of 1024 columns, the 8 x 512
 // bytes that the permutation keeps to themselves.
 __global__ void repack_int4_frag_kernel(uint8_t* q, int64_t cols) {
@@ -310,29 +310,29 @@ int grid_for(int64_t n) {
 
 }  // namespace
 
-void produce_synthetic(const DeviceMatrix& dst, RowMap map, int64_t row0, int64_t rows, SyntheticSource src,
-                       cudaStream_t s) {
+void quantize_synthetic(const DeviceMatrix& dst, RowMap map, int64_t row0, int64_t rows, SyntheticSource src,
+                        cudaStream_t s) {
   SynthRows v;
   v.s = src;
   v.row0 = row0;
   v.cols = dst.cols;
-  produce(dst, map, rows, v, s);
+  quantize_rows(dst, map, rows, v, s);
 }
 
-void produce_dense(const DeviceMatrix& dst, RowMap map, int64_t rows, DenseSource src, cudaStream_t s) {
+void quantize_dense(const DeviceMatrix& dst, RowMap map, int64_t rows, DenseSource src, cudaStream_t s) {
   DenseRows v;
   v.s = src;
   v.cols = dst.cols;
-  produce(dst, map, rows, v, s);
+  quantize_rows(dst, map, rows, v, s);
 }
 
-void produce_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s) {
+void quantize_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s) {
   if (src.base.cols != dst.cols)
-    fail("produce_merged: base [{}, {}] into [{}, {}]", src.base.rows, src.base.cols, dst.rows, dst.cols);
-  if (src.base.int4_repacked) fail("produce_merged: expects the canonical int4 layout");
+    fail("quantize_merged: base [{}, {}] into [{}, {}]", src.base.rows, src.base.cols, dst.rows, dst.cols);
+  if (src.base.int4_repacked) fail("quantize_merged: expects the canonical int4 layout");
   MergedRows v;
   v.s = src;
-  produce(dst, map, src.base.rows, v, s);
+  quantize_rows(dst, map, src.base.rows, v, s);
 }
 
 void fill_synthetic_f16(__half* dst, int64_t n, SyntheticSource src, cudaStream_t s) {

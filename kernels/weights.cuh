@@ -38,9 +38,9 @@ struct DenseSource {  // rows [row0, row0 + rows) of a tensor staged on the devi
 
 // Quantizes rows [row0, row0 + rows) of the source into `dst` (scheme, group and zero point
 // taken from dst), fp16-rounding every value first.
-void produce_synthetic(const DeviceMatrix& dst, RowMap map, int64_t row0, int64_t rows, SyntheticSource src,
-                       cudaStream_t s);
-void produce_dense(const DeviceMatrix& dst, RowMap map, int64_t rows, DenseSource src, cudaStream_t s);
+void quantize_synthetic(const DeviceMatrix& dst, RowMap map, int64_t row0, int64_t rows, SyntheticSource src,
+                        cudaStream_t s);
+void quantize_dense(const DeviceMatrix& dst, RowMap map, int64_t rows, DenseSource src, cudaStream_t s);
 
 // A vector or table stored as fp16 (embedding, norms).
 void fill_synthetic_f16(__half* dst, int64_t n, SyntheticSource src, cudaStream_t s);
@@ -63,8 +63,8 @@ struct MergeSource {
 };
 
 // Quantizes the merged matrix (all base.rows rows) into `dst` with the canonical quantizer
-// of dst's scheme, the code produce_synthetic and produce_dense run.
-void produce_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s);
+// of dst's scheme, the code quantize_synthetic and quantize_dense run.
+void quantize_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s);
 
 // Bytes to allocate for m: its weights, and for int4 its scales and zero points for whole
 // blocks of 8 rows (the packed layout's padding, kernels/int4_meta.h). The byte account

@@ -141,7 +141,7 @@ std::vector<BatchCase> every_kernel_and_batch() {
       {Scheme::int4, "int4.naive"}, {Scheme::int4, "int4.dequant-cublas"}};
   for (const auto& [scheme, kernel] : kernels)
     for (int64_t b : {1, 2, 3, 8, 17, 64}) v.push_back({scheme, kernel, b});
-  // Past one skinny launch: int8 and int4 gemv run cuBLAS on an fp16 copy (skinny_takes).
+  // Past one skinny launch: int8 and int4 gemv run cuBLAS on an fp16 copy (the plan's BatchedPath).
   for (Scheme s : {Scheme::int8, Scheme::int4})
     v.push_back({s, s == Scheme::int8 ? "int8.gemv" : "int4.gemv", 65});
   return v;

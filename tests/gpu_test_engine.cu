@@ -43,7 +43,7 @@ TEST(DeviceWeights, SyntheticMatricesAreBitIdenticalToTheHostGenerator) {
     m.qweight = q.p;
     m.scales = reinterpret_cast<__half*>(sc.p);
     m.zeros = z.p;
-    produce_synthetic(m, {}, 0, host.rows, SyntheticSource{1234, o.tensor_id, o.dist}, nullptr);
+    quantize_synthetic(m, {}, 0, host.rows, SyntheticSource{1234, o.tensor_id, o.dist}, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(q.download(), host.qweight) << to_string(s);
     if (s != Scheme::fp16) {

@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GemvTest, ::testing::ValuesIn(cases()), [](cons
                      c.zero_point ? "" : "_sym", c.group ? fmt::format("_g{}", c.group) : "");
 });
 
-// int4 in the tensor-core dot's fragment layout (kernels/int4_frag.h): whole blocks of 8
+// int4 in the tensor-core dot's fragment layout (include/decodebench/int4_frag.h): whole blocks of 8
 // rows and spans of 1024 columns at group size 128, from one block to the real 8b, 1b and 70b
 // shapes (the launcher's R8 x K1, R4 x K1 and R4 x K2 kernels among them). The
 // tensor cores accumulate in fp32 from exact products, so the fast kernels' bound holds.
@@ -175,7 +175,7 @@ INSTANTIATE_TEST_SUITE_P(
                       std::pair<int64_t, int64_t>{10240, 8192}, std::pair<int64_t, int64_t>{8192, 28672}),
     [](const auto& info) { return fmt::format("int4_frag_{}x{}", info.param.first, info.param.second); });
 
-// The rows kernel in shapes chosen by hand (gemv_tuned) against the CPU reference. One block
+// The rows kernel in shapes chosen by hand (gemv_rows) against the CPU reference. One block
 // per SM, so that the row counts below set the groups per block: a matrix of one row; blocks
 // of one group each; then blocks of n - 1 and n groups in one launch (odd and even counts:
 // part[] alternates between groups); with and without a short last group (rows not a
@@ -199,20 +199,18 @@ TEST_P(GemvTunedTest, MatchesTheCpuReferenceWithAnyGroupsPerBlock) {
   const int64_t R = c.rows_per_group ? c.rows_per_group : 8;
   // {n, rows short}: n groups per block at most (0: a single group), the last group short.
   const std::pair<int64_t, int64_t> layouts[] = {{0, R - 1}, {1, 1}, {2, 0}, {3, 1}, {4, R - 1}};
-  GemvTuning t;
-  t.rows_per_group = c.rows_per_group;
-  t.chunks = c.chunks;
-  t.blocks_per_sm = 1;
   for (const auto& [n, short_by] : layouts) {
     // n * sms - 1 groups over sms blocks: one block of n - 1 groups, the others n.
     const int64_t rows = (n ? R * (n * sms - 1) : R) - short_by;
     const Case pc{c.scheme, GemvVariant::fast, rows, c.cols, c.zero_point};
     std::mt19937 rng(static_cast<unsigned>(rows * 131 + c.cols));
     const Problem p = make_problem(pc, rng);
-    ASSERT_NO_FATAL_FAILURE(check_rows(pc, p, c.scheme == Scheme::int4,
-                                       [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) {
-                                         gemv_tuned(m, in, out, t, nullptr);
-                                       }));
+    ASSERT_NO_FATAL_FAILURE(check_rows(
+        pc, p, c.scheme == Scheme::int4, [&](DeviceMatrix& m, const GemvInput& in, const GemvOutput& out) {
+          RowsShape shape = c.rows_per_group ? RowsShape{c.chunks, c.rows_per_group, 0} : rows_shape(m);
+          shape.blocks_per_sm = 1;
+          gemv_rows(m, in, out, shape, nullptr);
+        }));
   }
 }
 

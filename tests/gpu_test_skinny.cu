@@ -148,13 +148,13 @@ TEST(Skinny, EveryTunedShapeGivesTheDefaultsResult) {
       const std::vector<float> want = y.download();
       for (int bps : {1, 8}) {
         y.poison();
-        gemm_skinny_tuned(dq.m, xp, batch, y.p, false, ws.p, {k.mt, k.u, bps}, nullptr);
+        gemm_skinny_tuned(dq.m, xp, batch, y.p, false, ws.p, {k.row_tiles, k.chunks, bps}, nullptr);
         CUDA_CHECK(cudaDeviceSynchronize());
         const std::vector<float> got = y.download();
         for (int64_t i = 0; i < batch * rows; ++i)
           ASSERT_NEAR(got[i], want[i], 1e-3 * (1 + std::fabs(want[i])))
-              << to_string(s) << " batch " << batch << " m" << k.mt << "u" << k.u << "b" << bps << " element "
-              << i;
+              << to_string(s) << " batch " << batch << " m" << k.row_tiles << "u" << k.chunks << "b" << bps
+              << " element " << i;
       }
     }
   }
@@ -181,16 +181,18 @@ TEST(Skinny, TheTunedShapeIsAnInstantiatedOneAndGivesTheDefaultsResult) {
     DeviceBuffer<uint8_t> ws(skinny_workspace_bytes(rows, cols, 64));
     CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
     for (int64_t batch : {5, 13, 61}) {
-      const SkinnyChoice c = tune_skinny({&a.m, &b.m}, xp, batch, y.p, ws.p, nullptr);
-      const std::string what = fmt::format("{} batch {} {}", to_string(s), batch, skinny_label(c.tuning));
-      const SkinnyTuning def = skinny_resolved(s, batch, {});
-      EXPECT_EQ(skinny_label(c.default_tuning), skinny_label(def)) << what;
+      const SkinnyTiming c = tune_skinny({&a.m, &b.m}, xp, batch, y.p, ws.p, nullptr);
+      const std::string what =
+          fmt::format("{} batch {} {}", to_string(s), batch, skinny_shape_label(c.shape));
+      const SkinnyShape def = skinny_resolved(s, batch, {});
+      EXPECT_EQ(skinny_shape_label(c.default_shape), skinny_shape_label(def)) << what;
       const std::vector<SkinnyKernelShape> shapes = skinny_kernel_shapes();
       const bool listed = std::any_of(shapes.begin(), shapes.end(), [&](const SkinnyKernelShape& k) {
-        return k.max_batch == skinny_max_batch(batch) && k.mt == c.tuning.mt && k.u == c.tuning.u;
+        return k.max_batch == skinny_max_batch(batch) && k.row_tiles == c.shape.row_tiles &&
+               k.chunks == c.shape.chunks;
       });
-      EXPECT_TRUE(skinny_label(c.tuning) == skinny_label(def) || listed) << what;
-      EXPECT_GT(c.tuning.blocks_per_sm, 0) << what;
+      EXPECT_TRUE(skinny_shape_label(c.shape) == skinny_shape_label(def) || listed) << what;
+      EXPECT_GT(c.shape.blocks_per_sm, 0) << what;
       EXPECT_GT(c.us, 0) << what;
       EXPECT_LE(c.us, c.default_us) << what;
       y.poison();
@@ -198,7 +200,7 @@ TEST(Skinny, TheTunedShapeIsAnInstantiatedOneAndGivesTheDefaultsResult) {
       CUDA_CHECK(cudaDeviceSynchronize());
       const std::vector<float> want = y.download();
       y.poison();
-      gemm_skinny_tuned(a.m, xp, batch, y.p, false, ws.p, c.tuning, nullptr);
+      gemm_skinny_tuned(a.m, xp, batch, y.p, false, ws.p, c.shape, nullptr);
       CUDA_CHECK(cudaDeviceSynchronize());
       const std::vector<float> got = y.download();
       for (int64_t i = 0; i < batch * rows; ++i)

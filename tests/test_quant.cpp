@@ -8,10 +8,10 @@
 
 #include "decodebench/error.h"
 #include "decodebench/half.h"
+#include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
 #include "decodebench/synth.h"
 #include "decodebench/weights.h"
-#include "int4_frag.h"
 #include "int4_meta.h"
 
 using namespace db;
@@ -170,7 +170,7 @@ TEST(Int4Meta, PackedIndexPermutesEachPaddedBlockInPlace) {
   }
 }
 
-// The int4 fragment layout (kernels/int4_frag.h) covers every nibble of a block of 8
+// The int4 fragment layout (include/decodebench/int4_frag.h) covers every nibble of a block of 8
 // rows and one span exactly once.
 TEST(Int4Frag, SourceIsAPermutationOfEachBlockAndSpan) {
   std::vector<int> hits(int4_frag::kRows * int4_frag::kSpanCols, 0);
@@ -198,12 +198,7 @@ TEST(Int4Frag, SourceIsAPermutationOfEachBlockAndSpan) {
   EXPECT_FALSE(int4_frag::eligible(2560, 9728, 128));  // 9728 is not whole spans
   EXPECT_FALSE(int4_frag::eligible(4100, 4096, 128));  // rows not whole blocks
   EXPECT_FALSE(int4_frag::eligible(4096, 4096, 64));
-  // The layout is used on 70b's gate/up and down only (kernels/int4_frag.h, preferred).
-  EXPECT_TRUE(int4_frag::preferred(57344, 8192, 128));
-  EXPECT_TRUE(int4_frag::preferred(8192, 28672, 128));
-  EXPECT_FALSE(int4_frag::preferred(28672, 4096, 128));  // 8b gate/up
-  EXPECT_FALSE(int4_frag::preferred(10240, 8192, 128));  // 70b qkv
-  EXPECT_FALSE(int4_frag::preferred(57344, 8192, 64));   // not eligible
+  // Which matrices take it is the linear plan's (tests/test_linear_plan.cpp).
 }
 
 // What the tensor-core int4 dot computes, emulated lane by lane from the PTX fragment rules

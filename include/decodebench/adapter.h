@@ -6,7 +6,7 @@
 // The two ways to run it (--adapter-mode):
 //   merged    W' = W + scale * B A, computed in float from the fp16-rounded base weights and
 //             quantized with the canonical quantizer of the model's scheme (merge_adapter
-//             below, called by WeightSource::host_matrix; on the CUDA backend produce_merged in
+//             below, called by WeightSource::host_matrix; on the CUDA backend quantize_merged in
 //             kernels/weights.cuh, bit-identical). A decode step then reads exactly
 //             the bytes of the base model. A decodebench file whose weights are already
 //             quantized is dequantized, merged and quantized again (scales recomputed from W').
@@ -106,7 +106,7 @@ std::string lora_tensor_name(int64_t layer, Linear l, bool b);
 
 // The merged-mode arithmetic, in place on w [rows, cols] (the fp16-rounded base weight, or
 // the dequantized one of a quantized file). Every producer of a merged weight (the host
-// here, produce_merged of kernels/weights.cuh on the device) computes, for each element,
+// here, quantize_merged of kernels/weights.cuh on the device) computes, for each element,
 //   d = 0; for k in 0..rank-1: d = fmaf(B[o,k], A[k,i], d)
 //   w[o,i] = fmaf(scale_f, d, w[o,i])
 // with explicit fmaf (never contracted differently by a compiler), so that all agree bit

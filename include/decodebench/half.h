@@ -3,11 +3,11 @@
 // travel as uint16_t bit patterns on the host; device code reinterprets them as __half.
 #pragma once
 
-#include "decodebench/hd.h"
+#include "decodebench/host_device.h"
 
 namespace db {
 
-DB_HD uint16_t f32_to_f16(float f) {
+DB_HOST_DEVICE uint16_t f32_to_f16(float f) {
   const uint32_t x = float_bits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7fffffffu;
@@ -30,7 +30,7 @@ DB_HD uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-DB_HD float f16_to_f32(uint16_t h) {
+DB_HOST_DEVICE float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t e = (h >> 10) & 0x1fu;
   uint32_t m = h & 0x3ffu;
@@ -48,13 +48,13 @@ DB_HD float f16_to_f32(uint16_t h) {
   return bits_float(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-DB_HD float bf16_to_f32(uint16_t b) {
+DB_HOST_DEVICE float bf16_to_f32(uint16_t b) {
   return bits_float(static_cast<uint32_t>(b) << 16);
 }
 
 // Smallest fp16 value >= f for finite f > 0 (used for scales so that |q| never exceeds the
 // integer range after rounding the scale to fp16).
-DB_HD uint16_t f32_to_f16_up(float f) {
+DB_HOST_DEVICE uint16_t f32_to_f16_up(float f) {
   uint16_t h = f32_to_f16(f);
   if (f16_to_f32(h) < f) ++h;
   return h;

@@ -1,6 +1,7 @@
 // The GEMV kernels a run can select, by name. The host side (this table) exists in every
-// build so `decodebench list kernels` and the byte accounting work without CUDA; the
-// device launchers are looked up by the same names in the CUDA backend.
+// build so `decodebench list kernels`, the byte accounting and the linear plan
+// (decodebench/linear_plan.h) work without CUDA; each entry names its implementation, which the
+// plan assigns to the matrices and the CUDA engine launches.
 #pragma once
 
 #include <string>
@@ -12,9 +13,20 @@
 
 namespace db {
 
+// How a linear is multiplied at batch 1.
+enum class LinearImpl {
+  gemv_fast,       // the rows kernel (kernels/gemv.cu): x in registers, the fast path
+  gemv_naive,      // one weight at a time from the canonical layout: the slow path
+  cublas,          // cublasGemmEx with n = 1 on fp16 weights
+  dequant_cublas,  // an fp16 copy of the matrix, then cublasGemmEx
+};
+const char* to_string(LinearImpl i);  // "gemv-fast", "gemv-naive", "cublas", "dequant-cublas"
+bool runs_cublas(LinearImpl i);       // cublas and dequant_cublas
+
 struct KernelInfo {
   std::string name;  // "<scheme>.<variant>", e.g. "int4.gemv"
   Scheme scheme;
+  LinearImpl impl;
   bool is_default;        // the one --kernel auto picks for its scheme
   std::string summary;    // one line for `list kernels`
   KernelTraffic traffic;  // bytes moved beyond the scheme's minimum

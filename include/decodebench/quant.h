@@ -31,29 +31,29 @@ struct Int4Params {
   uint8_t zero;    // 0..15
 };
 
-DB_HD float clampf(float v, float lo, float hi) {
+DB_HOST_DEVICE float clampf(float v, float lo, float hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
 // A scale of zero (an all-zero row or group) would divide by zero: any positive scale
 // represents zeros exactly, so use 1.
-DB_HD uint16_t safe_scale(float s) {
+DB_HOST_DEVICE uint16_t safe_scale(float s) {
   return s > 0.f ? f32_to_f16_up(s) : f32_to_f16(1.f);
 }
 
-DB_HD uint16_t int8_scale(float amax) {
+DB_HOST_DEVICE uint16_t int8_scale(float amax) {
   return safe_scale(amax / static_cast<float>(kInt8Max));
 }
 
-DB_HD int8_t quantize_int8(float w, float scale) {
+DB_HOST_DEVICE int8_t quantize_int8(float w, float scale) {
   return static_cast<int8_t>(clampf(rintf(w / scale), -kInt8Max, kInt8Max));
 }
 
-DB_HD float dequantize_int8(int8_t q, float scale) {
+DB_HOST_DEVICE float dequantize_int8(int8_t q, float scale) {
   return static_cast<float>(q) * scale;
 }
 
-DB_HD Int4Params int4_params(float wmin, float wmax, bool zero_point) {
+DB_HOST_DEVICE Int4Params int4_params(float wmin, float wmax, bool zero_point) {
   Int4Params p;
   if (zero_point) {
     const float lo = wmin < 0.f ? wmin : 0.f;
@@ -69,20 +69,20 @@ DB_HD Int4Params int4_params(float wmin, float wmax, bool zero_point) {
   return p;
 }
 
-DB_HD uint8_t quantize_int4(float w, float scale, int zero) {
+DB_HOST_DEVICE uint8_t quantize_int4(float w, float scale, int zero) {
   return static_cast<uint8_t>(
       clampf(rintf(w / scale) + static_cast<float>(zero), 0.f, static_cast<float>(kInt4Max)));
 }
 
-DB_HD float dequantize_int4(uint8_t q, float scale, int zero) {
+DB_HOST_DEVICE float dequantize_int4(uint8_t q, float scale, int zero) {
   return static_cast<float>(static_cast<int>(q) - zero) * scale;
 }
 
 // Canonical int4 packing: two values per byte, the even column in the low nibble.
-DB_HD uint8_t pack_int4(uint8_t even, uint8_t odd) {
+DB_HOST_DEVICE uint8_t pack_int4(uint8_t even, uint8_t odd) {
   return static_cast<uint8_t>((even & 0xf) | ((odd & 0xf) << 4));
 }
-DB_HD uint8_t unpack_int4(uint8_t byte, int col) {
+DB_HOST_DEVICE uint8_t unpack_int4(uint8_t byte, int col) {
   return (col & 1) ? (byte >> 4) : (byte & 0xf);
 }
 

@@ -9,13 +9,13 @@
 #include <cmath>
 #include <string_view>
 
-#include "decodebench/hd.h"
+#include "decodebench/host_device.h"
 
 namespace db::synth {
 
 enum class Dist : int { matrix = 0, norm = 1 };
 
-DB_HD uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
+DB_HOST_DEVICE uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -33,7 +33,7 @@ inline uint64_t tensor_id(std::string_view name) {
   return h;
 }
 
-DB_HD float value(uint64_t seed, uint64_t tensor, uint64_t index, Dist dist) {
+DB_HOST_DEVICE float value(uint64_t seed, uint64_t tensor, uint64_t index, Dist dist) {
   const uint64_t h = mix64(mix64(seed ^ mix64(tensor)) ^ index);
   const float u = static_cast<float>(static_cast<uint32_t>(h >> 40)) * (1.0f / 16777216.0f);  // [0,1), exact
   if (dist == Dist::norm) return fmaf(0.2f, u, 0.9f);

@@ -10,6 +10,7 @@
 #include "decodebench/config.h"
 #include "decodebench/error.h"
 #include "decodebench/kernel_registry.h"
+#include "decodebench/linear_plan.h"
 
 namespace db {
 namespace {
@@ -61,10 +62,18 @@ void list_archs() {
   }
 }
 
+// Each kernel with its implementation and the weight layouts the linear plan gives its
+// matrices (decodebench/linear_plan.h).
 void list_kernels() {
-  fmt::print("{:<22} {:<6} {:<7} {}\n", "kernel", "scheme", "auto", "summary");
-  for (const KernelInfo& k : kernel_registry())
-    fmt::print("{:<22} {:<6} {:<7} {}\n", k.name, to_string(k.scheme), k.is_default ? "yes" : "", k.summary);
+  fmt::print("{:<22} {:<6} {:<5} {:<15} {:<29} {}\n", "kernel", "scheme", "auto", "implementation", "layouts",
+             "summary");
+  for (const KernelInfo& k : kernel_registry()) {
+    std::string layouts;
+    for (MatrixLayout l : layouts_read(k))
+      layouts += (layouts.empty() ? "" : ", ") + std::string(to_string(l));
+    fmt::print("{:<22} {:<6} {:<5} {:<15} {:<29} {}\n", k.name, to_string(k.scheme),
+               k.is_default ? "yes" : "", to_string(k.impl), layouts, k.summary);
+  }
 }
 
 }  // namespace

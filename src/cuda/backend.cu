@@ -132,10 +132,8 @@ class CudaDecoder final : public Decoder {
               bool weights_reused, Clock::time_point load_start)
       : engine_(std::move(weights), kernel, spec.positions, spec.kernel_fallback, spec.batch),
         graph_(spec.graph),
-        cublas_(kernel.name.find("cublas") != std::string::npos),
+        cublas_(runs_cublas(kernel.impl)),
         weights_reused_(weights_reused),
-        fallbacks_(spec.kernel_fallback ? Engine::fallbacks(engine_.config(), kernel)
-                                        : std::vector<std::string>{}),
         clock_(engine_.stream()) {
     load_s_ = std::chrono::duration<double>(Clock::now() - load_start).count();
   }
@@ -188,7 +186,7 @@ class CudaDecoder final : public Decoder {
     f.launches_per_step = engine_.launches_per_step();
     f.launch_overhead_us = measure_launch_us(graph_);
     if (cublas_) f.cublas = cublas_version();
-    f.kernel_fallbacks = fallbacks_;
+    f.kernel_fallbacks = engine_.linear_plan().fallbacks();
     f.kernel_shapes = engine_.skinny_shapes();
     f.prefill = "batched";
     return f;
@@ -199,7 +197,6 @@ class CudaDecoder final : public Decoder {
   bool graph_;
   bool cublas_;  // the kernel calls cuBLAS: its version goes in the result
   bool weights_reused_;
-  std::vector<std::string> fallbacks_;
   double load_s_ = 0;
   EventClock clock_;
 };

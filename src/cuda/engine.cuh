@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "decodebench/kernel_registry.h"
+#include "decodebench/linear_plan.h"
 #include "decodebench/result.h"
 #include "decodebench/weights.h"
+#include "device_weights.cuh"
 #include "gemv.cuh"
 #include "lora.cuh"
 #include "skinny.cuh"
@@ -32,94 +34,15 @@ struct AttentionArgs;  // attention.cuh
       ::db::fail("cuBLAS error {} in {} at {}:{}", cublasGetStatusName(db_st_), #expr, __FILE__, __LINE__); \
   } while (0)
 
-enum class LinearImpl { gemv_fast, gemv_naive, cublas, dequant_cublas };
-LinearImpl linear_impl(const KernelInfo& k);
-
-// How the weights lie in device memory, which the kernel decides. Only int4 has two layouts:
-// the canonical one (what files hold; int4.naive and int4.dequant-cublas read it) and the
-// fast GEMV's repacked nibble order. The lm_head runs the blocks' kernel when it has their
-// scheme, else the fast GEMV of its own scheme. Engines whose kernels give equal layouts can
-// share one DeviceWeights; others need weights of their own.
-struct WeightLayout {
-  bool block_int4_repacked = false;  // the transformer blocks' linears
-  bool head_int4_repacked = false;   // the lm_head
-  bool operator==(const WeightLayout& o) const {
-    return block_int4_repacked == o.block_int4_repacked && head_int4_repacked == o.head_int4_repacked;
-  }
-  bool operator!=(const WeightLayout& o) const { return !(*this == o); }
-  std::string name() const;  // "canonical", "int4-repacked", ... (keys and messages)
-};
+// The weight layout the engines of `kernel` read on the current device: the linear plan's
+// (decodebench/linear_plan.h). Engines of kernels with equal layouts can share one DeviceWeights.
 WeightLayout weight_layout(const ModelConfig& c, const KernelInfo& kernel);
+// The current device's compute capability, 10 major + minor (90: sm_90), the plan's input.
+int device_capability();
 
 // The fused linears of a layer, in the order a step runs them (an external adapter's groups
 // are indexed by it).
 enum class LoraSite { qkv, o, gate_up, down };
-
-// Every weight of a model on one GPU, in one layout: the embedding, each layer's norms and
-// fused linears (a merged LoRA adapter merged in), the final norm, the lm_head, and an external
-// adapter's A and B. Nothing in it depends on positions, the graph switch or the kernel beyond
-// its layout, so the engines of several runs (the sweep) share one through a shared_ptr.
-// Immutable once built: engines only read it.
-class DeviceWeights {
- public:
-  struct Layer {
-    __half* attn_norm = nullptr;  // [hidden]
-    __half* mlp_norm = nullptr;   // [hidden]
-    __half* q_norm = nullptr;     // [head_dim], qwen3
-    __half* k_norm = nullptr;
-    __half* qkv_bias = nullptr;  // [q_dim + 2 kv_dim]: q, k, v biases (qwen2), in qkv's row order
-    DeviceMatrix qkv;            // [q_dim + 2 kv_dim, hidden]: q rows, then k, then v
-    DeviceMatrix o;              // [hidden, q_dim]
-    DeviceMatrix gate_up;        // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
-    DeviceMatrix down;           // [hidden, intermediate]
-  };
-  // What the weights occupy, and what loading them takes on top while it runs (the stager's
-  // device buffer, a merge's temporary matrix and A, B), freed when the constructor returns.
-  struct Plan {
-    uint64_t weights_bytes = 0;
-    uint64_t load_bytes = 0;
-  };
-  static Plan plan(const WeightSource& ws);
-
-  // Checks free memory against plan(), then allocates and fills everything on the current
-  // device: synthetic weights generated there, a file's tensors uploaded through a pinned
-  // stager and quantized, a merged adapter merged, int4 repacked where `layout` says.
-  DeviceWeights(const WeightSource& ws, const WeightLayout& layout);
-  ~DeviceWeights();
-  DeviceWeights(const DeviceWeights&) = delete;
-  DeviceWeights& operator=(const DeviceWeights&) = delete;
-
-  const ModelConfig& config() const { return c_; }
-  const WeightLayout& layout() const { return layout_; }
-  int device() const { return device_; }
-  uint64_t bytes() const { return bytes_; }  // device memory held (plan().weights_bytes)
-  double load_seconds() const { return load_s_; }
-  const std::vector<Layer>& layers() const { return layers_; }
-  const DeviceMatrix& embedding() const { return embedding_; }  // fp16 [vocab, hidden]
-  const DeviceMatrix& lm_head() const { return lm_head_; }      // the embedding itself when tied
-  const __half* final_norm() const { return final_norm_; }
-  // An external adapter: its rank (0 without one) and, per layer and LoraSite, the group of A
-  // and B (targets 0: nothing adapted there). Their x, t and delta are null: each engine
-  // points them at scratch of its own.
-  int64_t lora_rank() const { return lora_rank_; }
-  const std::vector<std::array<LoraGroup, 4>>& lora_groups() const { return lora_groups_; }
-
- private:
-  ModelConfig c_;
-  WeightLayout layout_;
-  int device_ = 0;
-  uint64_t bytes_ = 0;
-  double load_s_ = 0;
-  std::vector<void*> allocations_;  // freed by the destructor
-  std::vector<Layer> layers_;
-  DeviceMatrix embedding_, lm_head_;
-  __half* final_norm_ = nullptr;
-  int64_t lora_rank_ = 0;
-  std::vector<std::array<LoraGroup, 4>> lora_groups_;
-
-  void fill(const WeightSource& ws);  // allocates and loads everything
-  void release();                     // frees every allocation
-};
 
 // Weights for an engine of `kernel` at `positions` positions, loaded after checking that they
 // and the engine fit in free memory together: a run that cannot fit fails with one line
@@ -129,19 +52,15 @@ std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws,
                                                          int64_t positions, bool fallback = false,
                                                          int64_t batch = 1);
 
-// Whether the step at `batch` > 1 runs this fast-kernel matrix through the skinny GEMM
-// (kernels/skinny.cuh); else cuBLAS, after an fp16 copy where it is quantized.
-bool skinny_takes(const DeviceMatrix& m, int64_t batch);
-
-// One linear layer as the step runs it.
+// One linear layer as the step runs it: its weights, and its kind, whose LinearChoice in the
+// engine's plan says how.
 struct LinearOp {
   DeviceMatrix m;
-  LinearImpl impl = LinearImpl::gemv_fast;
-  SkinnyTuning skinny;  // at batch > 1, the skinny GEMM's shape (Engine::tune_skinny_shapes)
+  MatrixKind kind = MatrixKind::qkv;
 };
 
-// One layer as the step runs it: the shared weights' pointers, the engine's kernel choice,
-// and the engine's own KV cache.
+// One layer as the step runs it: the shared weights' pointers, each linear's kind (the plan says how it
+// runs), and the engine's own KV cache.
 struct DeviceLayer {
   const __half* attn_norm = nullptr;  // [hidden]
   const __half* mlp_norm = nullptr;   // [hidden]
@@ -199,7 +118,8 @@ class Engine {
   static constexpr int64_t kPrefillChunk = 4096;
   // Device memory prefill() allocates for a chunk of `rows` (freed when it returns).
   uint64_t prefill_scratch_bytes(int64_t rows) const;
-  void enqueue_step();   // eager: the kernels of one step (every sequence's)
+  // Eager: the kernels of one step (every sequence's), as the plan's step mode runs them.
+  void enqueue_step();
   void capture_graph();  // captures enqueue_step() once
   void launch_graph();   // one replay
   void synchronize();
@@ -217,22 +137,26 @@ class Engine {
   std::vector<int32_t> next_tokens();                 // every sequence's next input [batch]
 
   // Device memory an engine takes beside its weights: KV cache and scratch (weights_bytes 0).
-  // `lora_rank`: an external adapter's rank, 0 without one. `batch`: as the constructor's (the
-  // KV cache and activations B-fold, and the batched step's scratch).
+  // `lora_rank`: an external adapter's rank, 0 without one. `batch` and `fallback`: as the
+  // constructor's (the KV cache and activations B-fold, and the batched step's scratch).
   static MemoryUse plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank,
-                        int64_t batch = 1);
-  // Fails with the reason when `kernel` cannot run the weights of `c` (shapes, group size,
-  // scheme), before anything is loaded or allocated.
+                        int64_t batch = 1, bool fallback = false);
+  // Fails with the reason when `kernel` cannot run the weights of `c` (the attention's head
+  // size; the linear plan's refusals: shapes, group size, scheme), before anything is loaded or
+  // allocated.
   static void check_kernel(const ModelConfig& c, const KernelInfo& kernel, bool fallback = false);
   // The matrices that run the plain GEMV under `fallback`, one line each ("o_proj [2048 x 376]:
   // int8.naive, since ..."); empty when the kernel takes every one.
   static std::vector<std::string> fallbacks(const ModelConfig& c, const KernelInfo& kernel);
 
   int launches_per_step() const { return launches_per_step_; }
+  // What runs each kind of matrix (decodebench/linear_plan.h), the load-time skinny GEMM
+  // shapes included.
+  const LinearPlan& linear_plan() const { return plan_; }
   // At batch > 1, the skinny GEMM's shape for each kind of matrix it runs, as chosen by timing
   // at construction, one line each ("gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2
-  // 34.9 us)"); empty at batch 1 or when it runs none.
-  const std::vector<std::string>& skinny_shapes() const { return skinny_shapes_; }
+  // 34.9 us)"); empty at batch 1 or when it runs none (LinearPlan::kernel_shapes).
+  std::vector<std::string> skinny_shapes() const { return plan_.kernel_shapes(); }
   MemoryUse memory() const { return memory_; }  // weights (shared or not), KV cache, scratch
   // Seconds the constructor took: the engine's own setup (allocation, graph capture), plus
   // loading the weights when it loaded them itself.
@@ -245,7 +169,12 @@ class Engine {
  private:
   struct Buffers;
   void release();  // frees the engine's own resources (the destructor, or a constructor that throws)
+  // The device memory of an engine that carries out `plan` (Engine::plan).
+  static MemoryUse memory_use(const LinearPlan& plan, const ModelConfig& c, int64_t positions,
+                              int64_t lora_rank);
   void run_linear(const LinearOp& op, const GemvInput& in, const GemvOutput& out);
+  // The kernel-per-op step at batch 1: a GEMV a linear, its RMSNorm and epilogue fused in.
+  void enqueue_step_single();
   // The step at batch > 1 (src/cuda/engine_batch.cu): the prefill's row-wise kernels, a row
   // per sequence, each linear one GEMM over the batch.
   void enqueue_step_batch();
@@ -254,7 +183,7 @@ class Engine {
                    bool accumulate);
   // At batch > 1: each kind of matrix that runs the skinny GEMM (a layer's qkv, o, gate/up,
   // down over the layers, and the lm_head) timed at every shape (skinny.cuh, tune_skinny) on
-  // the step's own buffers, the fastest kept in its LinearOps. Once a process for a kind of
+  // the step's own buffers, the fastest written into the plan. Once a process for a kind of
   // matrix, device and batch group: the engines of a process run the same shapes.
   void tune_skinny_shapes();
   const float* rope() const;  // the device's rope_table(positions_)
@@ -266,6 +195,7 @@ class Engine {
   ModelConfig c_;
   int64_t positions_ = 0;
   int64_t batch_ = 1;
+  LinearPlan plan_;                               // what runs each kind of matrix, and the step mode
   std::shared_ptr<const DeviceWeights> weights_;  // kept alive as long as the engine reads them
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
@@ -275,12 +205,10 @@ class Engine {
   LinearOp lm_head_;
   const __half* final_norm_ = nullptr;
   std::unique_ptr<Buffers> buf_;
-  StepState st_;
-  BatchState bst_;  // batch > 1
+  StepState step_state_;
+  BatchState batch_state_;  // batch > 1
   cudaGraphExec_t graph_ = nullptr;
   int launches_per_step_ = 0;
-  std::vector<std::string> skinny_shapes_;
-  bool norm_stats_ = false;  // the GEMVs hand RMSNorm statistics to each other (step.cuh)
   MemoryUse memory_;
   double load_s_ = 0;
 

@@ -4,9 +4,11 @@
 // step (the naive kernel excepted: it reads them once a sequence). Attention is the decode
 // kernel with one grid z index a sequence. The skinny GEMM and RMSNorm are launched with PDL
 // (their launch and first weight loads start under the kernel before); the other launches
-// start after their predecessor has completed. The skinny GEMM's shape for each kind of
-// matrix is timed at construction (tune_skinny_shapes).
+// start after their predecessor has completed. Each linear takes the batched path the linear
+// plan gives its kind; the skinny GEMM's shape for each kind is timed at construction
+// (tune_skinny_shapes) and written into the plan.
 #include <algorithm>
+#include <array>
 #include <map>
 #include <mutex>
 #include <string>
@@ -26,24 +28,24 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
                          bool accumulate) {
   Buffers& b = *buf_;
   const int64_t B = batch_, rows = op.m.rows, cols = op.m.cols;
-  switch (op.impl) {
-    case LinearImpl::gemv_fast:
-      if (skinny_takes(op.m, B)) {
-        gemm_skinny_tuned(op.m, x, B, y, accumulate, b.skinny_workspace, op.skinny, stream_);
-        break;
-      }
-      // fp16 goes to cuBLAS, and what the skinny GEMM does not take (the int4 fragment
-      // layout, more than 64 sequences: skinny_takes says why) as an fp16 copy through cuBLAS,
-      // as the prefill runs it.
-      if (op.m.scheme == Scheme::fp16) {
-        gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
-      } else {
-        dequantize_any_to_f16(op.m, b.dequant, stream_);
-        gemm_rows(cublas_, b.dequant, rows, cols, x, B, y, accumulate);
-      }
+  const LinearChoice& l = plan_[op.kind];
+  switch (l.batched) {
+    case BatchedPath::skinny_gemm:
+      gemm_skinny_tuned(op.m, x, B, y, accumulate, b.skinny_workspace,
+                        l.skinny ? l.skinny->shape : SkinnyShape{}, stream_);
       break;
-    case LinearImpl::gemv_naive:
-      // The slow path stays itself: the plain GEMV once a sequence, the weights read B times.
+    case BatchedPath::cublas:
+      gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
+      break;
+    case BatchedPath::fp16_copy_cublas:  // as the prefill runs it
+      dequantize_any_to_f16(op.m, b.dequant, stream_);
+      gemm_rows(cublas_, b.dequant, rows, cols, x, B, y, accumulate);
+      break;
+    case BatchedPath::dequant_cublas:
+      dequantize_to_f16(op.m, b.dequant, stream_);
+      gemm_rows(cublas_, b.dequant, rows, cols, x, B, y, accumulate);
+      break;
+    case BatchedPath::gemv_per_sequence:
       for (int64_t s = 0; s < B; ++s) {
         GemvOutput out{accumulate ? Epilogue::residual : Epilogue::store, y + s * rows, nullptr};
         if (accumulate) {
@@ -53,13 +55,8 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
         gemv(op.m, GemvInput{x + s * cols}, out, GemvVariant::naive, stream_);
       }
       break;
-    case LinearImpl::cublas:
-      gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
-      break;
-    case LinearImpl::dequant_cublas:
-      dequantize_to_f16(op.m, b.dequant, stream_);
-      gemm_rows(cublas_, b.dequant, rows, cols, x, B, y, accumulate);
-      break;
+    case BatchedPath::none:
+      fail("{}: the plan has no batched path (batch {})", to_string(op.kind), plan_.batch);
   }
   if (weights_->lora_rank() == 0 || layer < 0) return;  // no external adapter, or the lm_head
   const LoraGroup& g = weights_->lora_groups()[layer][static_cast<int>(site)];
@@ -70,48 +67,35 @@ void Engine::tune_skinny_shapes() {
   Buffers& b = *buf_;
   // The choices of this process, by device, matrix kind and groups of 8 sequences.
   static std::mutex mutex;
-  static std::map<std::string, SkinnyChoice> chosen;
-  struct Kind {
-    const char* name;
-    std::vector<LinearOp*> ops;
-    float* y;  // the step's output buffer for it
-  };
-  std::vector<Kind> kinds = {{"qkv", {}, b.qkv},
-                             {"o_proj", {}, b.resid},
-                             {"gate_up", {}, b.gate_up},
-                             {"down_proj", {}, b.resid},
-                             {"lm_head", {&lm_head_}, b.logits}};
-  for (DeviceLayer& d : layers_) {
-    kinds[0].ops.push_back(&d.qkv);
-    kinds[1].ops.push_back(&d.o);
-    kinds[2].ops.push_back(&d.gate_up);
-    kinds[3].ops.push_back(&d.down);
-  }
+  static std::map<std::string, SkinnyTiming> chosen;
+  // The step's output buffer for each kind.
+  const std::array<float*, kMatrixKinds> outputs = {b.qkv, b.resid, b.gate_up, b.resid, b.logits};
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   const int64_t group = (std::min(batch_, kSkinnyMaxBatch) + 7) / 8;  // sequence groups of 8
-  for (Kind& k : kinds) {
-    std::vector<LinearOp*> takes;
+  for (MatrixKind k : kAllMatrixKinds) {
+    if (plan_[k].batched != BatchedPath::skinny_gemm) continue;
     std::vector<const DeviceMatrix*> ms;
-    for (LinearOp* op : k.ops)
-      if (op->impl == LinearImpl::gemv_fast && skinny_takes(op->m, batch_))
-        takes.push_back(op), ms.push_back(&op->m);
-    if (ms.empty()) continue;
-    const DeviceMatrix& m = *ms.front();
-    const std::string key = fmt::format("{} {} {} {}x{} g{} z{} {}", device, k.name, to_string(m.scheme),
-                                        m.rows, m.cols, m.group_size, m.zero_point ? 1 : 0, group);
-    SkinnyChoice c;
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = chosen.find(key);
-      if (it == chosen.end())
-        it = chosen.emplace(key, tune_skinny(ms, b.xnorm, batch_, k.y, b.skinny_workspace, stream_)).first;
-      c = it->second;
+    if (k == MatrixKind::lm_head) {
+      ms.push_back(&lm_head_.m);
+    } else {
+      for (const DeviceLayer& d : layers_) {
+        const LinearOp* ops[] = {&d.qkv, &d.o, &d.gate_up, &d.down};
+        ms.push_back(&ops[static_cast<int>(k)]->m);
+      }
     }
-    for (LinearOp* op : takes) op->skinny = c.tuning;
-    skinny_shapes_.push_back(fmt::format("{} [{} x {}]: {}, {:.1f} us (default {} {:.1f} us)", k.name, m.rows,
-                                         m.cols, skinny_label(c.tuning), c.us, skinny_label(c.default_tuning),
-                                         c.default_us));
+    const DeviceMatrix& m = *ms.front();
+    const std::string key =
+        fmt::format("{} {} {} {}x{} g{} z{} {}", device, to_string(k), to_string(m.scheme), m.rows, m.cols,
+                    m.group_size, m.zero_point ? 1 : 0, group);
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = chosen.find(key);
+    if (it == chosen.end())
+      it = chosen
+               .emplace(key, tune_skinny(ms, b.xnorm, batch_, outputs[static_cast<int>(k)],
+                                         b.skinny_workspace, stream_))
+               .first;
+    plan_[k].skinny = it->second;
   }
 }
 
@@ -119,14 +103,14 @@ void Engine::enqueue_step_batch() {
   Buffers& b = *buf_;
   const int64_t B = batch_, H = c_.hidden_size, I = c_.intermediate_size;
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  embed_rows(static_cast<const __half*>(embedding_.qweight), H, bst_.tokens, B, b.resid, stream_);
+  embed_rows(static_cast<const __half*>(embedding_.qweight), H, batch_state_.tokens, B, b.resid, stream_);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const DeviceLayer& d = layers_[l];
     rmsnorm_rows(b.resid, d.attn_norm, eps, B, H, b.xnorm, stream_);
     linear_rows(l, LoraSite::qkv, d.qkv, b.xnorm, b.qkv, false);
 
     // The O GEMM is a plain launch: no early launch to let in.
-    attention(attention_args(d, bst_.pos), stream_, static_cast<int>(B));
+    attention(attention_args(d, batch_state_.pos), stream_, static_cast<int>(B));
 
     linear_rows(l, LoraSite::o, d.o, b.attn, b.resid, true);
     rmsnorm_rows(b.resid, d.mlp_norm, eps, B, H, b.xnorm, stream_);
@@ -136,8 +120,8 @@ void Engine::enqueue_step_batch() {
   }
   rmsnorm_rows(b.resid, final_norm_, eps, B, H, b.xnorm, stream_);
   linear_rows(-1, LoraSite::qkv, lm_head_, b.xnorm, b.logits, false);  // no adapter on the lm_head
-  argmax_rows(b.logits, B, c_.vocab_size, bst_.keys, stream_);
-  finish_step_batch(bst_, stream_);
+  argmax_rows(b.logits, B, c_.vocab_size, batch_state_.keys, stream_);
+  finish_step_batch(batch_state_, stream_);
 }
 
 void Engine::set_inputs(int64_t pos, const std::vector<int32_t>& tokens) {

@@ -135,7 +135,7 @@ bool LoraMerger::merges(const Origin& o) const {
 }
 
 void LoraMerger::merge(const Origin& o, const DeviceMatrix& dst, RowMap map,
-                       const std::function<void(const DeviceMatrix& base)>& produce_base) {
+                       const std::function<void(const DeviceMatrix& base)>& fill_base) {
   const LoraPair* p = adapter_ ? adapter_->find(o.layer, o.linear) : nullptr;
   if (!p) fail("LoraMerger: {} is not a target of the adapter", o.name);
   const int64_t rows = o.shape.at(0), cols = o.shape.at(1);
@@ -161,11 +161,11 @@ void LoraMerger::merge(const Origin& o, const DeviceMatrix& dst, RowMap map,
   base.qweight = temp;
   if (mb.scales) base.scales = reinterpret_cast<__half*>(temp + align256(mb.weights));
   if (mb.zeros) base.zeros = temp + align256(mb.weights) + align256(mb.scales);
-  produce_base(base);
-  produce_merged(dst, map,
-                 MergeSource{base, static_cast<const __half*>(a_.get()), static_cast<const __half*>(b_.get()),
-                             adapter_->rank, adapter_->scale_f()},
-                 s_);
+  fill_base(base);
+  quantize_merged(dst, map,
+                  MergeSource{base, static_cast<const __half*>(a_.get()),
+                              static_cast<const __half*>(b_.get()), adapter_->rank, adapter_->scale_f()},
+                  s_);
 }
 
 // ---------------------------------------------------------------------------- external mode

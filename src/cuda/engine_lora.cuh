@@ -1,6 +1,6 @@
 // The CUDA engine's LoRA part (include/decodebench/adapter.h): merging a merged adapter into
 // the weights while they load, and the device state of an external one. The kernels are in
-// kernels/lora.cuh (shrink, expand) and kernels/weights.cuh (produce_merged).
+// kernels/lora.cuh (shrink, expand) and kernels/weights.cuh (quantize_merged).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -54,9 +54,9 @@ inline GemvOutput with_addend(GemvOutput out, const float* addend) {
 }
 
 // Merges a merged adapter into the linears it targets while they load. A targeted linear's
-// base weight is first produced into a temporary matrix (`produce_base`, the engine's own
+// base weight is first produced into a temporary matrix (`fill_base`, the engine's own
 // weight path): fp16 for synthetic and dense origins, which holds exactly their fp16-rounded
-// values, or a decodebench file's own int8/int4 layout for quantized ones. produce_merged then
+// values, or a decodebench file's own int8/int4 layout for quantized ones. quantize_merged then
 // writes W + s B A, quantized in the model's scheme, into the linear's rows of `dst`. The
 // temporary matrix and A, B live as long as the merger.
 class LoraMerger {
@@ -64,7 +64,7 @@ class LoraMerger {
   LoraMerger(const WeightSource& ws, cudaStream_t s);  // does nothing without a merged adapter
   bool merges(const Origin& o) const;
   void merge(const Origin& o, const DeviceMatrix& dst, RowMap map,
-             const std::function<void(const DeviceMatrix& base)>& produce_base);
+             const std::function<void(const DeviceMatrix& base)>& fill_base);
   static uint64_t load_bytes(const WeightSource& ws);  // device memory it takes (0: none)
 
  private:

@@ -30,7 +30,7 @@
 // which); without waits the consumers race their inputs. Build defines: CHAIN_ROWS=8 (8
 // rows a warp), CHAIN_FRAG=1 (the tensor-core dot, 8 warps of 8 rows), CHAIN_WARPS=N,
 // CHAIN_SPIN=1 (polling mbarrier waits).
-// Both paths read the same weights (produce_synthetic, then repacked for the rows kernel and
+// Both paths read the same weights (quantize_synthetic, then repacked for the rows kernel and
 // restaged for the persistent one). Every persistent output of the checked run is compared
 // with the rows kernel run on the persistent run's own inputs. Prints ms per chain, GB/s of
 // weight bytes and the fraction of the read bandwidth measured in the same process.
@@ -44,7 +44,8 @@
 
 #include "common.cuh"
 #include "decodebench/half.h"
-#include "int4_frag.h"
+#include "decodebench/int4_frag.h"
+#include "decodebench/linear_shapes.h"
 #include "gemv.cuh"
 #include "int4_dot.cuh"
 #include "mbarrier.cuh"
@@ -893,7 +894,7 @@ int run(int argc, char** argv) {
       CUDA_CHECK(cudaMalloc(&d.qweight, mb.weights));
       CUDA_CHECK(cudaMalloc(&d.scales, mb.scales));
       CUDA_CHECK(cudaMalloc(&d.zeros, mb.zeros));
-      produce_synthetic(d, RowMap{}, 0, mt.rows, SyntheticSource{7, static_cast<uint64_t>(mats.size()), synth::Dist::matrix}, s);
+      quantize_synthetic(d, RowMap{}, 0, mt.rows, SyntheticSource{7, static_cast<uint64_t>(mats.size()), synth::Dist::matrix}, s);
       const int64_t items = mt.rows / kStageRows, slabs = mt.cols / kSlabCols;
       CUDA_CHECK(cudaMalloc(&mt.stages, items * slabs * kStageBytes));
       uint8_t* frag_q = nullptr;
@@ -920,7 +921,7 @@ int run(int argc, char** argv) {
         to_bal_stages_kernel<<<1024, 256, 0, s>>>(d, mt.bal, mt.rb);
         CUDA_CHECK_LAUNCH();
       }
-      repack_int4(d, s, int4_frag::preferred(d.rows, d.cols, kGroup));
+      repack_int4(d, s, prefers_int4_fragments(d.rows, d.cols, kGroup));
       if (!kFrag) mt.ref = d;
       const int64_t outs = mt.epi == Epi::store ? mt.rows : mt.rows / 2;
       CUDA_CHECK(cudaMalloc(&mt.y, outs * 2));

@@ -17,7 +17,7 @@
 #include "bench_timing.cuh"
 #include "common.cuh"
 #include "decodebench/half.h"
-#include "int4_frag.h"
+#include "decodebench/linear_shapes.h"
 #include "decodebench/weights.h"
 #include "gemv.cuh"
 #include "weights.cuh"
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
           CUDA_CHECK(cudaMalloc(&m.zeros, alloc.zeros));
           CUDA_CHECK(cudaMemcpy(m.zeros, q.zeros.data(), q.zeros.size(), cudaMemcpyHostToDevice));
         }
-        if (s == Scheme::int4) repack_int4(m, nullptr, int4_frag::preferred(m.rows, m.cols, m.group_size));
+        if (s == Scheme::int4) repack_int4(m, nullptr, prefers_int4_fragments(m.rows, m.cols, m.group_size));
       }
       const int reps = std::max(copies, 64);
       auto report = [&](const std::string& label, double us) {
@@ -130,11 +130,11 @@ int main(int argc, char** argv) {
           for (int k : {1, 2, 4})
             for (int occ : {0, 2}) {
               if (r * k > 16) continue;
-              const GemvTuning t{r, k, occ};
+              const RowsShape shape{k, r, occ};
               char label[64];
               std::snprintf(label, sizeof label, "rows R%d K%d occ%d", r, k, occ);
               try {
-                report(label, time_us([&](int i) { gemv_tuned(ms[i % copies], in, out, t, nullptr); }, reps));
+                report(label, time_us([&](int i) { gemv_rows(ms[i % copies], in, out, shape, nullptr); }, reps));
               } catch (const db::Error& e) {  // long rows raise the chunks per thread past R x K <= 16
                 std::printf("%-10s %-5s %-22s skipped: %s\n", sh.name, to_string(s), label, e.what());
               }

@@ -121,8 +121,8 @@ int main(int argc, char** argv) {
           if (k.max_batch != skinny_max_batch(b)) continue;
           for (int bps : {1, 2, 4, 8}) {
             char label[32];
-            std::snprintf(label, sizeof label, "m%du%db%d", k.mt, k.u, bps);
-            const SkinnyTuning t{k.mt, k.u, bps};
+            std::snprintf(label, sizeof label, "m%du%db%d", k.row_tiles, k.chunks, bps);
+            const SkinnyShape t{k.row_tiles, k.chunks, bps};
             report(b, label, time_us(layer([&](const DeviceMatrix& m) {
                                        gemm_skinny_tuned(m, x, b, y, false, ws, t, nullptr);
                                      }),

@@ -43,7 +43,8 @@
 #include "decodebench/half.h"
 #include "gemv.cuh"
 #include "int4_dot.cuh"
-#include "int4_frag.h"
+#include "decodebench/int4_frag.h"
+#include "decodebench/linear_shapes.h"
 #include "mbarrier.cuh"
 #include "probe.cuh"
 #include "weights.cuh"
@@ -517,8 +518,8 @@ int run_with(int layers, int slots, int reps, int only) {
       CUDA_CHECK(cudaMalloc(&d.qweight, mb.weights));
       CUDA_CHECK(cudaMalloc(&d.scales, mb.scales));
       CUDA_CHECK(cudaMalloc(&d.zeros, mb.zeros));
-      produce_synthetic(d, RowMap{}, 0, mt.rows, SyntheticSource{7, static_cast<uint64_t>(m), synth::Dist::matrix}, s);
-      repack_int4(d, s, int4_frag::preferred(d.rows, d.cols, kGroup));
+      quantize_synthetic(d, RowMap{}, 0, mt.rows, SyntheticSource{7, static_cast<uint64_t>(m), synth::Dist::matrix}, s);
+      repack_int4(d, s, prefers_int4_fragments(d.rows, d.cols, kGroup));
       CUDA_CHECK(cudaMalloc(&mt.y, mt.rows * 2));
       CUDA_CHECK(cudaMalloc(&mt.yk, mt.rows * 4));
       CUDA_CHECK(cudaMalloc(&mt.actk, mt.rows));

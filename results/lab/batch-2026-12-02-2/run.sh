@@ -9,7 +9,7 @@
 #                                                       # (its outputs: ../matrix-2026-12-02/run1/)
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-2/.
 #
-# 1. Weights through a cp.async ring in shared memory (skinny-pipe.patch, against 72d6ce2,
+# 1. Weights through a cp.async ring in shared memory (skinny-pipe.patch, against 72d6ce2, in git history,
 #    is run2's kernel; run1/, run2/). Predicted: ~96 KB of weights in flight an SM instead of at most 32 KB:
 #    int4 ~45 us a layer at B = 2..8, ~55 us at 16, ~120 us at 64; the 8b-int4 step at B = 16
 #    ~2.3 ms. Kill: int4 at B = 8 above 52 us a layer (1.3x the rows GEMV) after two calls.

@@ -7,7 +7,7 @@
 #   bash results/lab/batch-2026-12-02-3/run.sh probe   # run1
 #   bash results/lab/batch-2026-12-02-3/run.sh tiled   # run2
 #   bash results/lab/batch-2026-12-02-3/run.sh pdl     # run3
-#   bash results/lab/batch-2026-12-02-3/run.sh launch  # run4 (with the lab-only switch of launch.patch)
+#   bash results/lab/batch-2026-12-02-3/run.sh launch  # run4 (with the lab-only switch of launch.patch, in git history)
 #   bash results/lab/batch-2026-12-02-3/run.sh final   # run5
 #   bash results/lab/batch-2026-12-02-3/run.sh next    # prepared, not run (no device time left)
 # Outputs go to $OUT, else results/lab/batch-2026-12-02-3/run1.
@@ -40,7 +40,7 @@
 #    not below 60 us in this one call (the fixed cost is not the launch's serialization).
 # 5. (launch, after run3: int4 65 us at B = 8 (kill met), 91 at 16; the 8b-int4 step at 16
 #    3.77 ms; but int8 at B <= 8 and the fp16 skinny slower) Which part of the PDL launch
-#    costs int8: the same build run three ways by a lab-only switch (launch.patch,
+#    costs int8: the same build run three ways by a lab-only switch (launch.patch, in git history,
 #    DB_SKINNY_LAUNCH): plain <<<>>>, PDL with the launch helper's carveout, PDL alone.
 #    Prediction: plain gives back the landed figures (int4 ~69 us at B = 8, int8 ~94); PDL
 #    alone keeps int4's gain and gives int8 back its B <= 8 (the carveout the cause).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The skinny GEMM at 16 sequences and more: x's traffic. From the repository root, on the GPU
 # machine (libre2-dev as in ../measurement-2026-12-01/validate.sh's header):
-#   bash results/lab/batch-2026-12-02-4/run.sh wr      # run1 (warp-rows.patch applied)
+#   bash results/lab/batch-2026-12-02-4/run.sh wr      # run1 (warp-rows.patch, in git history, applied)
 #   bash results/lab/batch-2026-12-02-4/run.sh land    # run2
 #   bash results/lab/batch-2026-12-02-4/run.sh small   # run3
 #   bash results/lab/batch-2026-12-02-4/run.sh tuned   # run4

@@ -1,6 +1,7 @@
-// The int4 weight layout of the tensor-core dot (kernels/gemv.cu, `Frag`): where each nibble
-// of a block of 8 rows goes, shared by the repack kernel that writes it (kernels/weights.cu)
-// and the CPU tests that check it against the mma fragment rules.
+// The int4 weight layout of the tensor-core dot (kernels/gemv.cu, kernels/int4_dot.cuh): where
+// each nibble of a block of 8 rows goes, shared by the repack kernel that writes it
+// (kernels/weights.cu), the linear plan that decides which matrices take it
+// (decodebench/linear_shapes.h) and the CPU tests that check it against the mma fragment rules.
 //
 // The rows kernel gives thread t of a block the 16-byte chunks t, t + T, ... of every row of
 // a group of 8 rows, and loads them as 8 loads (one per row) from the group's rows, which are
@@ -33,7 +34,7 @@
 
 #include <cstdint>
 
-#include "decodebench/hd.h"
+#include "decodebench/host_device.h"
 
 namespace db::int4_frag {
 
@@ -42,21 +43,8 @@ constexpr int kSpanCols = 1024;    // columns of a span: one warp's 32 chunks of
 constexpr int kSegmentCols = 128;  // columns of a segment (and of a quantization group)
 
 // Matrices this layout can hold: whole blocks and spans, and groups that are segments.
-DB_HD bool eligible(int64_t rows, int64_t cols, int group_size) {
+DB_HOST_DEVICE bool eligible(int64_t rows, int64_t cols, int group_size) {
   return rows > 0 && rows % kRows == 0 && cols % kSpanCols == 0 && group_size == kSegmentCols;
-}
-
-// Where the layout is worth it: the largest matrices only. On the H200 the tensor-core dot
-// made 70b's gate/up (57344 x 8192) and down (8192 x 28672) 4.9% and 3.1% faster in the GEMV
-// bench and 70b-int4's step 3.2% faster, but 8b's qkv, o
-// and down (25-59 M weights) and every 1b matrix slower: a short matrix pays the B
-// registers' staging and the mma chains' latency on too few groups a block. 8b's gate/up
-// (117 M) is in between: as fast as the nibble kernel in the bench, and its step 0.7% slower
-// with it, so it keeps the nibble layout.
-constexpr int64_t kPreferredWeights = 200'000'000;
-
-DB_HD bool preferred(int64_t rows, int64_t cols, int group_size) {
-  return eligible(rows, cols, group_size) && rows * cols >= kPreferredWeights;
 }
 
 struct Source {
@@ -65,7 +53,7 @@ struct Source {
 };
 
 // Where nibble n of word u of lane `lane`'s 16 bytes at "row" i of a block comes from.
-DB_HD Source source(int i, int lane, int u, int n) {
+DB_HOST_DEVICE Source source(int i, int lane, int u, int n) {
   const int p = i / 2, j = 4 * (i % 2) + u;
   const int g = lane / 4, c = lane % 4;
   return {2 * p + ((n >> 1) & 1), g * kSegmentCols + 16 * j + 2 * c + 8 * (n & 1) + (n >> 2)};
@@ -78,7 +66,7 @@ struct Place {
   int i, lane, u, n;
 };
 
-DB_HD Place locate(int row, int col) {
+DB_HOST_DEVICE Place locate(int row, int col) {
   const int g = col / kSegmentCols, k = col % kSegmentCols, j = k / 16, kk = k % 16;
   return {2 * (row / 2) + j / 4, 4 * g + ((kk >> 1) & 3), j % 4,
           ((kk & 1) << 2) | ((row & 1) << 1) | ((kk >> 3) & 1)};
@@ -86,7 +74,7 @@ DB_HD Place locate(int row, int col) {
 
 // The column of x in B register r (0: k-slots 2c, 2c+1; 1: 2c+8, 2c+9), half h, at k-step j,
 // of lane `lane` (segment g = lane / 4), within the span.
-DB_HD int x_col(int lane, int j, int r, int h) {
+DB_HOST_DEVICE int x_col(int lane, int j, int r, int h) {
   return (lane / 4) * kSegmentCols + 16 * j + 2 * (lane % 4) + 8 * r + h;
 }
 

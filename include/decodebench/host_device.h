@@ -6,14 +6,14 @@
 #include <cstring>
 
 #if defined(__CUDACC__)
-#define DB_HD __host__ __device__ __forceinline__
+#define DB_HOST_DEVICE __host__ __device__ __forceinline__
 #else
-#define DB_HD inline
+#define DB_HOST_DEVICE inline
 #endif
 
 namespace db {
 
-DB_HD uint32_t float_bits(float f) {
+DB_HOST_DEVICE uint32_t float_bits(float f) {
 #if defined(__CUDA_ARCH__)
   return __float_as_uint(f);
 #else
@@ -23,7 +23,7 @@ DB_HD uint32_t float_bits(float f) {
 #endif
 }
 
-DB_HD float bits_float(uint32_t u) {
+DB_HOST_DEVICE float bits_float(uint32_t u) {
 #if defined(__CUDA_ARCH__)
   return __uint_as_float(u);
 #else

@@ -1,0 +1,124 @@
+// The linear plan: for each kind of matrix of a decode step (a layer's qkv, o, gate/up and down,
+// the same in every layer, and the lm_head), which implementation runs it, the layout its
+// weights lie in, the path it takes at batch > 1, and any fallback with its reason; and which
+// step runs them. Decided once, on the host, from the model, the kernel, the batch and the
+// device's compute capability; the CUDA engine only carries it out (src/cuda/engine.cu) and
+// `decodebench list kernels` and the result's config.kernel_fallbacks read it. Free of CUDA:
+// tests/test_linear_plan.cpp asserts it for every preset on a CPU-only build.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "decodebench/config.h"
+#include "decodebench/kernel_registry.h"
+#include "decodebench/linear_shapes.h"
+
+namespace db {
+
+// The kinds of matrix a step multiplies, in the order it runs them; a layer's fused linears
+// are alike in every layer.
+enum class MatrixKind { qkv, o, gate_up, down, lm_head };
+constexpr int kMatrixKinds = 5;
+constexpr std::array<MatrixKind, kMatrixKinds> kAllMatrixKinds = {
+    MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down, MatrixKind::lm_head};
+// "qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head" (config.kernel_fallbacks' lines).
+const char* to_string(MatrixKind k);
+
+// How a linear runs at batch > 1, where one launch multiplies every sequence's row.
+enum class BatchedPath {
+  none,               // batch 1: the implementation's own kernel
+  skinny_gemm,        // the fast kernels' int8 and int4: kernels/skinny.cu on the GEMV's layout
+  cublas,             // fp16 weights through cuBLAS (the fast kernel's fp16, and fp16.cublas)
+  fp16_copy_cublas,   // a quantized matrix the skinny GEMM does not take: dequantized from its
+                      // layout into fp16 (dequantize_any_to_f16), then cuBLAS
+  dequant_cublas,     // dequant-cublas: its fp16 copy from the canonical layout, then cuBLAS
+  gemv_per_sequence,  // the naive kernel once a sequence: the slow path stays the slow path
+};
+const char* to_string(BatchedPath p);
+
+// The step that carries out a plan. Only one exists: one kernel (or a few) per operation, each
+// launched after the one before, captured into one CUDA graph (docs/kernels.md#the-step).
+enum class StepMode { kernel_per_op };
+const char* to_string(StepMode m);  // "kernel-per-op"
+
+// One kind of matrix as the step runs it.
+struct LinearChoice {
+  MatrixKind kind = MatrixKind::qkv;
+  MatrixShape shape;  // the lm_head tied to the embedding: the fp16 embedding's
+  LinearImpl impl = LinearImpl::gemv_fast;
+  MatrixLayout layout = MatrixLayout::canonical;
+  BatchedPath batched = BatchedPath::none;
+  // Under --kernel auto, why the matrix runs the plain GEMV instead of the fast one:
+  // "o_proj [2048 x 376]: int8.naive, since ...". Empty when it runs the kernel's own.
+  std::string fallback;
+  // A named kernel that cannot run the matrix: the error that refuses the run ("kernel
+  // int8.gemv cannot run ..."). Empty when it can.
+  std::string refusal;
+  // batched == skinny_gemm: the shape timed at load, once the engine has timed it.
+  std::optional<SkinnyTiming> skinny;
+};
+
+// How every matrix of the weights lies in device memory, by MatrixKind: what DeviceWeights
+// fills, and what the engines sharing one set of weights must agree on.
+struct WeightLayout {
+  std::array<MatrixLayout, kMatrixKinds> matrices{};
+  bool operator==(const WeightLayout& o) const { return matrices == o.matrices; }
+  bool operator!=(const WeightLayout& o) const { return !(*this == o); }
+  // "canonical", "int4-repacked", "int4-repacked (lm_head canonical)" or "canonical (lm_head
+  // int4-repacked)": whether the blocks' and the lm_head's int4 matrices are repacked (keys
+  // and messages).
+  std::string name() const;
+};
+
+struct LinearPlan {
+  std::array<LinearChoice, kMatrixKinds> linears;  // by MatrixKind
+  StepMode step = StepMode::kernel_per_op;
+  int64_t batch = 1;
+  int capability = 0;  // the device's compute capability, 10 major + minor (90: sm_90)
+
+  const LinearChoice& operator[](MatrixKind k) const { return linears[static_cast<int>(k)]; }
+  LinearChoice& operator[](MatrixKind k) { return linears[static_cast<int>(k)]; }
+  WeightLayout weight_layout() const;
+  // The block linears all run a GEMV (fast or naive), which hand the RMSNorm statistics and
+  // the residual stream's fp16 copy to each other (docs/kernels.md#rmsnorm-in-the-prologue);
+  // false where they run cuBLAS, whose RMSNorm is a kernel of its own.
+  bool gemv_blocks() const;
+  // Attention lets the O GEMV launch right after issuing its loads, where that GEMV is int4's
+  // fast one, whose loads are fewest (docs/kernels.md#pdl-and-early-weight-loads).
+  bool attention_triggers_early() const;
+  // The step calls cuBLAS: a cuBLAS kernel at batch 1, or a cuBLAS path at batch > 1.
+  bool uses_cublas() const;
+  // Elements of the largest fp16 copy of a matrix the step makes (dequant-cublas, and the
+  // batched step's fp16 copies); 0: none.
+  int64_t fp16_copy_elements() const;
+  // config.kernel_fallbacks: each fallback line, in step order.
+  std::vector<std::string> fallbacks() const;
+  // config.kernel_shapes: each timed skinny GEMM shape, one line a kind ("gate_up [28672 x
+  // 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)").
+  std::vector<std::string> kernel_shapes() const;
+};
+
+// The plan for `kernel` on the weights of `c`, at `batch` sequences on a device of compute
+// capability `capability` (10 major + minor). `fallback` (--kernel auto): a matrix the fast
+// GEMV cannot take runs the plain GEMV of its scheme instead, with the reason; without it,
+// such a matrix keeps the kernel's implementation and carries the refusal (check_plan). The
+// lm_head runs the kernel when it has the blocks' scheme, else the fast GEMV of its own.
+LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t batch, int capability,
+                        bool fallback);
+// Throws the plan's first refusal as a db::Error.
+void check_plan(const LinearPlan& plan);
+
+// The shape of a kind of matrix in the weights of `c` (the lm_head's own, tied or not), and
+// the fp16 embedding's; whether the lm_head is the embedding itself.
+MatrixShape matrix_shape(const ModelConfig& c, MatrixKind k);
+MatrixShape embedding_shape(const ModelConfig& c);
+bool lm_head_tied(const ModelConfig& c);
+
+// The weight layouts a kernel's plans can put a matrix in (`decodebench list kernels`).
+std::vector<MatrixLayout> layouts_read(const KernelInfo& kernel);
+
+}  // namespace db

@@ -1,0 +1,76 @@
+// What each linear kernel can take: the shape predicates the linear plan decides with
+// (decodebench/linear_plan.h) and the kernels' launchers check with (kernels/gemv.cu,
+// kernels/skinny.cu), one definition each. Pure host code without CUDA, so a CPU test asserts
+// them; weights_per_chunk is constexpr for the kernels' device code too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "decodebench/config.h"
+
+namespace db {
+
+// A weight matrix's shape and quantization, without memory: [rows, cols] of `scheme`; int4 in
+// groups of `group_size` columns, with or without zero points.
+struct MatrixShape {
+  Scheme scheme = Scheme::fp16;
+  int64_t rows = 0, cols = 0;
+  int group_size = 0;  // int4 only
+  bool zero_point = false;
+  int64_t weights() const { return rows * cols; }
+};
+
+// How a matrix lies in device memory. Only int4 has more than one layout: the canonical one
+// (what files hold; the naive GEMV and dequant-cublas read it), the fast GEMV's repacked
+// nibble order, and the tensor-core dot's fragment layout (decodebench/int4_frag.h). Both
+// repacked layouts keep the scales and zero points packed per 8 rows (kernels/int4_meta.h).
+enum class MatrixLayout { canonical, int4_nibbles, int4_fragments };
+const char* to_string(MatrixLayout l);  // "canonical", "int4-nibbles", "int4-fragments"
+
+// Weights in one 16-byte chunk, the unit every fast kernel loads: fp16 8, int8 16, int4 32.
+constexpr int weights_per_chunk(Scheme s) {
+  return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
+}
+
+// Whether the fast GEMV (the rows kernel) takes the matrix in `layout`: an input dimension of
+// whole chunks; int4 repacked, with a power-of-two group of at least 32 columns (a group is
+// whole chunks, located by a shift). When not, `why` says so in words a result can carry.
+bool fast_gemv_takes(const MatrixShape& m, MatrixLayout layout, const char** why);
+
+// Whether the skinny GEMM of the batched step takes the matrix in `layout`: as the fast GEMV,
+// but int4 only in the nibble order (its A operands are the nibble order's chunks).
+bool skinny_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** why);
+
+// Sequences one skinny GEMM launch takes; more run as several launches, each reading the
+// weights again.
+constexpr int64_t kSkinnyMaxBatch = 64;
+
+// The skinny GEMM's shape (kernels/skinny.cuh): row tiles of 16 a block (1, 2 or 4), 16-byte
+// chunks a lane a step (1, 2 or 4) and the blocks an SM its column split aims at (1 to 8);
+// 0: the default for the scheme and batch.
+struct SkinnyShape {
+  int row_tiles = 0, chunks = 0, blocks_per_sm = 0;
+};
+// "m4u1b2": 4 row tiles a block, 1 chunk a lane a step, 2 blocks an SM (the form
+// config.kernel_shapes records).
+std::string skinny_shape_label(const SkinnyShape& s);
+
+// The load-time choice of a skinny GEMM shape for one kind of matrix (Engine::tune_skinny_shapes):
+// the fastest timed shape, kept only when 3% faster than the default.
+struct SkinnyTiming {
+  SkinnyShape shape, default_shape;  // resolved: every field set
+  double us = 0, default_us = 0;     // a matrix's time at each
+};
+
+// Where the int4 fragment layout is worth it: matrices it can hold (int4_frag::eligible) of
+// at least kInt4FragmentWeights weights. On the H200 the tensor-core dot made 70b's gate/up
+// (57344 x 8192) and down (8192 x 28672) 4.9% and 3.1% faster in the GEMV bench and 70b-int4's
+// step 3.2% faster, but 8b's qkv, o and down (25-59 M weights) and every 1b matrix slower: a
+// short matrix pays the B registers' staging and the mma chains' latency on too few groups a
+// block. 8b's gate/up (117 M) is in between: as fast as the nibble kernel in the bench, its step
+// 0.7% slower with it, so it keeps the nibble layout (docs/kernels.md#int4-on-the-tensor-cores).
+constexpr int64_t kInt4FragmentWeights = 200'000'000;
+bool prefers_int4_fragments(int64_t rows, int64_t cols, int group_size);
+
+}  // namespace db

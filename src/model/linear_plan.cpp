@@ -1,0 +1,307 @@
+// The linear plan and the shape predicates it decides with (see
+// include/decodebench/linear_plan.h and linear_shapes.h).
+#include "decodebench/linear_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "decodebench/error.h"
+#include "decodebench/int4_frag.h"
+
+namespace db {
+
+// ------------------------------------------------------------------------ shape predicates
+
+const char* to_string(MatrixLayout l) {
+  switch (l) {
+    case MatrixLayout::canonical:
+      return "canonical";
+    case MatrixLayout::int4_nibbles:
+      return "int4-nibbles";
+    case MatrixLayout::int4_fragments:
+      return "int4-fragments";
+  }
+  return "?";
+}
+
+namespace {
+
+// A group the fast kernels stream: whole chunks of 32 int4 weights, located by a shift.
+bool streamable_group(int group_size) {
+  return group_size >= 32 && (group_size & (group_size - 1)) == 0;
+}
+
+}  // namespace
+
+bool fast_gemv_takes(const MatrixShape& m, MatrixLayout layout, const char** why) {
+  if (m.cols % weights_per_chunk(m.scheme) != 0) {
+    *why = "the fast kernels need the input dimension to be a multiple of 16 bytes of weights";
+    return false;
+  }
+  if (m.scheme == Scheme::int4 && (!streamable_group(m.group_size) || layout == MatrixLayout::canonical)) {
+    *why = "int4.gemv needs a power-of-two group size of at least 32 and the repacked layout";
+    return false;
+  }
+  return true;
+}
+
+bool skinny_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** why) {
+  if (m.cols % weights_per_chunk(m.scheme) != 0) {
+    *why = "the skinny GEMM needs the input dimension to be a multiple of 16 bytes of weights";
+    return false;
+  }
+  if (m.scheme == Scheme::int4 && (layout != MatrixLayout::int4_nibbles || !streamable_group(m.group_size))) {
+    *why =
+        "the skinny GEMM reads int4 in the repacked nibble layout with a power-of-two group of at least 32";
+    return false;
+  }
+  return true;
+}
+
+bool prefers_int4_fragments(int64_t rows, int64_t cols, int group_size) {
+  return int4_frag::eligible(rows, cols, group_size) && rows * cols >= kInt4FragmentWeights;
+}
+
+// ------------------------------------------------------------------------ names
+
+const char* to_string(MatrixKind k) {
+  switch (k) {
+    case MatrixKind::qkv:
+      return "qkv_proj";
+    case MatrixKind::o:
+      return "o_proj";
+    case MatrixKind::gate_up:
+      return "gate_up_proj";
+    case MatrixKind::down:
+      return "down_proj";
+    case MatrixKind::lm_head:
+      return "lm_head";
+  }
+  return "?";
+}
+
+const char* to_string(BatchedPath p) {
+  switch (p) {
+    case BatchedPath::none:
+      return "none";
+    case BatchedPath::skinny_gemm:
+      return "skinny-gemm";
+    case BatchedPath::cublas:
+      return "cublas";
+    case BatchedPath::fp16_copy_cublas:
+      return "fp16-copy-cublas";
+    case BatchedPath::dequant_cublas:
+      return "dequant-cublas";
+    case BatchedPath::gemv_per_sequence:
+      return "gemv-per-sequence";
+  }
+  return "?";
+}
+
+const char* to_string(StepMode m) {
+  switch (m) {
+    case StepMode::kernel_per_op:
+      return "kernel-per-op";
+  }
+  return "?";
+}
+
+std::string skinny_shape_label(const SkinnyShape& s) {
+  return fmt::format("m{}u{}b{}", s.row_tiles, s.chunks, s.blocks_per_sm);
+}
+
+std::string WeightLayout::name() const {
+  const bool head = matrices[static_cast<int>(MatrixKind::lm_head)] != MatrixLayout::canonical;
+  const bool blocks = std::any_of(matrices.begin(), matrices.end() - 1,
+                                  [](MatrixLayout l) { return l != MatrixLayout::canonical; });
+  if (blocks && head) return "int4-repacked";
+  if (blocks) return "int4-repacked (lm_head canonical)";
+  if (head) return "canonical (lm_head int4-repacked)";
+  return "canonical";
+}
+
+// ------------------------------------------------------------------------ shapes of a model
+
+MatrixShape matrix_shape(const ModelConfig& c, MatrixKind k) {
+  const QuantConfig& q = c.quant;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  auto shape = [&](int64_t rows, int64_t cols, Scheme s) {
+    MatrixShape m;
+    m.scheme = s;
+    m.rows = rows;
+    m.cols = cols;
+    m.group_size = s == Scheme::int4 ? q.group_size : 0;
+    m.zero_point = s == Scheme::int4 && q.zero_point;
+    return m;
+  };
+  switch (k) {
+    case MatrixKind::qkv:
+      return shape(c.q_dim() + 2 * c.kv_dim(), H, q.scheme);  // q rows, then k, then v
+    case MatrixKind::o:
+      return shape(H, c.q_dim(), q.scheme);
+    case MatrixKind::gate_up:
+      return shape(2 * I, H, q.scheme);  // rows interleaved gate_0, up_0, gate_1, ...
+    case MatrixKind::down:
+      return shape(H, I, q.scheme);
+    case MatrixKind::lm_head:
+      return shape(V, H, q.lm_head);
+  }
+  fail("matrix_shape: unknown kind");
+}
+
+MatrixShape embedding_shape(const ModelConfig& c) {
+  MatrixShape m;
+  m.rows = c.vocab_size;
+  m.cols = c.hidden_size;
+  return m;
+}
+
+bool lm_head_tied(const ModelConfig& c) {
+  return c.tie_word_embeddings && c.quant.lm_head == Scheme::fp16;
+}
+
+// ------------------------------------------------------------------------ the plan
+
+namespace {
+
+// The fast GEMV reads int4 repacked; every other kernel and scheme reads the canonical layout.
+bool repacks_int4(Scheme s, LinearImpl impl) {
+  return s == Scheme::int4 && impl == LinearImpl::gemv_fast;
+}
+
+// The layout the matrix lies in for `impl`: repacked where the fast GEMV takes it, in the
+// fragment layout where that pays; canonical otherwise (a matrix it cannot take stays
+// canonical, for the plain GEMV or for the refusal).
+MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl) {
+  const char* why = nullptr;
+  if (!repacks_int4(m.scheme, impl) || !fast_gemv_takes(m, MatrixLayout::int4_nibbles, &why))
+    return MatrixLayout::canonical;
+  return prefers_int4_fragments(m.rows, m.cols, m.group_size) ? MatrixLayout::int4_fragments
+                                                              : MatrixLayout::int4_nibbles;
+}
+
+// At batch > 1 every linear is one launch over all sequences' rows (docs/kernels.md#batch):
+// the fast kernels' int8 and int4 run the skinny GEMM where it takes the layout, up to the
+// sequences of one launch; fp16 runs cuBLAS, and so do int8 and int4 above that, on an fp16
+// copy. cuBLAS streams fp16 weights faster than the skinny GEMM at every batch above 1, and
+// past 64 sequences the skinny GEMM reads the weights once a launch of 64: the 8b-int4 step
+// at 128 sequences took 17.7 ms that way and 16.3 ms on cuBLAS over fp16 copies (H200).
+BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
+  if (batch <= 1) return BatchedPath::none;
+  const char* why = nullptr;
+  switch (l.impl) {
+    case LinearImpl::gemv_fast:
+      if (l.shape.scheme == Scheme::fp16) return BatchedPath::cublas;
+      if (batch <= kSkinnyMaxBatch && skinny_gemm_takes(l.shape, l.layout, &why))
+        return BatchedPath::skinny_gemm;
+      return BatchedPath::fp16_copy_cublas;
+    case LinearImpl::gemv_naive:
+      return BatchedPath::gemv_per_sequence;
+    case LinearImpl::cublas:
+      return BatchedPath::cublas;
+    case LinearImpl::dequant_cublas:
+      return BatchedPath::dequant_cublas;
+  }
+  return BatchedPath::none;
+}
+
+}  // namespace
+
+LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t batch, int capability,
+                        bool fallback) {
+  LinearPlan p;
+  p.batch = batch;
+  p.capability = capability;
+  p.step = StepMode::kernel_per_op;  // the only step there is
+  for (MatrixKind k : kAllMatrixKinds) {
+    LinearChoice& l = p[k];
+    l.kind = k;
+    const bool head = k == MatrixKind::lm_head;
+    l.shape = head && lm_head_tied(c) ? embedding_shape(c) : matrix_shape(c, k);
+    l.impl = !head || c.quant.lm_head == c.quant.scheme ? kernel.impl : LinearImpl::gemv_fast;
+    const char* why = nullptr;
+    const MatrixShape& m = l.shape;
+    if (l.impl == LinearImpl::gemv_fast && !fast_gemv_takes(m, planned_layout(m, l.impl), &why)) {
+      // An input dimension that is not whole chunks, a group the kernel cannot stream: the
+      // plain GEMV takes any shape (and reads fp16 too, for this).
+      if (fallback) {
+        l.fallback = fmt::format("{} [{} x {}]: {}.naive, since {}", to_string(k), m.rows, m.cols,
+                                 to_string(m.scheme), why);
+        l.impl = LinearImpl::gemv_naive;
+      } else {
+        l.refusal =
+            fmt::format("kernel {} cannot run {} [{} x {}]: {}", kernel.name, c.name, m.rows, m.cols, why);
+      }
+    }
+    if (l.impl == LinearImpl::cublas && m.scheme != Scheme::fp16)
+      l.refusal = fmt::format("kernel {} needs fp16 weights", kernel.name);
+    l.layout = planned_layout(m, l.impl);
+    l.batched = batched_path(l, batch);
+  }
+  return p;
+}
+
+void check_plan(const LinearPlan& plan) {
+  for (const LinearChoice& l : plan.linears)
+    if (!l.refusal.empty()) fail("{}", l.refusal);
+}
+
+WeightLayout LinearPlan::weight_layout() const {
+  WeightLayout w;
+  for (const LinearChoice& l : linears) w.matrices[static_cast<int>(l.kind)] = l.layout;
+  return w;
+}
+
+bool LinearPlan::gemv_blocks() const {
+  return std::none_of(linears.begin(), linears.end() - 1,
+                      [](const LinearChoice& l) { return runs_cublas(l.impl); });
+}
+
+bool LinearPlan::attention_triggers_early() const {
+  const LinearChoice& o = (*this)[MatrixKind::o];
+  return o.impl == LinearImpl::gemv_fast && o.shape.scheme == Scheme::int4;
+}
+
+bool LinearPlan::uses_cublas() const {
+  return std::any_of(linears.begin(), linears.end(), [](const LinearChoice& l) {
+    return runs_cublas(l.impl) || l.batched == BatchedPath::cublas ||
+           l.batched == BatchedPath::fp16_copy_cublas || l.batched == BatchedPath::dequant_cublas;
+  });
+}
+
+int64_t LinearPlan::fp16_copy_elements() const {
+  int64_t n = 0;
+  for (const LinearChoice& l : linears)
+    if (l.impl == LinearImpl::dequant_cublas || l.batched == BatchedPath::fp16_copy_cublas)
+      n = std::max(n, l.shape.weights());
+  return n;
+}
+
+std::vector<std::string> LinearPlan::fallbacks() const {
+  std::vector<std::string> v;
+  for (const LinearChoice& l : linears)
+    if (!l.fallback.empty()) v.push_back(l.fallback);
+  return v;
+}
+
+std::vector<std::string> LinearPlan::kernel_shapes() const {
+  static const char* const kNames[kMatrixKinds] = {"qkv", "o_proj", "gate_up", "down_proj", "lm_head"};
+  std::vector<std::string> v;
+  for (const LinearChoice& l : linears) {
+    if (!l.skinny) continue;
+    const SkinnyTiming& t = *l.skinny;
+    v.push_back(fmt::format(
+        "{} [{} x {}]: {}, {:.1f} us (default {} {:.1f} us)", kNames[static_cast<int>(l.kind)], l.shape.rows,
+        l.shape.cols, skinny_shape_label(t.shape), t.us, skinny_shape_label(t.default_shape), t.default_us));
+  }
+  return v;
+}
+
+std::vector<MatrixLayout> layouts_read(const KernelInfo& kernel) {
+  if (repacks_int4(kernel.scheme, kernel.impl))
+    return {MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments};
+  return {MatrixLayout::canonical};
+}
+
+}  // namespace db

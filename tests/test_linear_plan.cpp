@@ -1,0 +1,384 @@
+// The linear plan (include/decodebench/linear_plan.h): which implementation, layout and batched
+// path runs each kind of matrix, asserted for every preset x every kernel of its scheme x batch
+// 1, 8, 128 x compute capability 80, 90, on the host, as the CUDA engine carries it out.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "decodebench/config.h"
+#include "decodebench/error.h"
+#include "decodebench/int4_frag.h"
+#include "decodebench/kernel_registry.h"
+#include "decodebench/linear_plan.h"
+
+using namespace db;
+
+namespace {
+
+const int64_t kBatches[] = {1, 8, 128};
+const int kCapabilities[] = {80, 90};
+
+// Every preset, and each quantized one again with its lm_head in the blocks' scheme
+// (--lm-head), which then runs the blocks' kernel.
+std::vector<ModelConfig> models() {
+  std::vector<ModelConfig> v;
+  for (const std::string& name : preset_names()) {
+    ModelConfig c = load_model_config(name);
+    v.push_back(c);
+    if (c.quant.scheme != Scheme::fp16 && c.quant.lm_head != c.quant.scheme) {
+      c.quant.lm_head = c.quant.scheme;
+      c.name += " (lm_head " + std::string(to_string(c.quant.scheme)) + ")";
+      validate(c, c.name);
+      v.push_back(c);
+    }
+  }
+  return v;
+}
+
+// Shapes the fast kernels cannot take (as the GPU engine test's RaggedShapes): an input of 376
+// int8 or 372 fp16 weights (not whole 16-byte chunks), int4 groups of 16.
+std::vector<ModelConfig> ragged_models() {
+  std::vector<ModelConfig> v;
+  for (auto [name, intermediate, group] : {std::tuple{"tiny-int8", 376, 64}, std::tuple{"tiny-fp16", 372, 64},
+                                           std::tuple{"tiny-int4", 368, 16}}) {
+    ModelConfig c = load_model_config(name);
+    c.intermediate_size = intermediate;
+    c.quant.group_size = group;
+    validate(c, name);
+    v.push_back(c);
+  }
+  return v;
+}
+
+std::vector<const KernelInfo*> kernels_of(Scheme s) {
+  std::vector<const KernelInfo*> v;
+  for (const KernelInfo& k : kernel_registry())
+    if (k.scheme == s) v.push_back(&k);
+  return v;
+}
+
+// Calls f(config, kernel, batch, capability, plan) for every model x kernel of its scheme x
+// batch x capability; `fallback` as --kernel auto.
+template <class F>
+void for_every_plan(const std::vector<ModelConfig>& ms, bool fallback, F f) {
+  for (const ModelConfig& c : ms)
+    for (const KernelInfo* k : kernels_of(c.quant.scheme))
+      for (int64_t batch : kBatches)
+        for (int cap : kCapabilities) {
+          SCOPED_TRACE(c.name + " " + k->name + " batch " + std::to_string(batch) + " sm_" +
+                       std::to_string(cap));
+          f(c, *k, batch, cap, plan_linears(c, *k, batch, cap, fallback));
+        }
+}
+
+bool is_head(MatrixKind k) {
+  return k == MatrixKind::lm_head;
+}
+
+// The layout the fast GEMV reads a matrix of this scheme in.
+MatrixLayout fast_layout(Scheme s) {
+  return s == Scheme::int4 ? MatrixLayout::int4_nibbles : MatrixLayout::canonical;
+}
+
+}  // namespace
+
+TEST(LinearPlan, EveryKindOfMatrixIsTheStepsOwnShape) {
+  for_every_plan(
+      models(), true, [](const ModelConfig& c, const KernelInfo&, int64_t, int, const LinearPlan& p) {
+        const int64_t H = c.hidden_size, I = c.intermediate_size;
+        for (MatrixKind k : kAllMatrixKinds) EXPECT_EQ(p[k].kind, k);
+        EXPECT_EQ(p[MatrixKind::qkv].shape.rows, c.q_dim() + 2 * c.kv_dim());
+        EXPECT_EQ(p[MatrixKind::qkv].shape.cols, H);
+        EXPECT_EQ(p[MatrixKind::o].shape.rows, H);
+        EXPECT_EQ(p[MatrixKind::o].shape.cols, c.q_dim());
+        EXPECT_EQ(p[MatrixKind::gate_up].shape.rows, 2 * I);
+        EXPECT_EQ(p[MatrixKind::down].shape.cols, I);
+        for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
+          EXPECT_EQ(p[k].shape.scheme, c.quant.scheme);
+        // The lm_head is the embedding itself where tied (an fp16 lm_head), else its own scheme's.
+        const MatrixShape& head = p[MatrixKind::lm_head].shape;
+        EXPECT_EQ(head.rows, c.vocab_size);
+        EXPECT_EQ(head.cols, H);
+        EXPECT_EQ(head.scheme, c.quant.lm_head);
+      });
+}
+
+TEST(LinearPlan, ANamedKernelRunsEveryBlockMatrixAndTheLmHeadOfItsScheme) {
+  for_every_plan(models(), false,
+                 [](const ModelConfig& c, const KernelInfo& k, int64_t, int, const LinearPlan& p) {
+                   EXPECT_TRUE(p.fallbacks().empty());
+                   EXPECT_NO_THROW(check_plan(p));
+                   for (const LinearChoice& l : p.linears) {
+                     EXPECT_EQ(l.refusal, "") << to_string(l.kind);
+                     const bool own = !is_head(l.kind) || c.quant.lm_head == c.quant.scheme;
+                     EXPECT_EQ(l.impl, own ? k.impl : LinearImpl::gemv_fast) << to_string(l.kind);
+                   }
+                 });
+}
+
+TEST(LinearPlan, AutoPicksTheFastGemvWhereItTakesTheMatrixAndTheNaiveKernelWithAReasonOtherwise) {
+  std::vector<ModelConfig> ms = models();
+  const std::vector<ModelConfig> ragged = ragged_models();
+  ms.insert(ms.end(), ragged.begin(), ragged.end());
+  for (const ModelConfig& c : ms) {
+    SCOPED_TRACE(c.name);
+    const KernelInfo& k = resolve_kernel("auto", c.quant.scheme);
+    EXPECT_EQ(k.impl, LinearImpl::gemv_fast);
+    const LinearPlan p = plan_linears(c, k, 1, 90, true);
+    std::vector<std::string> want;
+    for (const LinearChoice& l : p.linears) {
+      const char* why = nullptr;
+      if (fast_gemv_takes(l.shape, fast_layout(l.shape.scheme), &why)) {
+        EXPECT_EQ(l.impl, LinearImpl::gemv_fast) << to_string(l.kind);
+        EXPECT_EQ(l.fallback, "") << to_string(l.kind);
+      } else {
+        EXPECT_EQ(l.impl, LinearImpl::gemv_naive) << to_string(l.kind);
+        EXPECT_EQ(l.fallback, std::string(to_string(l.kind)) + " [" + std::to_string(l.shape.rows) + " x " +
+                                  std::to_string(l.shape.cols) + "]: " + to_string(l.shape.scheme) +
+                                  ".naive, since " + why);
+        want.push_back(l.fallback);
+      }
+      EXPECT_EQ(l.refusal, "") << to_string(l.kind);
+    }
+    EXPECT_EQ(p.fallbacks(), want);
+    // The same kernel named: refused, with the first matrix it cannot take, where auto fell back.
+    const LinearPlan named = plan_linears(c, k, 1, 90, false);
+    EXPECT_TRUE(named.fallbacks().empty());
+    if (want.empty()) {
+      EXPECT_NO_THROW(check_plan(named));
+    } else {
+      try {
+        check_plan(named);
+        ADD_FAILURE() << "a named kernel ran a matrix it cannot take";
+      } catch (const Error& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("kernel " + k.name + " cannot run " + c.name + " [", 0), 0u)
+            << e.what();
+      }
+    }
+  }
+  // The ragged shapes fall back where the GPU engine test expects: the input dimension of the
+  // down projection at int8 and fp16; every int4 matrix at groups of 16 (the fp16 lm_head keeps
+  // its kernel).
+  auto kinds_falling_back = [](const ModelConfig& c) {
+    std::vector<std::string> v;
+    for (const std::string& line :
+         plan_linears(c, resolve_kernel("auto", c.quant.scheme), 1, 90, true).fallbacks())
+      v.push_back(line.substr(0, line.find(' ')));
+    return v;
+  };
+  EXPECT_EQ(kinds_falling_back(ragged[0]), std::vector<std::string>{"down_proj"});
+  EXPECT_EQ(kinds_falling_back(ragged[1]), std::vector<std::string>{"down_proj"});
+  EXPECT_EQ(kinds_falling_back(ragged[2]),
+            (std::vector<std::string>{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}));
+  // No preset falls back.
+  for (const ModelConfig& c : models())
+    EXPECT_EQ(kinds_falling_back(c), std::vector<std::string>{}) << c.name;
+}
+
+TEST(LinearPlan, Int4MatricesOfAtLeast2e8WeightsUseTheFragmentLayout) {
+  for_every_plan(
+      models(), true, [](const ModelConfig&, const KernelInfo&, int64_t, int, const LinearPlan& p) {
+        for (const LinearChoice& l : p.linears) {
+          const MatrixShape& m = l.shape;
+          if (m.scheme != Scheme::int4 || l.impl != LinearImpl::gemv_fast) {
+            EXPECT_EQ(l.layout, MatrixLayout::canonical) << to_string(l.kind);  // what files hold
+            continue;
+          }
+          // The fast GEMV reads int4 repacked: the fragment layout where it can hold the matrix
+          // and the matrix has at least 2e8 weights, the nibble order otherwise.
+          const bool fragments =
+              int4_frag::eligible(m.rows, m.cols, m.group_size) && m.weights() >= 200'000'000;
+          EXPECT_EQ(l.layout, fragments ? MatrixLayout::int4_fragments : MatrixLayout::int4_nibbles)
+              << to_string(l.kind) << " " << m.rows << " x " << m.cols;
+        }
+      });
+  // Of the presets, 70b-int4's gate/up (470 M weights) and down (235 M) only; 8b's gate/up
+  // (117 M) keeps the nibble order.
+  auto layout = [](const char* preset, MatrixKind k) {
+    const ModelConfig c = load_model_config(preset);
+    return plan_linears(c, resolve_kernel("int4.gemv", Scheme::int4), 1, 90, false)[k].layout;
+  };
+  EXPECT_EQ(layout("70b-int4", MatrixKind::gate_up), MatrixLayout::int4_fragments);
+  EXPECT_EQ(layout("70b-int4", MatrixKind::down), MatrixLayout::int4_fragments);
+  EXPECT_EQ(layout("70b-int4", MatrixKind::qkv), MatrixLayout::int4_nibbles);
+  EXPECT_EQ(layout("8b-int4", MatrixKind::gate_up), MatrixLayout::int4_nibbles);
+}
+
+TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
+  for_every_plan(models(), true,
+                 [](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
+                   EXPECT_EQ(p.batch, batch);
+                   for (const LinearChoice& l : p.linears) {
+                     SCOPED_TRACE(to_string(l.kind));
+                     if (batch == 1) {  // batch 1 runs the implementation's own kernel
+                       EXPECT_EQ(l.batched, BatchedPath::none);
+                       continue;
+                     }
+                     switch (l.impl) {
+                       case LinearImpl::gemv_fast:
+                         // cuBLAS streams fp16 faster than the skinny GEMM; the skinny GEMM takes int8 and
+                         // int4 in the nibble order up to one launch of sequences; the rest is an fp16 copy
+                         // for cuBLAS.
+                         if (l.shape.scheme == Scheme::fp16)
+                           EXPECT_EQ(l.batched, BatchedPath::cublas);
+                         else if (batch <= kSkinnyMaxBatch && l.layout != MatrixLayout::int4_fragments)
+                           EXPECT_EQ(l.batched, BatchedPath::skinny_gemm);
+                         else
+                           EXPECT_EQ(l.batched, BatchedPath::fp16_copy_cublas);
+                         break;
+                       case LinearImpl::gemv_naive:  // the slow path stays the slow path
+                         EXPECT_EQ(l.batched, BatchedPath::gemv_per_sequence);
+                         break;
+                       case LinearImpl::cublas:
+                         EXPECT_EQ(l.batched, BatchedPath::cublas);
+                         break;
+                       case LinearImpl::dequant_cublas:
+                         EXPECT_EQ(l.batched, BatchedPath::dequant_cublas);
+                         break;
+                     }
+                     const char* why = nullptr;
+                     if (l.batched == BatchedPath::skinny_gemm)
+                       EXPECT_TRUE(skinny_gemm_takes(l.shape, l.layout, &why)) << why;
+                   }
+                 });
+}
+
+TEST(LinearPlan, NoChoiceDependsOnTheCapabilityYet) {
+  for (const ModelConfig& c : models())
+    for (const KernelInfo* k : kernels_of(c.quant.scheme))
+      for (int64_t batch : kBatches) {
+        const LinearPlan a = plan_linears(c, *k, batch, 80, true), b = plan_linears(c, *k, batch, 90, true);
+        EXPECT_EQ(a.capability, 80);
+        EXPECT_EQ(b.capability, 90);
+        EXPECT_EQ(a.step, b.step);
+        for (MatrixKind m : kAllMatrixKinds) {
+          SCOPED_TRACE(c.name + " " + k->name + " " + to_string(m));
+          EXPECT_EQ(a[m].impl, b[m].impl);
+          EXPECT_EQ(a[m].layout, b[m].layout);
+          EXPECT_EQ(a[m].batched, b[m].batched);
+          EXPECT_EQ(a[m].fallback, b[m].fallback);
+        }
+      }
+}
+
+TEST(LinearPlan, EveryPlanRunsTheKernelPerOpStep) {
+  // The one step mode there is: a kernel (or a few) per operation, captured into one graph.
+  for_every_plan(models(), true,
+                 [](const ModelConfig&, const KernelInfo&, int64_t, int, const LinearPlan& p) {
+                   EXPECT_EQ(p.step, StepMode::kernel_per_op);
+                 });
+  EXPECT_STREQ(to_string(StepMode::kernel_per_op), "kernel-per-op");
+}
+
+TEST(LinearPlan, TheWeightLayoutKeysWhichKernelsShareWeights) {
+  for (const ModelConfig& c : models()) {
+    SCOPED_TRACE(c.name);
+    for (const KernelInfo* k : kernels_of(c.quant.scheme)) {
+      const WeightLayout w = plan_linears(c, *k, 1, 90, true).weight_layout();
+      // The same for every batch and with or without the fallback: one set of device weights
+      // serves a sweep's runs of a kernel.
+      for (int64_t batch : kBatches) EXPECT_EQ(plan_linears(c, *k, batch, 80, false).weight_layout(), w);
+      // Only the fast int4 GEMV repacks; the lm_head where it is int4 too.
+      const bool repacks = c.quant.scheme == Scheme::int4 && k->impl == LinearImpl::gemv_fast;
+      const bool head = repacks && c.quant.lm_head == Scheme::int4;
+      EXPECT_EQ(w.name(),
+                repacks ? (head ? "int4-repacked" : "int4-repacked (lm_head canonical)") : "canonical")
+          << k->name;
+    }
+    // int4.naive and int4.dequant-cublas read the canonical layout, int4.gemv its own.
+    if (c.quant.scheme == Scheme::int4) {
+      auto layout = [&](const char* k) {
+        return plan_linears(c, resolve_kernel(k, Scheme::int4), 1, 90, true).weight_layout();
+      };
+      EXPECT_EQ(layout("int4.naive"), layout("int4.dequant-cublas"));
+      EXPECT_NE(layout("int4.naive"), layout("int4.gemv"));
+    }
+  }
+}
+
+TEST(LinearPlan, TheStepsResourcesFollowTheChoices) {
+  for_every_plan(models(), true,
+                 [](const ModelConfig&, const KernelInfo& k, int64_t batch, int, const LinearPlan& p) {
+                   // The GEMVs hand RMSNorm statistics and the residual's fp16 copy to each other unless the
+                   // blocks run cuBLAS.
+                   EXPECT_EQ(p.gemv_blocks(), !runs_cublas(k.impl));
+                   // Attention lets the O GEMV launch early only where that GEMV is int4's fast one.
+                   EXPECT_EQ(p.attention_triggers_early(), p[MatrixKind::o].impl == LinearImpl::gemv_fast &&
+                                                               p[MatrixKind::o].shape.scheme == Scheme::int4);
+                   // cuBLAS: a cuBLAS kernel, or at batch > 1 any linear but the skinny GEMM's and the naive
+                   // kernel's.
+                   bool cublas = runs_cublas(k.impl);
+                   int64_t copy = 0;
+                   for (const LinearChoice& l : p.linears) {
+                     cublas = cublas || (batch > 1 && l.batched != BatchedPath::skinny_gemm &&
+                                         l.batched != BatchedPath::gemv_per_sequence);
+                     if (l.impl == LinearImpl::dequant_cublas || l.batched == BatchedPath::fp16_copy_cublas)
+                       copy = std::max(copy, l.shape.weights());
+                   }
+                   EXPECT_EQ(p.uses_cublas(), cublas);
+                   // One fp16 scratch copy serves every matrix that needs one: the largest's size.
+                   EXPECT_EQ(p.fp16_copy_elements(), copy);
+                   if (k.impl == LinearImpl::dequant_cublas)
+                     EXPECT_GE(copy, p[MatrixKind::gate_up].shape.weights());
+                 });
+}
+
+TEST(LinearPlan, TheSkinnyShapesTimedAtLoadAreWhatTheResultRecords) {
+  const ModelConfig c = load_model_config("8b-int4");
+  LinearPlan p = plan_linears(c, resolve_kernel("auto", Scheme::int4), 16, 90, true);
+  EXPECT_TRUE(p.kernel_shapes().empty());  // nothing timed yet
+  ASSERT_EQ(p[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
+  p[MatrixKind::gate_up].skinny = SkinnyTiming{{4, 1, 1}, {4, 1, 2}, 34.31, 34.94};
+  p[MatrixKind::qkv].skinny = SkinnyTiming{{2, 2, 2}, {4, 1, 2}, 14.5, 17.1};
+  EXPECT_EQ(p.kernel_shapes(),
+            (std::vector<std::string>{"qkv [6144 x 4096]: m2u2b2, 14.5 us (default m4u1b2 17.1 us)",
+                                      "gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)"}));
+}
+
+TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {
+  // Every layout a plan gives a kernel's matrices is one `decodebench list kernels` names.
+  for_every_plan(
+      models(), true, [](const ModelConfig&, const KernelInfo& k, int64_t, int, const LinearPlan& p) {
+        const std::vector<MatrixLayout> listed = layouts_read(k);
+        for (const LinearChoice& l : p.linears) {
+          if (l.impl != k.impl || l.shape.scheme != k.scheme) continue;  // the lm_head of another scheme
+          EXPECT_NE(std::find(listed.begin(), listed.end(), l.layout), listed.end()) << to_string(l.kind);
+        }
+      });
+  EXPECT_EQ(layouts_read(resolve_kernel("int4.gemv", Scheme::int4)),
+            (std::vector<MatrixLayout>{MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments}));
+}
+
+TEST(ShapePredicates, EachKernelsLimitsInWordsAResultCanCarry) {
+  const char* why = nullptr;
+  MatrixShape m{Scheme::int8, 2048, 376, 0, false};  // 376 bytes: not whole 16-byte chunks
+  EXPECT_FALSE(fast_gemv_takes(m, MatrixLayout::canonical, &why));
+  EXPECT_STREQ(why, "the fast kernels need the input dimension to be a multiple of 16 bytes of weights");
+  EXPECT_FALSE(skinny_gemm_takes(m, MatrixLayout::canonical, &why));
+  m.cols = 384;
+  EXPECT_TRUE(fast_gemv_takes(m, MatrixLayout::canonical, &why));
+  // int4: a power-of-two group of at least 32, in a repacked layout; the skinny GEMM only in
+  // the nibble order.
+  MatrixShape q{Scheme::int4, 8, 1024, 128, true};
+  EXPECT_TRUE(fast_gemv_takes(q, MatrixLayout::int4_nibbles, &why));
+  EXPECT_TRUE(fast_gemv_takes(q, MatrixLayout::int4_fragments, &why));
+  EXPECT_FALSE(fast_gemv_takes(q, MatrixLayout::canonical, &why));
+  EXPECT_TRUE(skinny_gemm_takes(q, MatrixLayout::int4_nibbles, &why));
+  EXPECT_FALSE(skinny_gemm_takes(q, MatrixLayout::int4_fragments, &why));
+  for (int g : {16, 48}) {
+    q.group_size = g;
+    EXPECT_FALSE(fast_gemv_takes(q, MatrixLayout::int4_nibbles, &why)) << g;
+    EXPECT_FALSE(skinny_gemm_takes(q, MatrixLayout::int4_nibbles, &why)) << g;
+  }
+  // The fragment layout where it can hold a matrix (int4_frag::eligible) of >= 2e8 weights.
+  EXPECT_TRUE(prefers_int4_fragments(57344, 8192, 128));   // 70b gate/up
+  EXPECT_TRUE(prefers_int4_fragments(8192, 28672, 128));   // 70b down
+  EXPECT_FALSE(prefers_int4_fragments(28672, 4096, 128));  // 8b gate/up
+  EXPECT_FALSE(prefers_int4_fragments(10240, 8192, 128));  // 70b qkv
+  EXPECT_FALSE(prefers_int4_fragments(57344, 8192, 64));   // groups that are not its segments
+  EXPECT_EQ(weights_per_chunk(Scheme::fp16) * 2, 16);
+  EXPECT_EQ(weights_per_chunk(Scheme::int8), 16);
+  EXPECT_EQ(weights_per_chunk(Scheme::int4) / 2, 16);
+}
