@@ -120,6 +120,57 @@ TEST_F(EnergyRun, EnergyIsPositiveAndTheAveragePowerLiesBetweenIdleAndThePowerLi
   EXPECT_GT(*e.mem_clock_mhz.median, 0);
 }
 
+// The default repetitions (128 steps; 1b-fp16 takes ~0.1 s for them on an H200, about one
+// update of its counter) are read aligned on a coarse counter's updates and reported: each
+// window's tail ends at the first update after the steps, and the average power lies between
+// idle and the power limit within the resolution the run states. The figures the lab reads
+// (tails, the energy subtracted, the detection, the spread) go to stdout.
+TEST_F(EnergyRun, DefaultRepetitionsAreAlignedOnTheCountersUpdatesAndReported) {
+  REQUIRE_GPU();
+  CUDA_CHECK(cudaSetDevice(0));
+  std::string why;
+  std::unique_ptr<EnergySource> source = make_nvml_energy_source(bus_id(), why);
+  if (!source) GTEST_SKIP() << why;
+  double update_s = 0;
+  {
+    EnergySampler sampler(std::move(source));
+    sampler.idle();
+    update_s = median(sampler.observed().update_gaps_s);
+  }
+  ASSERT_TRUE(std::isfinite(update_s)) << "the counter's update interval was not observed at idle";
+  if (update_s <= kFineCounterPeriods * kEnergySamplePeriodS)
+    GTEST_SKIP() << "the counter updates every " << update_s * 1e3 << " ms: read unaligned";
+  const std::string out = path("run.json");
+  const db_test::Outcome o =
+      db_test::run({"--model", "1b-fp16", "--repeat", "5", "--warmup", "32", "-o", out});
+  ASSERT_EQ(o.code, 0) << o.err;
+  std::printf("%s", o.out.c_str());
+  const Result r = read_results(out).at(0);
+  const Energy& e = r.energy;
+  ASSERT_EQ(e.window, "aligned") << e.window_reason;
+  ASSERT_EQ(e.reason, "");
+  ASSERT_EQ(e.repetition_tail_s.size(), 5u);
+  ASSERT_TRUE(e.resolution && e.idle_power_w && e.detect_ms && e.counter_update_ms && e.j_per_step.spread);
+  std::printf("aligned: update %.1f ms, detect %.3f ms, resolution %.2f%%, J/step spread %.2f%%, tails ms",
+              *e.counter_update_ms, *e.detect_ms, 100 * *e.resolution, 100 * *e.j_per_step.spread);
+  for (size_t i = 0; i < e.repetition_tail_s.size(); ++i)
+    std::printf(" %.1f (%.2f J of %.2f J)", e.repetition_tail_s[i] * 1e3, e.repetition_idle_j[i],
+                e.repetition_j[i] + e.repetition_idle_j[i]);
+  std::printf("\n");
+  for (size_t i = 0; i < e.repetition_tail_s.size(); ++i) {
+    EXPECT_GE(e.repetition_tail_s[i], 0);
+    // The closing update is the first after the steps: within an update interval of them (the
+    // intervals vary by a few percent about their median; twice it is past any of them).
+    EXPECT_LE(e.repetition_tail_s[i], 2 * *e.counter_update_ms * 1e-3) << i;
+    EXPECT_GT(e.repetition_j[i], 0);
+  }
+  const double res = *e.resolution;
+  EXPECT_LE(res, kEnergyResolution);
+  EXPECT_GT(*e.power_w.min * (1 + res), *e.idle_power_w) << "decoding draws more than idle";
+  ASSERT_GT(r.device.power_limit_w, 0);
+  EXPECT_LE(*e.power_w.max * (1 - res), r.device.power_limit_w) << "the average stays within the limit";
+}
+
 // The counter against NVML's power readings, sampled every 10 ms and integrated (trapezoids)
 // over 3 s of idle, 4 s of streaming reads and 3 s of idle: on Hopper a reading is the
 // average of the last second, and with idle longer than that at both ends both measures

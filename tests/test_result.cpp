@@ -141,8 +141,13 @@ db::Result populated_result() {
   e.resolution = 0.0325;
   e.idle_power_w = 80.5;
   e.idle_s = 0.45;
+  e.window = "aligned";
+  e.window_reason = "";
+  e.detect_ms = 0.625;
   e.repetition_s = {0.625, 0.6875};
   e.repetition_j = {187.5, 199.25};
+  e.repetition_tail_s = {0.0125, 0.0875};
+  e.repetition_idle_j = {1.0625, 7.0625};
   e.repetition_sm_clock_mhz = {1975.5, 1960.25};
   e.repetition_mem_clock_mhz = {3200.5, 3201.5};
   e.j_per_step = {1.5, 1.25, 1.75, 0.0125};
@@ -341,7 +346,12 @@ const std::vector<std::string> kAddedFields = {"timing.weights_reused",
                                                "roofline.achieved_TFLOPS",
                                                "roofline.arithmetic_intensity",
                                                "check.sequence_tokens_hashes",
-                                               "energy"};
+                                               "energy",
+                                               "energy.window",
+                                               "energy.window_reason",
+                                               "energy.detect_ms",
+                                               "energy.repetition_tail_s",
+                                               "energy.repetition_idle_j"};
 
 // What a reader makes of an added field a file lacks, where that is not its default: what
 // the file's other fields imply for a run from before the field.

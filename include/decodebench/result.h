@@ -151,11 +151,16 @@ struct Energy {
   std::optional<double> sample_period_ms;        // the sampler's target
   int64_t samples = 0;                           // the sampler's polls during the timed repetitions
   std::optional<double> counter_update_ms;       // observed: the median time between changes
-  std::optional<double> resolution;              // update / the shortest repetition
-  std::optional<double> idle_power_w;            // before the run; reported, not subtracted
+  std::optional<double> resolution;              // the largest repetition's error over its energy
+  std::optional<double> idle_power_w;            // before the run; subtracted over aligned heads and tails
   std::optional<double> idle_s;                  // how long idle was measured
-  std::vector<double> repetition_s;              // each repetition's window, host clock
-  std::vector<double> repetition_j;              // the counter's difference over it; [] when null
+  std::string window = "unaligned";              // "aligned": every window on the counter's updates
+  std::string window_reason = "not measured";    // why the windows are not all aligned; "" when they are
+  std::optional<double> detect_ms;               // aligned: the longest an end's update could go unseen
+  std::vector<double> repetition_s;              // each repetition's steps, host clock
+  std::vector<double> repetition_j;              // their energy; [] when null
+  std::vector<double> repetition_tail_s;         // aligned: the idle tail in its window; 0 unaligned
+  std::vector<double> repetition_idle_j;         // the idle energy subtracted from its window's
   std::vector<double> repetition_sm_clock_mhz;   // the mean of the SM clock's samples in it
   std::vector<double> repetition_mem_clock_mhz;  // the mean of the memory clock's samples
   RepetitionSpread j_per_step;                   // repetition_j / config.tokens

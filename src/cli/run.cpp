@@ -114,6 +114,13 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
     energy.sample_period_s = sampler->period_s();
     progress.phase("idle power");
     energy.idle = sampler->idle();
+    energy.idle_observed = sampler->observed();
+    // The repetitions' windows aligned on the counter's updates where it is coarse and the
+    // idle power resolved, to subtract over their idle heads and tails.
+    const WindowPlan plan = plan_windows(
+        energy.idle_observed, idle_power_w(*energy.idle, energy.idle_observed), sampler->period_s());
+    energy.window_why = plan.why;
+    sampler->plan(plan);
   }
   progress.phase("device, bandwidth and compute probes");
   const Environment env = backend->environment();

@@ -184,7 +184,9 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
     std::vector<int32_t> reads;  // batch > 1
     // The energy window opens on an idle device, the restart done, before the clock's first
     // mark, and closes after the synchronize that ends the repetition: the steps it counts
-    // are the timed ones, and its reads fall outside the marks.
+    // are the timed ones, and its reads fall outside the marks. An aligned window's waits for
+    // the counter's updates fall outside them too: begin() returns as soon as it has seen the
+    // start's update, and the clock's first mark and the first step follow at once.
     if (energy) {
       d.synchronize();
       energy->begin();

@@ -244,8 +244,13 @@ void fields(V& v, Energy& e) {
   v("resolution", e.resolution);
   v("idle_power_w", e.idle_power_w);
   v("idle_s", e.idle_s);
+  v("window", e.window, Added{});
+  v("window_reason", e.window_reason, Added{});
+  v("detect_ms", e.detect_ms, Added{});
   v("repetition_s", e.repetition_s);
   v("repetition_j", e.repetition_j);
+  v("repetition_tail_s", e.repetition_tail_s, Added{});
+  v("repetition_idle_j", e.repetition_idle_j, Added{});
   v("repetition_sm_clock_mhz", e.repetition_sm_clock_mhz);
   v("repetition_mem_clock_mhz", e.repetition_mem_clock_mhz);
   v("j_per_step", e.j_per_step);

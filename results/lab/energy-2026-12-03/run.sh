@@ -4,7 +4,7 @@
 #   bash results/lab/energy-2026-12-03/run.sh all       # build, then every stage below (~4-5 min + the build)
 #   bash results/lab/energy-2026-12-03/run.sh build     # build-gpu (Ninja, sm_90): decodebench, decodebench_gpu_tests
 #   bash results/lab/energy-2026-12-03/run.sh measure   # every stage, on the build there
-#   bash results/lab/energy-2026-12-03/run.sh STAGE     # one of: counter gpu ab aa matrix batch
+#   bash results/lab/energy-2026-12-03/run.sh STAGE     # one of: counter gpu ab aa matrix batch aligned
 # Outputs go to $OUT, else results/lab/energy-2026-12-03/run1: summary.txt (every figure the
 # stages print), energy.png (plot.py energy of the matrix and the batch sweep) and
 # outputs-STAGE.tar.gz (the result files, tables, logs and test output of each invocation).
@@ -42,6 +42,42 @@
 #    step's energy grows far slower than B while the weights dominate): 8b-int4 and
 #    8b-fp16 at B = 256 below 1/50 of their batch-1 J/token, while TPOT rises 2.6x (fp16)
 #    and 11.7x (int4) (the committed batch sweep).
+# 7. aligned: the energy windows aligned on the counter's updates (docs/method.md "Energy"),
+#    in one device call after the build, ~2.5 min: `run.sh build && run.sh aligned`. It runs
+#    `info`; the gpu tests of energy (now 4, with EnergyRun.DefaultRepetitionsAreAligned...);
+#    13 runs of the default `decodebench --model 8b-int4 --graph on` (128 tokens x 5), each a
+#    process of its own, the first of which answers whether the default run reports energy
+#    now; compare --metric energy on 10 pairs of 2 runs against 2 (pair k: runs k, k+1 against
+#    k+2, k+3) at the default 3%, counting the pairs tested (same, noise, regressed, improved,
+#    unconfirmed) and the false alarms (regressed, improved, unconfirmed); the tails' check
+#    (below); and an A/B of TPOT: 2 runs with --energy off against the last 2 A/A runs
+#    (energy on, the same command otherwise, run just before).
+#    Predictions (written before running):
+#    - info: as in run1, every ~100 ms by ~12.4 J at ~124 W idle; the idle window now spans 21
+#      updates (~2.1 s).
+#    - gpu: 4 of 4 pass. The new test's 1b-fp16 default run (~0.1 s a repetition) is aligned
+#      and reported: detection (energy.detect_ms) 0.6-1.5 ms (the 0.5 ms poll, its sleep's
+#      overshoot and one NVML read), tails spread over 0-100 ms, resolution <= 2%.
+#    - default run: `energy` now reports a figure (window aligned): 8b-int4 at 656 W x 1.661 ms
+#      = 1.09 J/token, predicted 1.05-1.15 J/token, resolution <= 0.6%, detect <= 1.5 ms.
+#    - A/A: 13 of 13 runs report energy; a run's J/step spread over its 5 repetitions <= 0.5%
+#      (unaligned, at 2.3 s a repetition: 1.2-3.3%); across runs J/token spread <= 1%
+#      (unaligned: 0.80%); 10 of 10 pairs tested (`same`), 0 false alarms.
+#    - tails' check: the correction assumes the idle tail draws the idle power measured before
+#      the run and that the counter's value at an update holds the energy up to it. Across the
+#      65 repetitions, each run's counter difference (repetition_j + repetition_idle_j)
+#      against its tail has the tail's actual power as its slope: predicted within 10% of
+#      idle_power_w (the corrected J's slope against the tail within +-12 W), and the
+#      repetitions with tails under 10 ms no lower than the rest (a counter lagging its update
+#      would cut their last steps). Risk: after 0.2 s at ~650 W the board may draw well above
+#      its cold idle for tens of ms; the slope then says by how much, and the spread grows by
+#      about (P_tail - P_idle) x 29 ms (the tail's stdev) over ~141 J.
+#    - A/B: TPOT `same`, |delta| < 0.5%: the waits (up to two updates a repetition) fall
+#      outside the event marks; the one risk is the 0-200 ms of idle before each repetition's
+#      first step lowering the clocks for its first steps, which the median would not see.
+#    Kill criterion: a run's J/step spread over its repetitions > 1%, or the tail's power more
+#    than 10% off idle_power_w: the correction then subtracts the wrong power, and the next
+#    step is to measure the tail's own (the counter over the update after the closing one).
 # Runs: run1 = `run.sh build && run.sh gpu && run.sh ab && run.sh aa` (the interval parsed from
 # the wrong word of info's line: ab and aa ran nothing; fixed below), then the main job;
 # run2 = `run.sh matrix; run.sh batch; run.sh aa` (aa at --repeat 2, the update cap at 100 ms).
@@ -96,7 +132,7 @@ counter() {
 gpu() {
   timeout 300 $b/decodebench_gpu_tests --gtest_filter='Energy*' >"$work/gtest-energy.txt" 2>&1
   say "gpu: $(grep -E '^\[  (PASSED|FAILED) ' "$work/gtest-energy.txt" | paste -sd ' ')"
-  grep -E '^(idle|load): |^counter .* ratio |^energy ' "$work/gtest-energy.txt" | sed 's/^/gpu: /' | tee -a "$sum"
+  grep -E '^(idle|load|aligned): |^counter .* ratio |^energy ' "$work/gtest-energy.txt" | sed 's/^/gpu: /' | tee -a "$sum"
   grep -E 'Failure' -A4 "$work/gtest-energy.txt" | head -20 | tee -a "$sum"
 }
 
@@ -159,6 +195,83 @@ EOF
   say "aa: 10 A/A pairs of energy at 3%: $tested tested (same, noise, regressed or improved), $false_alarms false alarms (regressed or improved)"
 }
 
+aligned() {
+  local i k rc false_alarms=0 tested=0
+  : >"$work/al-runs.jsonl"
+  for i in $(seq 0 12); do  # the default run, each a process of its own
+    $bin --model 8b-int4 --graph on -o "$work/al-$i.json" >"$work/al-$i.txt" 2>>"$work/al.log" ||
+      say "aligned: run $i failed: $(tail -1 "$work/al.log")"
+    $bin report "$work/al-$i.json" --format jsonl >>"$work/al-runs.jsonl" 2>>"$work/al.log"
+  done
+  say "aligned: default run: $(grep -E '^(TPOT|energy) ' "$work/al-0.txt" | tr -s ' ' | paste -sd '|')"
+  $bin report "$work/al-runs.jsonl" >"$work/al-runs.md" 2>>"$work/al.log"
+  python3 - "$work/al-runs.jsonl" <<'EOF' | tee -a "$sum"
+import json, statistics, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+es = [r["energy"] for r in rs]
+ok = [e for e in es if e["reason"] == ""]
+def spread(v):
+    return statistics.stdev(v) / statistics.mean(v) if len(v) > 1 else float("nan")
+print(f"aligned: {len(rs)} runs, {len(ok)} with energy, windows {sorted({e['window'] for e in es})}")
+for reason in sorted({e["reason"] for e in es if e["reason"]}):
+    print(f"aligned: no energy in {sum(e['reason'] == reason for e in es)} runs: {reason}")
+for why in sorted({e["window_reason"] for e in es if e["window_reason"]}):
+    print(f"aligned: unaligned windows in {sum(e['window_reason'] == why for e in es)} runs: {why}")
+if ok:
+    j = [e["j_per_token"]["median"] for e in ok]
+    t = [r["timing"]["tpot_ms"]["median"] for r in rs]
+    within = [e["j_per_step"]["spread"] for e in ok]
+    tails = [x for e in ok for x in e["repetition_tail_s"]]
+    print(f"aligned: J/token median {statistics.median(j):.4g}, spread across runs {100 * spread(j):.2f}%; "
+          f"TPOT {statistics.median(t):.3f} ms, spread {100 * spread(t):.2f}%")
+    print(f"aligned: J/step spread within a run: median {100 * statistics.median(within):.2f}%, "
+          f"largest {100 * max(within):.2f}%; resolution largest {100 * max(e['resolution'] for e in ok):.2f}%; "
+          f"detect largest {max(e['detect_ms'] or 0 for e in ok):.3f} ms; "
+          f"tails {1e3 * min(tails):.1f}-{1e3 * max(tails):.1f} ms; "
+          f"idle {min(e['idle_power_w'] for e in ok):.1f}-{max(e['idle_power_w'] for e in ok):.1f} W; "
+          f"power {statistics.median(e['power_w']['median'] for e in ok):.1f} W")
+    # The tails' check, within each run: the counter's difference against the tail (its slope
+    # is the tail's power) and the corrected J against it (the tail's power less the idle's).
+    sxx = sxy = sxz = 0.0
+    resid = []
+    for e in ok:
+        x = e["repetition_tail_s"]
+        y = [a + b for a, b in zip(e["repetition_j"], e["repetition_idle_j"])]
+        z = e["repetition_j"]
+        mx, my, mz = statistics.mean(x), statistics.mean(y), statistics.mean(z)
+        sxx += sum((a - mx) ** 2 for a in x)
+        sxy += sum((a - mx) * (b - my) for a, b in zip(x, y))
+        sxz += sum((a - mx) * (c - mz) for a, c in zip(x, z))
+        resid += [(a, (c - mz) / mz) for a, c in zip(x, z)]
+    if sxx > 0:
+        idle = statistics.median(e["idle_power_w"] for e in ok)
+        print(f"aligned: tails' check: the tail draws {sxy / sxx:.1f} W (idle measured {idle:.1f} W); "
+              f"the corrected J's slope against the tail {sxz / sxx:+.1f} W over {len(resid)} repetitions")
+        short = [r for a, r in resid if a < 0.010]
+        rest = [r for a, r in resid if a >= 0.010]
+        if short and rest:
+            print(f"aligned: tails under 10 ms ({len(short)}): corrected J {100 * statistics.mean(short):+.2f}% "
+                  f"against their run's mean; the rest ({len(rest)}): {100 * statistics.mean(rest):+.2f}%")
+EOF
+  for k in $(seq 0 9); do
+    sed -n "$((k + 1))p;$((k + 2))p" "$work/al-runs.jsonl" >"$work/al-$k-base.jsonl"
+    sed -n "$((k + 3))p;$((k + 4))p" "$work/al-runs.jsonl" >"$work/al-$k-new.jsonl"
+    $bin compare "$work/al-$k-base.jsonl" "$work/al-$k-new.jsonl" --metric energy >"$work/al-pair-$k.md" \
+      2>>"$work/al.log"
+    rc=$?
+    grep -qE '\| (regressed|improved|unconfirmed) \|' "$work/al-pair-$k.md" && false_alarms=$((false_alarms + 1))
+    grep -qE '\| (same|noise|regressed|improved|unconfirmed) \|' "$work/al-pair-$k.md" && tested=$((tested + 1))
+    say "aligned pair $k (runs $k,$((k + 1)) vs $((k + 2)),$((k + 3))): exit $rc: $(grep -m1 ' matched: ' "$work/al-pair-$k.md")"
+  done
+  say "aligned: 10 A/A pairs of energy at 3%: $tested tested, $false_alarms false alarms (regressed, improved or unconfirmed)"
+  # TPOT with the windows (the last two A/A runs) against without them (--energy off), just after.
+  $bin --model 8b-int4 --graph on --energy off --runs 2 -o "$work/al-ab-off.jsonl" >"$work/al-ab-off.md" \
+    2>>"$work/al.log" || say "aligned ab: failed: $(tail -1 "$work/al.log")"
+  sed -n '12p;13p' "$work/al-runs.jsonl" >"$work/al-ab-on.jsonl"
+  $bin compare "$work/al-ab-off.jsonl" "$work/al-ab-on.jsonl" >"$work/al-ab.md" 2>>"$work/al.log"
+  say "aligned ab (BASE --energy off, NEW on; TPOT): exit $?: $(grep -E '^\| ' "$work/al-ab.md" | tail -1)"
+}
+
 matrix() {
   local m ms
   : >"$work/matrix.jsonl"
@@ -210,7 +323,7 @@ pack() {  # a tarball a stage, so that one call may run several stages
   tar -C "$work" -czf "$out/outputs-$stage.tar.gz" .
 }
 
-stage=${1:?usage: run.sh all|build|measure|counter|gpu|ab|aa|matrix|batch}
+stage=${1:?usage: run.sh all|build|measure|counter|gpu|ab|aa|matrix|batch|aligned}
 say "== run.sh $stage, $(date -u +%FT%TZ)"
 case "$stage" in
   all) build && { counter; gpu; ab; aa; matrix; batch; plots; } ;;
@@ -220,6 +333,7 @@ case "$stage" in
   gpu) counter; gpu ;;
   ab | aa) counter; "$stage" ;;
   matrix | batch) counter; "$stage"; plots ;;
+  aligned) counter; gpu; aligned ;;
   *) echo "unknown stage $stage" >&2; exit 2 ;;
 esac
 pack
