@@ -170,6 +170,35 @@ TEST_F(Hostile, DeeplyNestedResultLineIsRefusedByReportAndCompare) {
   expect_one_line_error(run({"report", path("deep2.jsonl")}), 1, "deep2.jsonl:2: JSON nested deeper");
 }
 
+// A chain of one-line configs, c0.json extending c1.json ... and the last extending tiny:
+// `files` files, `files` + 1 configs with the preset.
+void extends_chain(const std::string& dir, int files) {
+  for (int i = 0; i < files; ++i)
+    write(
+        dir + "/c" + std::to_string(i) + ".json",
+        i + 1 < files ? "{\"extends\": \"c" + std::to_string(i + 1) + ".json\"}" : "{\"extends\": \"tiny\"}");
+}
+
+TEST_F(Hostile, AnExtendsChainAboveTheLimitIsRefusedNamingTheLimitAndTheChain) {
+  // 30,000 configs deep overflowed the stack; the chain is refused at its 65th config.
+  extends_chain(dir_.string(), 30000);
+  const Outcome o = run({"--model", path("c0.json"), "--backend", "cpu", "--tokens", "1"});
+  expect_one_line_error(o, 1,
+                        "config " + path("c0.json") + ": extends chain longer than 64 configs (the limit): ");
+  EXPECT_CONTAINS(o.err, path("c0.json") + " -> " + path("c1.json") + " -> " + path("c2.json") +
+                             " -> ... (60 more) -> " + path("c63.json") + " -> " + path("c64.json") + "\n");
+}
+
+TEST_F(Hostile, AnExtendsChainAtTheLimitLoads) {
+  extends_chain(dir_.string(), 63);  // 63 files and the preset: 64 configs
+  const Outcome at = run(
+      {"--model", path("c0.json"), "--backend", "cpu", "--tokens", "1", "--repeat", "1", "--warmup", "0"});
+  EXPECT_EQ(at.code, 0) << at.err;
+  extends_chain(dir_.string(), 64);
+  expect_one_line_error(run({"--model", path("c0.json"), "--backend", "cpu"}), 1,
+                        "extends chain longer than 64 configs");
+}
+
 // ---------------------------------------------------------------- target_modules: RE2
 
 TEST_F(Hostile, LongTargetModulesPatternsAreRefusedBeforeCompiling) {
@@ -258,6 +287,38 @@ TEST_F(Hostile, ConfigSizesAboveAnyRealModelAreRefused) {
                         "head_dim 16777216 is above the limit 1024");
   write(path("vocab.json"), R"({"extends": "tiny", "vocab_size": 1073741824})");
   expect_one_line_error(run({"--model", path("vocab.json"), "--backend", "cpu"}), 1, "vocab_size 1073741824");
+}
+
+// An HF config of tiny's shape with `layers` layers and a GPTQ quantization_config that
+// leaves `skip` (a JSON array) unquantized.
+std::string gptq_config(int64_t layers, const std::string& skip) {
+  return R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_hidden_layers": )" +
+         std::to_string(layers) +
+         R"(, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256, "vocab_size": 512, )"
+         R"("max_position_embeddings": 256, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "quantization_config": )"
+         R"({"quant_method": "gptq", "bits": 4, "group_size": 64, "modules_to_not_convert": )" +
+         skip + "}}";
+}
+
+TEST_F(Hostile, ALayerCountAboveTheLimitIsRefusedBeforeTheQuantizationConfigIsRead) {
+  // The layers were iterated per entry of modules_to_not_convert before they were bounded:
+  // 10^9 of them never returned.
+  write(path("c.json"), gptq_config(1000000000, R"(["lm_head"])"));
+  expect_one_line_error(run({"--model", path("c.json"), "--backend", "cpu", "--tokens", "1"}), 1,
+                        "num_hidden_layers 1000000000 is above the limit 1024");
+}
+
+TEST_F(Hostile, ModulesToNotConvertIsMatchedInLinearTime) {
+  // 200,000 entries x 1024 layers x 7 linears was 1.4 x 10^9 module names formatted and
+  // searched; each entry now costs its own length. The last entry names a linear of the
+  // last layer.
+  std::string skip = "[";
+  for (int i = 0; i < 200000; ++i) skip += "\"vision_tower.blocks." + std::to_string(i) + ".attn\", ";
+  skip += "\"layers.1023.mlp.up\"]";
+  write(path("c.json"), gptq_config(1024, skip));
+  expect_one_line_error(run({"--model", path("c.json"), "--backend", "cpu", "--tokens", "1"}), 1,
+                        "modules_to_not_convert leaves 'layers.1023.mlp.up' unquantized "
+                        "(model.layers.1023.mlp.up_proj among them)");
 }
 
 // ---------------------------------------------------------------- non-regular inputs
