@@ -321,6 +321,21 @@ TEST_F(Hostile, ModulesToNotConvertIsMatchedInLinearTime) {
                         "(model.layers.1023.mlp.up_proj among them)");
 }
 
+TEST_F(Hostile, RunsAndMaxTimeHaveUpperBounds) {
+  // --runs 2147483647 started processes one after another for hours.
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--runs", "2147483647"}), 2,
+                        "--runs 2147483647: above the limit of 10000");
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--runs", "99999999999999999999"}), 2,
+                        "--runs 99999999999999999999: out of range");
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--runs", "0"}), 2,
+                        "--runs must be at least 1, got 0");
+  expect_one_line_error(
+      run({"--model", "tiny", "--backend", "cpu", "--max-noise", "1", "--max-time", "1e300"}), 2,
+      "--max-time 1e300: above the limit of 86400 seconds");
+  expect_one_line_error(run({"sweep", "--model", "tiny", "--backend", "cpu", "--runs", "1000000"}), 2,
+                        "--runs 1000000: above the limit of 10000");
+}
+
 // ---------------------------------------------------------------- non-regular inputs
 
 TEST_F(Hostile, FifosAndDevicesAreRefusedAtOnce) {
@@ -426,7 +441,15 @@ TEST_F(Hostile, AbsurdSweepsAreRefusedBeforeAnythingIsExpanded) {
       "9223372036854775808 values");
   expect_one_line_error(
       run({"sweep", "--model", "tiny", "--backend", "cpu", "--context", "0-999+1", "--tokens", "1-11+1"}), 2,
-      "1000 contexts x 11 tokens is more than the 10000 instances");
+      "1000 contexts x 11 tokens x 1 runs (--runs) is more than the 10000 instances");
+  // Every factor is named, --runs among them.
+  expect_one_line_error(
+      run({"sweep", "--model", "tiny,tiny-int4", "--backend", "cpu", "--seed", "1,2,3", "--lm-head",
+           "fp16,int8", "--runs", "1000"}),
+      2,
+      "sweep: 2 models x 1 quants x 1 group sizes x 2 lm-heads x 1 kernels x 1 graphs x 1 "
+      "adapter modes x 1 sync-per-token x 3 seeds x 1 batches x 1 contexts x 1 tokens x 1000 "
+      "runs (--runs) is more than the 10000 instances a sweep may run");
   // Duplicates are dropped in linear time: 10,000 copies of one value are one value.
   std::string same = "5";
   for (int i = 1; i < 10000; ++i) same += ",5";
