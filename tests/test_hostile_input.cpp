@@ -529,6 +529,36 @@ TEST_F(Hostile, AFullDiskLeavesNoOutputFileAndKeepsTheOldOne) {
   EXPECT_EQ(entries, 2);  // r.json and old.md: no temporary file left
 }
 
+TEST_F(Hostile, AJsonlSweepOnAFullDiskLeavesNoFile) {
+  // The first line is longer than the limit: it was an empty X.jsonl left behind.
+  const Outcome o = db_test::run_command(with_limits("trap '' XFSZ; ulimit -f 1"),
+                                         {"sweep", "--model", "tiny", "--backend", "cpu", "--tokens", "1",
+                                          "--repeat", "1", "--warmup", "0", "-o", path("X.jsonl")});
+  expect_one_line_error(o, 1, "cannot write " + path("X.jsonl") + ": File too large");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 0);
+}
+
+// A jsonl file that did not exist comes into being with its first line, whole, and only then.
+TEST_F(Hostile, AJsonlFileIsCreatedByItsFirstLine) {
+  {
+    db::JsonlAppender a(path("new.jsonl"));
+    EXPECT_FALSE(fs::exists(path("new.jsonl")));
+    a.append(R"({"a": 1})");
+    EXPECT_EQ(slurp(path("new.jsonl")), "{\"a\": 1}\n");
+    a.append(R"({"b": 2})");
+  }
+  EXPECT_EQ(slurp(path("new.jsonl")), "{\"a\": 1}\n{\"b\": 2}\n");
+  { db::JsonlAppender unused(path("none.jsonl")); }
+  EXPECT_FALSE(fs::exists(path("none.jsonl")));
+  // Another writer creates the file between the open and the first line: appended to, not replaced.
+  db::JsonlAppender late(path("raced.jsonl"));
+  write(path("raced.jsonl"), "{\"first\": 0}\n");
+  late.append(R"({"second": 1})");
+  EXPECT_EQ(slurp(path("raced.jsonl")), "{\"first\": 0}\n{\"second\": 1}\n");
+  EXPECT_CONTAINS(error_of([&] { db::JsonlAppender a(path("no/such/dir.jsonl")); }),
+                  "cannot write " + path("no/such/dir.jsonl") + ": No such file or directory");
+}
+
 TEST_F(Hostile, AnInterruptedJsonlSweepKeepsEveryFinishedLineWhole) {
   const pid_t pid = spawn({"sweep", "--model", "tiny", "--backend", "cpu", "--tokens", "1-60+1", "--repeat",
                            "1", "--warmup", "0", "-o", path("s.jsonl")},

@@ -9,7 +9,9 @@
 //
 // JsonlAppender: a sweep's lines, appended to a file that may already hold lines. Each line
 // goes out in one write() (interrupts blocked around it), and a failed write is truncated
-// back, so a line is in the file whole or not at all.
+// back, so a line is in the file whole or not at all. A file that does not exist yet comes
+// into being with its first line (an AtomicFile linked into place): nothing is left where
+// no line was written.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +34,9 @@ class AtomicFile {
   void write(const std::string& text) { write(text.data(), text.size()); }
   // fsync, then rename onto the path. After an error the file is discarded.
   void commit();
+  // fsync, then give the file the path's name only if nothing has it: false (the file
+  // discarded) when the path exists. After an error the file is discarded.
+  bool commit_new();
   void discard() noexcept;
   const std::string& path() const { return path_; }
 
@@ -50,10 +55,11 @@ void write_file_atomically(const std::string& path, const std::string& text);
 
 class JsonlAppender {
  public:
-  // Opens (creating) `path` for appending. A last line left torn by an interrupted writer
-  // (no newline, not valid JSON) after whole lines is truncated away with a warning, so
-  // that the next line does not glue onto it; a file that is only such text is refused; a
-  // last line that is whole JSON without its newline gets one.
+  // Opens `path` for appending when it exists; otherwise checks that its directory is
+  // writable and leaves the creation to the first append. A last line left torn by an
+  // interrupted writer (no newline, not valid JSON) after whole lines is truncated away
+  // with a warning, so that the next line does not glue onto it; a file that is only such
+  // text is refused; a last line that is whole JSON without its newline gets one.
   explicit JsonlAppender(std::string path);
   ~JsonlAppender();
   JsonlAppender(const JsonlAppender&) = delete;
@@ -65,9 +71,11 @@ class JsonlAppender {
   void close();
 
  private:
+  void open_existing();
   void repair_torn_tail();
   std::string path_;
-  int fd_ = -1;
+  int fd_ = -1;  // -1 before the first line of a file that did not exist, and after close()
+  bool closed_ = false;
 };
 
 }  // namespace db
