@@ -21,7 +21,9 @@
 
 #include "cli_helpers.h"
 #include "decodebench/adapter.h"
+#include "decodebench/commands.h"
 #include "decodebench/error.h"
+#include "decodebench/host_memory.h"
 #include "decodebench/input.h"
 #include "decodebench/output_file.h"
 #include "decodebench/result.h"
@@ -259,7 +261,9 @@ TEST_F(Hostile, AdapterHostMemoryIsCheckedBeforeItIsAllocated) {
   const Outcome o = db_test::run_command(with_limits("ulimit -v 4194304"),
                                          {"--model", "70b", "--backend", "cpu", "--tokens", "1", "--adapter",
                                           "synthetic:rank=8192,targets=q,o"});
-  expect_one_line_error(o, 1, "need 85.90 GB of host memory");
+  expect_one_line_error(o, 1,
+                        "not enough host memory for --adapter synthetic:rank=8192,targets=q,o: need 85.90 GB "
+                        "(A and B 85.90 (rank 8192, 2 linears x 80 layers, float))");
   EXPECT_CONTAINS(o.err, "address-space limit");
 }
 
@@ -689,6 +693,69 @@ TEST_F(Hostile, OutputPathsThatCannotBeWrittenFailInOneLineAndLeaveNothing) {
   EXPECT_EQ(entries, 1u);  // r.json only
 }
 
+// The peak resident memory of the binary run with `args`, in bytes (its exit code must be 0).
+uint64_t peak_rss(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+  const pid_t pid = spawn(args, out, err);
+  int status = 0;
+  rusage usage{};
+  EXPECT_EQ(::wait4(pid, &status, 0, &usage), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(err);
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+}
+
+TEST_F(Hostile, GenWeightsHoldsABlockOfRowsNotATensor) {
+  if (kAsan) GTEST_SKIP() << "ASan's quarantine and shadow memory count in the resident set";
+  // Its largest tensor, the tied embedding [131072, 1024] in fp16, is 268 MB in the file; it
+  // was held as float (537 MB), as fp16 and in a buffer of its own (1.07 GB in all). A block
+  // of rows with its quantized form is 100 MB, whatever the model.
+  write(path("c.json"),
+        R"({"extends": "tiny", "vocab_size": 131072, "hidden_size": 1024, "tie_word_embeddings": true})");
+  const uint64_t tensor = 131072ull * 1024 * 2;
+  const uint64_t rss = peak_rss({"gen-weights", "--model", path("c.json"), "-o", path("w.safetensors")},
+                                path("out"), path("err"));
+  EXPECT_LT(rss, tensor) << "peak resident memory " << rss << " bytes";
+  const db::SafetensorsFile f(path("w.safetensors"));
+  EXPECT_EQ(f.get("model.embed_tokens.weight").nbytes, tensor);
+}
+
+TEST_F(Hostile, AWeightsFileTooLargeForTheDiskFailsBeforeAnyTensorIsMade) {
+  // 5.4 x 10^13 parameters in fp16: 108 TB, more than any disk has free. It was found out
+  // after the disk had filled.
+  write(path("huge.json"),
+        R"({"extends": "tiny", "hidden_size": 65536, "num_hidden_layers": 1024, "num_attention_heads": 64,)"
+        R"( "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 262144})");
+  const Outcome o = run({"gen-weights", "--model", path("huge.json"), "-o", path("w.safetensors")});
+  expect_one_line_error(
+      o, 1, "cannot write " + path("w.safetensors") + ": No space left on device: it needs 108027.42 GB, ");
+  EXPECT_CONTAINS(o.err, "free on the filesystem of " + dir_.string());
+  // Above the file-size limit: said with both figures.
+  const Outcome f = db_test::run_command(with_limits("trap '' XFSZ; ulimit -f 100"),
+                                         {"gen-weights", "--model", "tiny", "-o", path("w.safetensors")});
+  expect_one_line_error(f, 1,
+                        "File too large: it needs 855.54 KB, above the file-size limit (ulimit -f) of ");
+  const Outcome q =
+      db_test::run_command(with_limits("trap '' XFSZ; ulimit -f 100"),
+                           {"quantize", kHf + "/tiny-llama", "--quant", "int8", "-o", path("q.safetensors")});
+  expect_one_line_error(q, 1, "above the file-size limit (ulimit -f)");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // huge.json
+}
+
+TEST_F(Hostile, GenWeightsAndQuantizeCheckTheirHostMemoryPlan) {
+  if (kAsan) GTEST_SKIP() << "an ASan binary cannot start under an address-space limit";
+  // int4 in groups of 2 keeps 1.5 bytes of scales and zeros a weight until the matrix's
+  // weights are out: the largest lm_head's are 103 GB, refused under a 4 GB limit.
+  write(path("g2.json"),
+        R"({"extends": "tiny", "vocab_size": 1048576, "hidden_size": 65536, "head_dim": 128,)"
+        R"( "num_hidden_layers": 1, "quant": {"scheme": "fp16", "lm_head": "int4", "group_size": 2}})");
+  const Outcome o =
+      db_test::run_command(with_limits("ulimit -v 4194304"),
+                           {"gen-weights", "--model", path("g2.json"), "-o", path("w.safetensors")});
+  expect_one_line_error(o, 1, "not enough host memory for gen-weights of " + path("g2.json") + ": need 103.");
+  EXPECT_CONTAINS(o.err, "scales and zeros of one matrix 103.08), ");
+  EXPECT_CONTAINS(o.err, "available (address-space limit (ulimit -v))");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // g2.json
+}
+
 // ---------------------------------------------------------------- the library's own contract
 
 TEST(ParseJsonDocument, NamesTheFieldOfEveryKindOfError) {
@@ -703,6 +770,26 @@ TEST(ParseJsonDocument, NamesTheFieldOfEveryKindOfError) {
   EXPECT_EQ(db::parse_json_document(R"({"a": 1, "a": 2})", "doc")["a"], 2);  // as Python's json
   EXPECT_EQ(db::parse_json_document(nested("[", "]", 64), "doc").size(), 1u);
   EXPECT_CONTAINS(error_of([] { db::parse_json_document(nested("[", "]", 65), "doc"); }), "deeper than 64");
+}
+
+// Writing a model holds a block of rows and one matrix's scales and zeros, never the model:
+// 70b-int4 (40 GB; its largest tensor, the embedding, 2.1 GB as float) is written holding at
+// most 2^24 floats of rows with their fp16 form and an MLP matrix's scales and zeros.
+TEST(WeightsFilePlan, IsABlockAndOneMatrixsScalesNotTheModel) {
+  const db::ModelConfig c = db::load_model_config("70b-int4");
+  const db::HostPlan p = db::weights_file_plan(c, "gen-weights of 70b-int4");
+  ASSERT_EQ(p.parts.size(), 2u);
+  EXPECT_LE(p.parts[0].bytes, (uint64_t{1} << 24) * 6);  // 2^24 floats and their fp16 form
+  // The most scales and zeros: an MLP matrix's, 8192 x 28672 weights in groups of 128, 3 bytes a group.
+  EXPECT_EQ(p.parts[1].bytes, 8192ull * (28672 / 128) * 3);
+  EXPECT_LT(p.total(), 128ull << 20);
+  // A plan above any memory names itself and each part.
+  const std::string e = error_of([] {
+    db::require_host_memory({"the test", {{"one", UINT64_MAX / 2, " (half)"}, {"two", UINT64_MAX / 2, ""}}});
+  });
+  EXPECT_CONTAINS(e,
+                  "not enough host memory for the test: need 18446744073.71 GB (one 9223372036.85 (half), "
+                  "two 9223372036.85), ");
 }
 
 }  // namespace

@@ -30,6 +30,12 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
+  // Claims `bytes` of disk for the file before any is written (fallocate, where the
+  // filesystem has it): a file that cannot fit fails now, not after minutes of writing, and
+  // later writes cannot run out of room. Above the file-size limit (ulimit -f), or more than
+  // the filesystem has free: a db::Error "cannot write PATH: ..." with both figures, and the
+  // file is discarded.
+  void reserve(uint64_t bytes);
   void write(const void* data, size_t n);
   void write(const std::string& text) { write(text.data(), text.size()); }
   // fsync, then rename onto the path. After an error the file is discarded.

@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,10 +14,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <random>
 #include <utility>
 
 #include "decodebench/error.h"
+#include "decodebench/host_memory.h"
 #include "decodebench/input.h"
 
 namespace db {
@@ -152,6 +157,40 @@ void AtomicFile::discard() noexcept {
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
   tmp_.clear();
   done_ = true;
+}
+
+void AtomicFile::reserve(uint64_t bytes) {
+  if (done_ || fd_ < 0) fail("cannot write {}: the file was already committed or discarded", path_);
+  if (bytes == 0) return;
+  const auto refuse = [&](const std::string& why) {
+    discard();
+    fail("cannot write {}: {}", path_, why);
+  };
+  struct rlimit fsize {};
+  if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY && bytes > fsize.rlim_cur)
+    refuse(fmt::format("{}: it needs {}, above the file-size limit (ulimit -f) of {}", errno_text(EFBIG),
+                       format_bytes(bytes), format_bytes(fsize.rlim_cur)));
+  const auto free_space = [&]() -> std::optional<uint64_t> {
+    struct statvfs fs {};
+    if (::fstatvfs(fd_, &fs) != 0) return std::nullopt;
+    return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  };
+  const auto no_room = [&](std::optional<uint64_t> free) {
+    std::error_code ec;
+    fs::path where = fs::absolute(dir_, ec).lexically_normal();
+    if (ec) where = dir_;
+    refuse(fmt::format("{}: it needs {}, {} free on the filesystem of {}", errno_text(ENOSPC),
+                       format_bytes(bytes), free ? format_bytes(*free) : "less", where.string()));
+  };
+  if (bytes > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) refuse(errno_text(EFBIG));
+  // The free space first: fallocate of more than there is may take all of it before it
+  // fails, and other writers on the filesystem would see it full meanwhile.
+  if (const std::optional<uint64_t> free = free_space(); free && bytes > *free) no_room(free);
+  if (::fallocate(fd_, 0, 0, static_cast<off_t>(bytes)) == 0) return;
+  const int err = errno;
+  if (err == ENOSPC || err == EDQUOT) no_room(free_space());
+  // A filesystem without fallocate: the free space above is the check there is.
+  if (err != EOPNOTSUPP && err != ENOSYS && err != EINVAL) refuse(errno_text(err));
 }
 
 void AtomicFile::write(const void* data, size_t n) {
