@@ -177,10 +177,11 @@ void AtomicFile::reserve(uint64_t bytes) {
   };
   const auto no_room = [&](std::optional<uint64_t> free) {
     std::error_code ec;
-    fs::path where = fs::absolute(dir_, ec).lexically_normal();
+    std::string where = fs::absolute(dir_, ec).lexically_normal().string();  // "." -> "/abs/dir/"
     if (ec) where = dir_;
+    if (where.size() > 1 && where.back() == '/') where.pop_back();
     refuse(fmt::format("{}: it needs {}, {} free on the filesystem of {}", errno_text(ENOSPC),
-                       format_bytes(bytes), free ? format_bytes(*free) : "less", where.string()));
+                       format_bytes(bytes), free ? format_bytes(*free) : "less", where));
   };
   if (bytes > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) refuse(errno_text(EFBIG));
   // The free space first: fallocate of more than there is may take all of it before it
