@@ -60,6 +60,10 @@ void add_matrix(SafetensorsWriter& w, const WeightSource& src, const Origin& o, 
       const QuantMatrix m = src.host_rows(o, scheme, r0, std::min(rows, r0 + step));
       sink(m.qweight.data(), m.qweight.size());
       if (!keep) continue;
+      if (r0 == 0) {  // room for every block's at once: growing by doubling could hold twice as much
+        kept->scales.reserve(m.scales.size() / static_cast<size_t>(m.rows) * static_cast<size_t>(rows));
+        kept->zeros.reserve(m.zeros.size() / static_cast<size_t>(m.rows) * static_cast<size_t>(rows));
+      }
       kept->scales.insert(kept->scales.end(), m.scales.begin(), m.scales.end());
       kept->zeros.insert(kept->zeros.end(), m.zeros.begin(), m.zeros.end());
     }
