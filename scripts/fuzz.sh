@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/: the safetensors reader, the config loader with
-# "extends", adapters (the --adapter spec and adapter_config.json), the result reader) with
-# clang, ASan and UBSan, CPU-only, in build-fuzz/, and runs each for SECONDS from its
-# committed seed corpus. Any finding (a crash, a sanitizer report, an exception other than
+# "extends" chains and GPTQ/AWQ quantization_config, adapters (the --adapter spec and
+# adapter_config.json), the result reader, GPTQ/AWQ int4 checkpoints) with clang, ASan and
+# UBSan, CPU-only, in build-fuzz/, and runs each for SECONDS from its committed seed corpus,
+# one target after another. Any finding (a crash, a sanitizer report, an exception other than
 # db::Error, an input that runs over 10 s, more than 2 GB of memory) fails the script,
 # with the input that caused it in build-fuzz/findings/ (rerun it: build-fuzz/fuzz_TARGET FILE).
-#   scripts/fuzz.sh [SECONDS] [TARGET...]   default: 60 s each, all four targets
+#   scripts/fuzz.sh [SECONDS] [TARGET...]   default: 60 s each, all five targets
 # What a run finds is kept in build-fuzz/corpus/TARGET and used as a start by the next run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header config adapter result)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors_header config adapter result int4_checkpoint)
 build=${DB_FUZZ_BUILD:-build-fuzz}
 
 if ! command -v clang++ >/dev/null 2>&1; then

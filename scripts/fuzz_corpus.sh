@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/) from files
 # the tool itself writes and reads: weights files from gen-weights, the presets and HF
-# configs the tests use, adapter specs and the PEFT test adapter's config, result files of
-# runs, a sweep with an error entry and a report array. Committed; rerun after a format
+# configs the tests use (GPTQ and AWQ ones among them, and extends chains), adapter specs and
+# the PEFT test adapter's config, result files of runs, a sweep with an error entry and a
+# report array, and the micro model's GPTQ and AWQ checkpoints. Committed; rerun after a format
 # changes.
 #   scripts/fuzz_corpus.sh [BUILD_DIR]    a build holding the decodebench binary (default: build)
 set -euo pipefail
@@ -13,7 +14,7 @@ micro=tests/fuzz/micro.json
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$out"
-mkdir -p "$out"/{safetensors_header,config,adapter,result}
+mkdir -p "$out"/{safetensors_header,config,adapter,result,int4_checkpoint}
 
 # safetensors_header: the micro model in each scheme (and int4 without zero points, with an
 # int8 lm_head), as gen-weights writes them.
@@ -39,6 +40,28 @@ cp "$micro" "$out/config/micro.json"
 { printf '{"extends": "base.json", "num_hidden_layers": 1}\n#base\n'; cat tests/data/hf/tiny-llama/config.json; } \
   >"$out/config/extends-hf.json"
 printf '{"extends": "base.json"}\n#base\n{"extends": "model.json"}\n' >"$out/config/extends-cycle.json"
+# Chains (the target writes N links of the config, each extending the next): within the
+# limit of 64 configs, and past it.
+for n in 8 70; do
+  { printf '#chain %s\n{"extends": "@next", "num_hidden_layers": 1}\n#base\n' "$n"; cat configs/tiny.json; } \
+    >"$out/config/extends-chain-$n.json"
+done
+# GPTQ and AWQ config.json files, one leaving modules unquantized.
+for f in gptq-v1-sym gptq-v1-asym gptq-v2-asym awq; do cp "tests/data/int4/$f/config.json" "$out/config/hf-$f.json"; done
+python3 - "$out/config/hf-gptq-v1-asym.json" "$out/config/hf-gptq-skip.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["quantization_config"]["modules_to_not_convert"] = ["lm_head", "visual.blocks.0", "layers.9.mlp"]
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+PY
+
+# int4_checkpoint: the micro model's GPTQ and AWQ checkpoints (scripts/make_int4_checkpoints.py
+# --micro): config.json, a line "#weights", model.safetensors.
+python3 scripts/make_int4_checkpoints.py --micro "$tmp/int4"
+for f in gptq-v1-sym gptq-v1-asym gptq-v2-asym awq; do
+  { cat "$tmp/int4/$f/config.json"; printf '\n#weights\n'; cat "$tmp/int4/$f/model.safetensors"; } \
+    >"$out/int4_checkpoint/$f"
+done
 
 # adapter: 'S' + an --adapter spec, or 'P' + an adapter_config.json (loaded with a rank-4
 # adapter of the micro model for all seven linears).

@@ -24,7 +24,11 @@ Written under OUT (default tests/data/int4):
   dequant-sym/   the symmetric model's weights, dequantized, F16
   dequant-asym/  the asymmetric model's weights, dequantized, F16
 each with config.json (LlamaForCausalLM, quantization_config for the int4 ones) and
-model.safetensors. Run: python3 scripts/make_int4_checkpoints.py [OUT]
+model.safetensors. Run: python3 scripts/make_int4_checkpoints.py [--micro] [OUT]
+
+--micro: the same files for the fuzz targets' micro shape (tests/fuzz/micro.json: hidden 16,
+1 layer, 2 heads, 1 kv head, head_dim 8, intermediate 32, vocab 32), in groups of 16 (sym)
+and 8 (asym), a few KB each (scripts/fuzz_corpus.sh seeds fuzz_int4_checkpoint with them).
 """
 import json
 import os
@@ -205,9 +209,29 @@ def model(seed, group, sym):
             for l in range(LAYERS) for (mod, rows, cols) in LINEARS]
 
 
+def use_micro_shape():
+    global HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB, LINEARS
+    HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB = 16, 1, 2, 1, 8, 32, 32
+    LINEARS = [
+        ("self_attn.q_proj", HEADS * HEAD_DIM, HIDDEN),
+        ("self_attn.k_proj", KV_HEADS * HEAD_DIM, HIDDEN),
+        ("self_attn.v_proj", KV_HEADS * HEAD_DIM, HIDDEN),
+        ("self_attn.o_proj", HIDDEN, HEADS * HEAD_DIM),
+        ("mlp.gate_proj", INTER, HIDDEN),
+        ("mlp.up_proj", INTER, HIDDEN),
+        ("mlp.down_proj", HIDDEN, INTER),
+    ]
+
+
 def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join("tests", "data", "int4")
-    for seed, group, sym in ((SEED_SYM, 64, True), (SEED_ASYM, 32, False)):
+    args = sys.argv[1:]
+    micro = "--micro" in args
+    args = [a for a in args if a != "--micro"]
+    out = args[0] if args else os.path.join("tests", "data", "int4")
+    groups = (16, 8) if micro else (64, 32)
+    if micro:
+        use_micro_shape()
+    for seed, group, sym in ((SEED_SYM, groups[0], True), (SEED_ASYM, groups[1], False)):
         linears = model(seed, group, sym)
         shared = shared_tensors(seed)
         kind = "sym" if sym else "asym"

@@ -21,7 +21,9 @@
 
 #include "cli_helpers.h"
 #include "decodebench/adapter.h"
+#include "decodebench/commands.h"
 #include "decodebench/error.h"
+#include "decodebench/host_memory.h"
 #include "decodebench/input.h"
 #include "decodebench/output_file.h"
 #include "decodebench/result.h"
@@ -170,6 +172,35 @@ TEST_F(Hostile, DeeplyNestedResultLineIsRefusedByReportAndCompare) {
   expect_one_line_error(run({"report", path("deep2.jsonl")}), 1, "deep2.jsonl:2: JSON nested deeper");
 }
 
+// A chain of one-line configs, c0.json extending c1.json ... and the last extending tiny:
+// `files` files, `files` + 1 configs with the preset.
+void extends_chain(const std::string& dir, int files) {
+  for (int i = 0; i < files; ++i)
+    write(
+        dir + "/c" + std::to_string(i) + ".json",
+        i + 1 < files ? "{\"extends\": \"c" + std::to_string(i + 1) + ".json\"}" : "{\"extends\": \"tiny\"}");
+}
+
+TEST_F(Hostile, AnExtendsChainAboveTheLimitIsRefusedNamingTheLimitAndTheChain) {
+  // 30,000 configs deep overflowed the stack; the chain is refused at its 65th config.
+  extends_chain(dir_.string(), 30000);
+  const Outcome o = run({"--model", path("c0.json"), "--backend", "cpu", "--tokens", "1"});
+  expect_one_line_error(o, 1,
+                        "config " + path("c0.json") + ": extends chain longer than 64 configs (the limit): ");
+  EXPECT_CONTAINS(o.err, path("c0.json") + " -> " + path("c1.json") + " -> " + path("c2.json") +
+                             " -> ... (60 more) -> " + path("c63.json") + " -> " + path("c64.json") + "\n");
+}
+
+TEST_F(Hostile, AnExtendsChainAtTheLimitLoads) {
+  extends_chain(dir_.string(), 63);  // 63 files and the preset: 64 configs
+  const Outcome at = run(
+      {"--model", path("c0.json"), "--backend", "cpu", "--tokens", "1", "--repeat", "1", "--warmup", "0"});
+  EXPECT_EQ(at.code, 0) << at.err;
+  extends_chain(dir_.string(), 64);
+  expect_one_line_error(run({"--model", path("c0.json"), "--backend", "cpu"}), 1,
+                        "extends chain longer than 64 configs");
+}
+
 // ---------------------------------------------------------------- target_modules: RE2
 
 TEST_F(Hostile, LongTargetModulesPatternsAreRefusedBeforeCompiling) {
@@ -230,7 +261,9 @@ TEST_F(Hostile, AdapterHostMemoryIsCheckedBeforeItIsAllocated) {
   const Outcome o = db_test::run_command(with_limits("ulimit -v 4194304"),
                                          {"--model", "70b", "--backend", "cpu", "--tokens", "1", "--adapter",
                                           "synthetic:rank=8192,targets=q,o"});
-  expect_one_line_error(o, 1, "need 85.90 GB of host memory");
+  expect_one_line_error(o, 1,
+                        "not enough host memory for --adapter synthetic:rank=8192,targets=q,o: need 85.90 GB "
+                        "(A and B 85.90 (rank 8192, 2 linears x 80 layers, float))");
   EXPECT_CONTAINS(o.err, "address-space limit");
 }
 
@@ -258,6 +291,53 @@ TEST_F(Hostile, ConfigSizesAboveAnyRealModelAreRefused) {
                         "head_dim 16777216 is above the limit 1024");
   write(path("vocab.json"), R"({"extends": "tiny", "vocab_size": 1073741824})");
   expect_one_line_error(run({"--model", path("vocab.json"), "--backend", "cpu"}), 1, "vocab_size 1073741824");
+}
+
+// An HF config of tiny's shape with `layers` layers and a GPTQ quantization_config that
+// leaves `skip` (a JSON array) unquantized.
+std::string gptq_config(int64_t layers, const std::string& skip) {
+  return R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_hidden_layers": )" +
+         std::to_string(layers) +
+         R"(, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256, "vocab_size": 512, )"
+         R"("max_position_embeddings": 256, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "quantization_config": )"
+         R"({"quant_method": "gptq", "bits": 4, "group_size": 64, "modules_to_not_convert": )" +
+         skip + "}}";
+}
+
+TEST_F(Hostile, ALayerCountAboveTheLimitIsRefusedBeforeTheQuantizationConfigIsRead) {
+  // The layers were iterated per entry of modules_to_not_convert before they were bounded:
+  // 10^9 of them never returned.
+  write(path("c.json"), gptq_config(1000000000, R"(["lm_head"])"));
+  expect_one_line_error(run({"--model", path("c.json"), "--backend", "cpu", "--tokens", "1"}), 1,
+                        "num_hidden_layers 1000000000 is above the limit 1024");
+}
+
+TEST_F(Hostile, ModulesToNotConvertIsMatchedInLinearTime) {
+  // 200,000 entries x 1024 layers x 7 linears was 1.4 x 10^9 module names formatted and
+  // searched; each entry now costs its own length. The last entry names a linear of the
+  // last layer.
+  std::string skip = "[";
+  for (int i = 0; i < 200000; ++i) skip += "\"vision_tower.blocks." + std::to_string(i) + ".attn\", ";
+  skip += "\"layers.1023.mlp.up\"]";
+  write(path("c.json"), gptq_config(1024, skip));
+  expect_one_line_error(run({"--model", path("c.json"), "--backend", "cpu", "--tokens", "1"}), 1,
+                        "modules_to_not_convert leaves 'layers.1023.mlp.up' unquantized "
+                        "(model.layers.1023.mlp.up_proj among them)");
+}
+
+TEST_F(Hostile, RunsAndMaxTimeHaveUpperBounds) {
+  // --runs 2147483647 started processes one after another for hours.
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--runs", "2147483647"}), 2,
+                        "--runs 2147483647: above the limit of 10000");
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--runs", "99999999999999999999"}), 2,
+                        "--runs 99999999999999999999: out of range");
+  expect_one_line_error(run({"--model", "tiny", "--backend", "cpu", "--runs", "0"}), 2,
+                        "--runs must be at least 1, got 0");
+  expect_one_line_error(
+      run({"--model", "tiny", "--backend", "cpu", "--max-noise", "1", "--max-time", "1e300"}), 2,
+      "--max-time 1e300: above the limit of 86400 seconds");
+  expect_one_line_error(run({"sweep", "--model", "tiny", "--backend", "cpu", "--runs", "1000000"}), 2,
+                        "--runs 1000000: above the limit of 10000");
 }
 
 // ---------------------------------------------------------------- non-regular inputs
@@ -365,7 +445,15 @@ TEST_F(Hostile, AbsurdSweepsAreRefusedBeforeAnythingIsExpanded) {
       "9223372036854775808 values");
   expect_one_line_error(
       run({"sweep", "--model", "tiny", "--backend", "cpu", "--context", "0-999+1", "--tokens", "1-11+1"}), 2,
-      "1000 contexts x 11 tokens is more than the 10000 instances");
+      "1000 contexts x 11 tokens x 1 runs (--runs) is more than the 10000 instances");
+  // Every factor is named, --runs among them.
+  expect_one_line_error(
+      run({"sweep", "--model", "tiny,tiny-int4", "--backend", "cpu", "--seed", "1,2,3", "--lm-head",
+           "fp16,int8", "--runs", "1000"}),
+      2,
+      "sweep: 2 models x 1 quants x 1 group sizes x 2 lm-heads x 1 kernels x 1 graphs x 1 "
+      "adapter modes x 1 sync-per-token x 3 seeds x 1 batches x 1 contexts x 1 tokens x 1000 "
+      "runs (--runs) is more than the 10000 instances a sweep may run");
   // Duplicates are dropped in linear time: 10,000 copies of one value are one value.
   std::string same = "5";
   for (int i = 1; i < 10000; ++i) same += ",5";
@@ -443,6 +531,36 @@ TEST_F(Hostile, AFullDiskLeavesNoOutputFileAndKeepsTheOldOne) {
   EXPECT_EQ(slurp(path("old.md")), "old\n");
   const auto entries = std::distance(fs::directory_iterator(dir_), fs::directory_iterator());
   EXPECT_EQ(entries, 2);  // r.json and old.md: no temporary file left
+}
+
+TEST_F(Hostile, AJsonlSweepOnAFullDiskLeavesNoFile) {
+  // The first line is longer than the limit: it was an empty X.jsonl left behind.
+  const Outcome o = db_test::run_command(with_limits("trap '' XFSZ; ulimit -f 1"),
+                                         {"sweep", "--model", "tiny", "--backend", "cpu", "--tokens", "1",
+                                          "--repeat", "1", "--warmup", "0", "-o", path("X.jsonl")});
+  expect_one_line_error(o, 1, "cannot write " + path("X.jsonl") + ": File too large");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 0);
+}
+
+// A jsonl file that did not exist comes into being with its first line, whole, and only then.
+TEST_F(Hostile, AJsonlFileIsCreatedByItsFirstLine) {
+  {
+    db::JsonlAppender a(path("new.jsonl"));
+    EXPECT_FALSE(fs::exists(path("new.jsonl")));
+    a.append(R"({"a": 1})");
+    EXPECT_EQ(slurp(path("new.jsonl")), "{\"a\": 1}\n");
+    a.append(R"({"b": 2})");
+  }
+  EXPECT_EQ(slurp(path("new.jsonl")), "{\"a\": 1}\n{\"b\": 2}\n");
+  { db::JsonlAppender unused(path("none.jsonl")); }
+  EXPECT_FALSE(fs::exists(path("none.jsonl")));
+  // Another writer creates the file between the open and the first line: appended to, not replaced.
+  db::JsonlAppender late(path("raced.jsonl"));
+  write(path("raced.jsonl"), "{\"first\": 0}\n");
+  late.append(R"({"second": 1})");
+  EXPECT_EQ(slurp(path("raced.jsonl")), "{\"first\": 0}\n{\"second\": 1}\n");
+  EXPECT_CONTAINS(error_of([&] { db::JsonlAppender a(path("no/such/dir.jsonl")); }),
+                  "cannot write " + path("no/such/dir.jsonl") + ": No such file or directory");
 }
 
 TEST_F(Hostile, AnInterruptedJsonlSweepKeepsEveryFinishedLineWhole) {
@@ -575,6 +693,69 @@ TEST_F(Hostile, OutputPathsThatCannotBeWrittenFailInOneLineAndLeaveNothing) {
   EXPECT_EQ(entries, 1u);  // r.json only
 }
 
+// The peak resident memory of the binary run with `args`, in bytes (its exit code must be 0).
+uint64_t peak_rss(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+  const pid_t pid = spawn(args, out, err);
+  int status = 0;
+  rusage usage{};
+  EXPECT_EQ(::wait4(pid, &status, 0, &usage), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(err);
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+}
+
+TEST_F(Hostile, GenWeightsHoldsABlockOfRowsNotATensor) {
+  if (kAsan) GTEST_SKIP() << "ASan's quarantine and shadow memory count in the resident set";
+  // Its largest tensor, the tied embedding [131072, 1024] in fp16, is 268 MB in the file; it
+  // was held as float (537 MB), as fp16 and in a buffer of its own (1.07 GB in all). A block
+  // of rows with its quantized form is 100 MB, whatever the model.
+  write(path("c.json"),
+        R"({"extends": "tiny", "vocab_size": 131072, "hidden_size": 1024, "tie_word_embeddings": true})");
+  const uint64_t tensor = 131072ull * 1024 * 2;
+  const uint64_t rss = peak_rss({"gen-weights", "--model", path("c.json"), "-o", path("w.safetensors")},
+                                path("out"), path("err"));
+  EXPECT_LT(rss, tensor) << "peak resident memory " << rss << " bytes";
+  const db::SafetensorsFile f(path("w.safetensors"));
+  EXPECT_EQ(f.get("model.embed_tokens.weight").nbytes, tensor);
+}
+
+TEST_F(Hostile, AWeightsFileTooLargeForTheDiskFailsBeforeAnyTensorIsMade) {
+  // 5.4 x 10^13 parameters in fp16: 108 TB, more than any disk has free. It was found out
+  // after the disk had filled.
+  write(path("huge.json"),
+        R"({"extends": "tiny", "hidden_size": 65536, "num_hidden_layers": 1024, "num_attention_heads": 64,)"
+        R"( "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 262144})");
+  const Outcome o = run({"gen-weights", "--model", path("huge.json"), "-o", path("w.safetensors")});
+  expect_one_line_error(
+      o, 1, "cannot write " + path("w.safetensors") + ": No space left on device: it needs 108027.42 GB, ");
+  EXPECT_CONTAINS(o.err, "free on the filesystem of " + dir_.string());
+  // Above the file-size limit: said with both figures.
+  const Outcome f = db_test::run_command(with_limits("trap '' XFSZ; ulimit -f 100"),
+                                         {"gen-weights", "--model", "tiny", "-o", path("w.safetensors")});
+  expect_one_line_error(f, 1,
+                        "File too large: it needs 855.54 KB, above the file-size limit (ulimit -f) of ");
+  const Outcome q =
+      db_test::run_command(with_limits("trap '' XFSZ; ulimit -f 100"),
+                           {"quantize", kHf + "/tiny-llama", "--quant", "int8", "-o", path("q.safetensors")});
+  expect_one_line_error(q, 1, "above the file-size limit (ulimit -f)");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // huge.json
+}
+
+TEST_F(Hostile, GenWeightsAndQuantizeCheckTheirHostMemoryPlan) {
+  if (kAsan) GTEST_SKIP() << "an ASan binary cannot start under an address-space limit";
+  // int4 in groups of 2 keeps 1.5 bytes of scales and zeros a weight until the matrix's
+  // weights are out: the largest lm_head's are 103 GB, refused under a 4 GB limit.
+  write(path("g2.json"),
+        R"({"extends": "tiny", "vocab_size": 1048576, "hidden_size": 65536, "head_dim": 128,)"
+        R"( "num_hidden_layers": 1, "quant": {"scheme": "fp16", "lm_head": "int4", "group_size": 2}})");
+  const Outcome o =
+      db_test::run_command(with_limits("ulimit -v 4194304"),
+                           {"gen-weights", "--model", path("g2.json"), "-o", path("w.safetensors")});
+  expect_one_line_error(o, 1, "not enough host memory for gen-weights of " + path("g2.json") + ": need 103.");
+  EXPECT_CONTAINS(o.err, "scales and zeros of one matrix 103.08), ");
+  EXPECT_CONTAINS(o.err, "available (address-space limit (ulimit -v))");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // g2.json
+}
+
 // ---------------------------------------------------------------- the library's own contract
 
 TEST(ParseJsonDocument, NamesTheFieldOfEveryKindOfError) {
@@ -589,6 +770,26 @@ TEST(ParseJsonDocument, NamesTheFieldOfEveryKindOfError) {
   EXPECT_EQ(db::parse_json_document(R"({"a": 1, "a": 2})", "doc")["a"], 2);  // as Python's json
   EXPECT_EQ(db::parse_json_document(nested("[", "]", 64), "doc").size(), 1u);
   EXPECT_CONTAINS(error_of([] { db::parse_json_document(nested("[", "]", 65), "doc"); }), "deeper than 64");
+}
+
+// Writing a model holds a block of rows and one matrix's scales and zeros, never the model:
+// 70b-int4 (40 GB; its largest tensor, the embedding, 2.1 GB as float) is written holding at
+// most 2^24 floats of rows with their fp16 form and an MLP matrix's scales and zeros.
+TEST(WeightsFilePlan, IsABlockAndOneMatrixsScalesNotTheModel) {
+  const db::ModelConfig c = db::load_model_config("70b-int4");
+  const db::HostPlan p = db::weights_file_plan(c, "gen-weights of 70b-int4");
+  ASSERT_EQ(p.parts.size(), 2u);
+  EXPECT_LE(p.parts[0].bytes, (uint64_t{1} << 24) * 6);  // 2^24 floats and their fp16 form
+  // The most scales and zeros: an MLP matrix's, 8192 x 28672 weights in groups of 128, 3 bytes a group.
+  EXPECT_EQ(p.parts[1].bytes, 8192ull * (28672 / 128) * 3);
+  EXPECT_LT(p.total(), 128ull << 20);
+  // A plan above any memory names itself and each part.
+  const std::string e = error_of([] {
+    db::require_host_memory({"the test", {{"one", UINT64_MAX / 2, " (half)"}, {"two", UINT64_MAX / 2, ""}}});
+  });
+  EXPECT_CONTAINS(e,
+                  "not enough host memory for the test: need 18446744073.71 GB (one 9223372036.85 (half), "
+                  "two 9223372036.85), ");
 }
 
 }  // namespace

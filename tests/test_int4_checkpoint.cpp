@@ -12,10 +12,12 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cli_helpers.h"
 #include "decodebench/error.h"
 #include "decodebench/half.h"
+#include "decodebench/model.h"
 #include "decodebench/quant.h"
 #include "decodebench/result.h"
 #include "decodebench/run_spec.h"
@@ -308,6 +310,57 @@ TEST_F(Int4Refusal, UnquantizedLinearsAreRefusedOtherModulesAreNot) {
       "awq", [](nlohmann::json& j) { j["quantization_config"]["modules_to_not_convert"] = "mlp"; });
   expect_one_line(error_of([&] { config_of(d); }), "modules_to_not_convert must be an array or null");
   std::filesystem::remove_all(d);
+}
+
+// The matching is HF's substring rule, checked against every module name itself: every
+// substring of a module name of a few layers (and those with a digit changed, or a leading
+// zero added) is found, for each layer count, exactly when a name among the first `layers`
+// layers contains it, and the module named is the first of them.
+TEST(ModulesToNotConvert, MatchesWhatASubstringSearchOfEveryModuleNameMatches) {
+  std::vector<std::string> modules;  // in order: layer 0's seven, layer 1's, ...
+  for (int64_t l = 0; l < 112; ++l)
+    for (Linear lin : kLinears) modules.push_back(fmt::format("model.layers.{}.{}", l, hf_module_name(lin)));
+  const auto search = [&](const std::string& text, int64_t layers) -> std::string {
+    if (text.empty()) return {};
+    for (size_t i = 0; i < static_cast<size_t>(layers) * kLinears.size(); ++i)
+      if (modules[i].find(text) != std::string::npos) return modules[i];
+    return {};
+  };
+  std::set<std::string> texts = {"",
+                                 "lm_head",
+                                 "visual",
+                                 "0",
+                                 "00",
+                                 "05",
+                                 "007",
+                                 "1.",
+                                 ".1",
+                                 "s.1",
+                                 "s.01",
+                                 "s.10.",
+                                 "99999999999999999999999",
+                                 "layers.1023.mlp.up",
+                                 "proj",
+                                 "_proj.",
+                                 "model.layers"};
+  for (const int64_t l : {0, 1, 9, 10, 11, 20, 100, 101, 110}) {
+    for (Linear lin : kLinears) {
+      const std::string module = fmt::format("model.layers.{}.{}", l, hf_module_name(lin));
+      for (size_t a = 0; a < module.size(); ++a)
+        for (size_t b = a + 1; b <= module.size(); ++b) {
+          std::string t = module.substr(a, b - a);
+          texts.insert(t);
+          for (char& ch : t)
+            if (ch >= '0' && ch <= '9') ch = ch == '9' ? '0' : static_cast<char>(ch + 1);
+          texts.insert(t);
+          texts.insert("0" + module.substr(a, b - a));
+        }
+    }
+  }
+  for (const int64_t layers : {1, 2, 10, 11, 12, 100, 101, 102, 111, 112})
+    for (const std::string& t : texts)
+      ASSERT_EQ(block_linear_containing(t, layers), search(t, layers))
+          << "'" << t << "' in " << layers << " layers";
 }
 
 TEST_F(Int4Refusal, OtherBitsAndMethodsAreRefused) {

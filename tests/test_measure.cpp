@@ -11,6 +11,7 @@
 #include "decodebench/error.h"
 #include "decodebench/measure.h"
 #include "decodebench/result.h"
+#include "decodebench/run_spec.h"
 #include "decodebench/weights.h"
 #include "temp_dir.h"
 
@@ -129,6 +130,26 @@ TEST_F(Measure, MaxNoiseStopsAtTheTimeLimitWhenTheTargetIsOutOfReach) {
   const db::Measurement m = db::measure_decode(d, p, weights, false);
   EXPECT_EQ(m.stop, db::kStopTime);
   EXPECT_EQ(m.repetition_medians_ms.size(), 4u);
+}
+
+// However much time --max-time leaves, one run holds at most kMaxRepeat repetitions and
+// kMaxTimedSteps timed steps (what a result file may hold).
+TEST_F(Measure, MaxNoiseStopsAtTheRepetitionLimit) {
+  std::vector<double> alternating;  // 1, 2, 1, 2, ...: the noise stays near 1/3
+  for (int64_t r = 0; r <= db::kMaxRepeat; ++r) alternating.push_back(r % 2 ? 2.0 : 1.0);
+  for (const int64_t tokens : {int64_t{1}, int64_t{2048}}) {
+    ScriptedDecoder d(alternating);
+    db::Protocol p;
+    p.tokens = tokens;
+    p.repeat = 2;
+    p.max_noise = 0.01;
+    p.max_time_s = 86400;
+    const db::Measurement m = db::measure_decode(d, p, weights, false);
+    EXPECT_EQ(m.stop, db::kStopLimit);
+    const int64_t reps = std::min(db::kMaxRepeat, db::kMaxTimedSteps / tokens);
+    EXPECT_EQ(m.repetition_medians_ms.size(), static_cast<size_t>(reps)) << tokens << " tokens";
+    EXPECT_EQ(m.samples_ms.size(), static_cast<size_t>(reps * tokens));
+  }
 }
 
 TEST(Noise, IsTheRelativeStdevOfTheRepetitionMedians) {

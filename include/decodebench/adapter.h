@@ -111,6 +111,9 @@ std::string lora_tensor_name(int64_t layer, Linear l, bool b);
 //   w[o,i] = fmaf(scale_f, d, w[o,i])
 // with explicit fmaf (never contracted differently by a compiler), so that all agree bit
 // for bit. Does nothing when (layer, l) is not a target.
-void merge_adapter(const Adapter& a, int64_t layer, Linear l, float* w, int64_t rows, int64_t cols);
+// `w` may hold rows [r0, r1) of the [rows, cols] weight only (r1 -1: to the last row): each
+// row's arithmetic is the same either way.
+void merge_adapter(const Adapter& a, int64_t layer, Linear l, float* w, int64_t rows, int64_t cols,
+                   int64_t r0 = 0, int64_t r1 = -1);
 
 }  // namespace db

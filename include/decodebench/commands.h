@@ -10,6 +10,7 @@
 
 #include "decodebench/backend.h"
 #include "decodebench/config.h"
+#include "decodebench/host_memory.h"
 #include "decodebench/run_spec.h"
 
 namespace db {
@@ -81,6 +82,11 @@ struct QuantizeSpec {
   std::string output;
 };
 int cmd_quantize(const QuantizeSpec& spec);
+
+// What gen-weights and quantize hold in host memory writing a model of `c`, which they check
+// before writing (host_memory.h): they stream each matrix a block of rows at a time, so it
+// is a block with its quantized form and the scales and zeros of one matrix, not the model.
+HostPlan weights_file_plan(const ModelConfig& c, const std::string& what);
 
 // Reads result files (one object, an array or JSONL each) and prints them as one table in
 // `format` (md, csv, json, jsonl), to stdout or atomically to `output`.

@@ -3,6 +3,7 @@
 // config file, or an HF config.json (or the model directory holding one).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -91,6 +92,9 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 // (kConfigLimits): a hostile config cannot make a product of sizes overflow or ask for
 // terabytes.
 void validate(const ModelConfig& c, const std::string& origin);
+// Its first part: every size positive and within kConfigLimits. The parsers call it as soon
+// as the sizes are read, before anything counts or iterates over them.
+void validate_sizes(const ModelConfig& c, const std::string& origin);
 
 // The largest value validate() accepts for each size, each above every real model's (Llama
 // 3.1 405B: hidden 16384, 126 layers, 128 heads, intermediate 53248; Gemma: vocab 262144,
@@ -111,6 +115,9 @@ inline constexpr ConfigLimit kConfigLimits[] = {
     {"max_position_embeddings", kMaxPositions},
 };
 inline constexpr int64_t kMaxGroupSize = int64_t{1} << 20;
+// The most configs one "extends" chain may hold (the config itself included): real ones hold
+// two or three.
+inline constexpr size_t kMaxExtendsDepth = 64;
 
 // The HF `architectures` names accepted for `a` ("LlamaForCausalLM", ...).
 std::vector<std::string> hf_architectures(Arch a);

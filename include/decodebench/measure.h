@@ -109,7 +109,8 @@ struct Protocol {
   bool sync_per_token = false;
   bool check = false;
   // Adaptive: > 0 adds repetitions after `repeat` until repetition_noise() of the medians is
-  // at most max_noise (a fraction) or the timed repetitions have taken max_time_s.
+  // at most max_noise (a fraction) or the timed repetitions have taken max_time_s, and never
+  // past kMaxRepeat repetitions or kMaxTimedSteps steps (run_spec.h).
   double max_noise = 0;
   double max_time_s = 0;
 };
@@ -118,6 +119,8 @@ struct Protocol {
 inline constexpr const char* kStopRepeat = "repeat";       // --repeat of them, as asked
 inline constexpr const char* kStopNoise = "noise-target";  // --max-noise reached
 inline constexpr const char* kStopTime = "time-limit";     // --max-time ran out first
+// The most repetitions (kMaxRepeat) or timed steps (kMaxTimedSteps) one run holds, first.
+inline constexpr const char* kStopLimit = "repetition-limit";
 
 struct Measurement {
   std::vector<double> samples_ms;                     // repetitions x tokens step times, in order

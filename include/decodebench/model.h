@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "decodebench/checked.h"
 #include "decodebench/config.h"
@@ -36,6 +37,13 @@ std::string qk_norm_name(int64_t layer, bool k);             // model.layers.N.s
 std::string bias_name(int64_t layer, Linear l);
 constexpr Linear kBiasedLinears[] = {Linear::q, Linear::k, Linear::v};
 int64_t qkv_bias_size(const ModelConfig& c);  // q_dim + 2 kv_dim
+
+// The first block linear module ("model.layers.3.mlp.up_proj", no ".weight"), by layer from 0
+// to layers - 1 and then in kLinears order, whose name contains `text`; empty when none does
+// (or `text` is empty). HF leaves a module unquantized when its name contains an entry of
+// modules_to_not_convert. Linear in text's length and independent of `layers`: only the
+// layer number in a module name holds digits, so where `text` can sit is fixed by its own.
+std::string block_linear_containing(std::string_view text, int64_t layers);
 inline const char* kEmbedName = "model.embed_tokens.weight";
 inline const char* kFinalNormName = "model.norm.weight";
 inline const char* kLmHeadName = "lm_head.weight";

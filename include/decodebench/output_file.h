@@ -9,7 +9,9 @@
 //
 // JsonlAppender: a sweep's lines, appended to a file that may already hold lines. Each line
 // goes out in one write() (interrupts blocked around it), and a failed write is truncated
-// back, so a line is in the file whole or not at all.
+// back, so a line is in the file whole or not at all. A file that does not exist yet comes
+// into being with its first line (an AtomicFile linked into place): nothing is left where
+// no line was written.
 #pragma once
 
 #include <cstddef>
@@ -28,10 +30,19 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
+  // Claims `bytes` of disk for the file before any is written (fallocate, where the
+  // filesystem has it): a file that cannot fit fails now, not after minutes of writing, and
+  // later writes cannot run out of room. Above the file-size limit (ulimit -f), or more than
+  // the filesystem has free: a db::Error "cannot write PATH: ..." with both figures, and the
+  // file is discarded.
+  void reserve(uint64_t bytes);
   void write(const void* data, size_t n);
   void write(const std::string& text) { write(text.data(), text.size()); }
   // fsync, then rename onto the path. After an error the file is discarded.
   void commit();
+  // fsync, then give the file the path's name only if nothing has it: false (the file
+  // discarded) when the path exists. After an error the file is discarded.
+  bool commit_new();
   void discard() noexcept;
   const std::string& path() const { return path_; }
 
@@ -50,10 +61,11 @@ void write_file_atomically(const std::string& path, const std::string& text);
 
 class JsonlAppender {
  public:
-  // Opens (creating) `path` for appending. A last line left torn by an interrupted writer
-  // (no newline, not valid JSON) after whole lines is truncated away with a warning, so
-  // that the next line does not glue onto it; a file that is only such text is refused; a
-  // last line that is whole JSON without its newline gets one.
+  // Opens `path` for appending when it exists; otherwise checks that its directory is
+  // writable and leaves the creation to the first append. A last line left torn by an
+  // interrupted writer (no newline, not valid JSON) after whole lines is truncated away
+  // with a warning, so that the next line does not glue onto it; a file that is only such
+  // text is refused; a last line that is whole JSON without its newline gets one.
   explicit JsonlAppender(std::string path);
   ~JsonlAppender();
   JsonlAppender(const JsonlAppender&) = delete;
@@ -65,9 +77,11 @@ class JsonlAppender {
   void close();
 
  private:
+  void open_existing();
   void repair_torn_tail();
   std::string path_;
-  int fd_ = -1;
+  int fd_ = -1;  // -1 before the first line of a file that did not exist, and after close()
+  bool closed_ = false;
 };
 
 }  // namespace db

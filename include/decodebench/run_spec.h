@@ -16,13 +16,16 @@ enum class BackendKind { cuda, cpu };
 // Bounds on the counts of a run, checked where the command line is parsed (docs/
 // input-safety.md): every position and step count computed from them (context +
 // max(tokens, warmup), tokens x repeat) stays far inside 64 bits, and one result holds at
-// most kMaxTimedSteps samples.
+// most kMaxTimedSteps samples (adaptive repetitions included: they stop at kMaxRepeat
+// repetitions or kMaxTimedSteps steps). Every count a command line gives has a bound here.
 inline constexpr int64_t kMaxContext = kMaxPositions;  // = the largest max_position_embeddings
 inline constexpr int64_t kMaxTokens = int64_t{1} << 20;
 inline constexpr int64_t kMaxWarmup = int64_t{1} << 20;
 inline constexpr int64_t kMaxRepeat = 10000;
 inline constexpr int64_t kMaxTimedSteps = int64_t{1} << 22;  // tokens x repeat
 inline constexpr int64_t kMaxBatch = 4096;                   // --batch: sequences in lockstep
+inline constexpr int64_t kMaxRuns = 10000;  // --runs: processes, one after another (a sweep's most instances)
+inline constexpr double kMaxTimeS = 86400;  // --max-time: a day of adaptive repetitions
 enum class OutputFormat { json, jsonl, md, csv };
 
 struct RunSpec {

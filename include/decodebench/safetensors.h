@@ -97,6 +97,15 @@ class SafetensorsWriter {
   // so a large model needs host memory for one tensor at a time.
   void add(const std::string& name, DType dtype, std::vector<int64_t> shape,
            std::function<void(uint8_t* out)> fill);
+  // `produce` hands the tensor's bytes, in order and in pieces of any size, to the sink it is
+  // given when finish() streams it: host memory holds a piece, not the tensor. Exactly the
+  // tensor's byte count must come out.
+  using Sink = std::function<void(const void* data, size_t n)>;
+  void add_streamed(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                    std::function<void(const Sink&)> produce);
+  // Writes the header, then every tensor in the order added. The whole file's size is
+  // reserved on the disk first (output_file.h AtomicFile::reserve): a file that cannot fit,
+  // or is above the file-size limit, fails before any tensor is produced.
   void finish();
 
  private:
@@ -107,6 +116,7 @@ class SafetensorsWriter {
     uint64_t nbytes;
     const void* data;
     std::function<void(uint8_t*)> fill;
+    std::function<void(const Sink&)> produce;
   };
   void add_entry(Entry entry);
   void discard() noexcept;  // drops the temporary file, if this writer still has one

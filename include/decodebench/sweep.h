@@ -55,8 +55,8 @@ std::vector<std::string> split_model_list(const std::string& text);
 // the expansion is linear in the values made.
 std::vector<int64_t> expand_int_list(const std::string& option, const std::string& text);
 
-// Refuses (db::UsageError) a sweep whose lists multiply to more than kMaxSweepInstances
-// instances, naming each list's size.
+// Refuses (db::UsageError) a sweep whose lists and --runs multiply to more than
+// kMaxSweepInstances instances, naming every factor.
 void check_sweep_size(const SweepSpec& spec);
 
 // The instances in the fixed order: model outermost, then quant, group size, lm_head,

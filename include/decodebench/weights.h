@@ -113,6 +113,9 @@ class WeightSource {
   // a linear that a decodebench file holds quantized is dequantized, merged and quantized
   // again, its scales and zeros recomputed from the merged values.
   QuantMatrix host_matrix(const Origin& o, Scheme scheme) const;
+  // Rows [r0, r1) of host_matrix(o, scheme), the same bits (every scheme quantizes a row on
+  // its own), in the memory of those rows: the file writers stream a matrix a block at a time.
+  QuantMatrix host_rows(const Origin& o, Scheme scheme, int64_t r0, int64_t r1) const;
   std::vector<float> host_vector(const Origin& o) const;                      // 1-D, as float
   void host_embedding_row(const Origin& o, int64_t token, float* out) const;  // fp16-rounded values
 
@@ -145,7 +148,9 @@ FileQuant decodebench_file_quant(const Checkpoint& file);
 // layout: the file's integers, zeros (GPTQ v1's plus 1) and scales, bit for bit; each
 // canonical group of `group_size` columns takes the scale and zero of the file's group that
 // holds it. Without a zero point every zero must be 8 (checked when the origin is made).
-QuantMatrix convert_packed_int4(const Origin& o, int group_size, bool zero_point);
+// Rows [r0, r1) only (r1 -1: to the last row) make a matrix of those rows.
+QuantMatrix convert_packed_int4(const Origin& o, int group_size, bool zero_point, int64_t r0 = 0,
+                                int64_t r1 = -1);
 
 // Synthetic values of a tensor element, rounded as stored: matrices and the embedding are
 // fp16-rounded before quantization, norms too.

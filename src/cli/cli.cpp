@@ -348,12 +348,15 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
     s.max_noise = parse_threshold(a.max_noise, "--max-noise");
     if (s.max_noise <= 0) usage_fail("--max-noise must be positive, got {}", a.max_noise);
     s.max_time_s = parse_seconds("--max-time", a.max_time);
+    if (s.max_time_s > kMaxTimeS)
+      usage_fail("--max-time {}: above the limit of {} seconds", a.max_time, kMaxTimeS);
   } else if (run.count("--max-time")) {
     usage_fail("--max-time needs --max-noise");
   }
   s.progress = parse_progress(a.progress);
-  s.runs = parse_integer<int>("--runs", a.runs);
-  if (s.runs < 1) usage_fail("--runs must be at least 1, got {}", s.runs);
+  const int64_t runs = parse_integer<int64_t>("--runs", a.runs);
+  check_count("--runs", runs, 1, kMaxRuns);
+  s.runs = static_cast<int>(runs);
   if (run.count("--group-size")) {
     s.group_size = parse_integer<int>("--group-size", a.group_size);
     if (*s.group_size <= 0) usage_fail("--group-size must be positive, got {}", *s.group_size);

@@ -133,33 +133,33 @@ std::vector<int64_t> expand_int_list(const std::string& option, const std::strin
 }
 
 void check_sweep_size(const SweepSpec& sp) {
-  const int64_t sizes[] = {static_cast<int64_t>(sp.models.size()),
-                           static_cast<int64_t>(sp.quants.size()),
-                           static_cast<int64_t>(sp.kernels.size()),
-                           static_cast<int64_t>(sp.graphs.size()),
-                           static_cast<int64_t>(sp.adapter_modes.size()),
-                           static_cast<int64_t>(sp.contexts.size()),
-                           static_cast<int64_t>(sp.tokens.size()),
-                           static_cast<int64_t>(sp.group_sizes.size()),
-                           static_cast<int64_t>(sp.lm_heads.size()),
-                           static_cast<int64_t>(sp.sync_per_token.size()),
-                           static_cast<int64_t>(sp.seeds.size()),
-                           static_cast<int64_t>(sp.batches.size()),
-                           static_cast<int64_t>(sp.runs)};
-  int64_t n = 1;
+  // Every factor of the product, in expand_sweep's order (--runs last: each instance that many times).
+  const std::pair<size_t, const char*> factors[] = {
+      {sp.models.size(), "models"},
+      {sp.quants.size(), "quants"},
+      {sp.group_sizes.size(), "group sizes"},
+      {sp.lm_heads.size(), "lm-heads"},
+      {sp.kernels.size(), "kernels"},
+      {sp.graphs.size(), "graphs"},
+      {sp.adapter_modes.size(), "adapter modes"},
+      {sp.sync_per_token.size(), "sync-per-token"},
+      {sp.seeds.size(), "seeds"},
+      {sp.batches.size(), "batches"},
+      {sp.contexts.size(), "contexts"},
+      {sp.tokens.size(), "tokens"},
+      {static_cast<size_t>(std::max(sp.runs, 0)), "runs (--runs)"}};
+  uint64_t n = 1;
   bool over = false;
-  for (int64_t k : sizes) {
-    if (k > kMaxSweepInstances || n > kMaxSweepInstances / std::max<int64_t>(k, 1)) over = true;
+  for (const auto& [k, name] : factors) {
+    if (k > static_cast<uint64_t>(kMaxSweepInstances) || n > kMaxSweepInstances / std::max<uint64_t>(k, 1))
+      over = true;
     if (!over) n *= k;
   }
-  if (over)
-    usage_fail(
-        "sweep: {} models x {} quants x {} kernels x {} graphs x {} adapter modes x {} contexts x {} "
-        "tokens{} "
-        "is "
-        "more than the {} instances a sweep may run",
-        sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6],
-        sizes[11] > 1 ? fmt::format(" x {} batches", sizes[11]) : "", kMaxSweepInstances);
+  if (!over) return;
+  std::string product;
+  for (const auto& [k, name] : factors)
+    product += fmt::format("{}{} {}", product.empty() ? "" : " x ", k, name);
+  usage_fail("sweep: {} is more than the {} instances a sweep may run", product, kMaxSweepInstances);
 }
 
 std::string ran_summary(const Result& r) {

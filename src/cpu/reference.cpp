@@ -49,13 +49,12 @@ CpuModel::CpuModel(const WeightSource& source, int64_t max_positions, int thread
   if (max_positions <= 0) fail("cpu reference: need at least one position");
   if (batch <= 0) fail("cpu reference: need at least one sequence, got a batch of {}", batch);
   const Plan need = plan(c_, max_positions, batch);
-  if (const HostMemory have = host_memory(); need.total() > have.available)
-    fail(
-        "not enough host memory for the CPU reference of {}: need {:.2f} GB (weights {:.2f}, KV cache {:.2f} "
-        "for {} positions{}, scratch {:.2f}), {:.2f} GB available ({})",
-        c_.name, need.total() / 1e9, need.weights / 1e9, need.kv_cache / 1e9, max_positions,
-        batch > 1 ? fmt::format(" x {} sequences", batch) : "", need.scratch / 1e9, have.available / 1e9,
-        have.limit);
+  require_host_memory({"the CPU reference of " + c_.name,
+                       {{"weights", need.weights, ""},
+                        {"KV cache", need.kv_cache,
+                         fmt::format(" for {} positions{}", max_positions,
+                                     batch > 1 ? fmt::format(" x {} sequences", batch) : "")},
+                        {"scratch", need.scratch, ""}}});
   threads_ = threads > 0 ? threads : default_threads();
   const Scheme s = c_.quant.scheme;
   if (const Adapter* a = source.adapter(); a && a->mode == AdapterMode::external) external_ = a;

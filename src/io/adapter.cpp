@@ -83,11 +83,10 @@ void check_size(const Adapter& a, const ModelConfig& c, const std::string& label
   }
   const int64_t bytes = checked_mul(checked_mul(per_layer, c.num_hidden_layers, "adapter size"),
                                     static_cast<int64_t>(sizeof(float)), "adapter size");
-  const HostMemory m = host_memory();
-  if (static_cast<uint64_t>(bytes) > m.available)
-    fail("{}: A and B of rank {} ({} linears x {} layers, float) need {} of host memory, {} available ({})",
-         label, a.rank, a.targets.size(), c.num_hidden_layers, format_bytes(static_cast<uint64_t>(bytes)),
-         format_bytes(m.available), m.limit);
+  require_host_memory({label,
+                       {{"A and B", static_cast<uint64_t>(bytes),
+                         fmt::format(" (rank {}, {} linears x {} layers, float)", a.rank, a.targets.size(),
+                                     c.num_hidden_layers)}}});
 }
 
 // ---------------------------------------------------------------------------- synthetic
@@ -455,23 +454,27 @@ Adapter load_adapter(const std::string& spec, const ModelConfig& c, uint64_t see
   return peft_adapter(spec, c, mode);
 }
 
-void merge_adapter(const Adapter& a, int64_t layer, Linear l, float* w, int64_t rows, int64_t cols) {
+void merge_adapter(const Adapter& a, int64_t layer, Linear l, float* w, int64_t rows, int64_t cols,
+                   int64_t r0, int64_t r1) {
   const LoraPair* p = a.find(layer, l);
   if (!p) return;
   if (static_cast<int64_t>(p->a.size()) != a.rank * cols ||
       static_cast<int64_t>(p->b.size()) != rows * a.rank)
     fail("adapter {}: layer {} {} does not fit a [{}, {}] weight", a.source, layer, short_name(l), rows,
          cols);
+  if (r1 < 0) r1 = rows;
+  if (r0 < 0 || r0 > r1 || r1 > rows)
+    fail("adapter {}: rows [{}, {}) are not rows of a [{}, {}] weight", a.source, r0, r1, rows, cols);
   const float s = a.scale_f();
   std::vector<float> d(static_cast<size_t>(cols));
-  for (int64_t o = 0; o < rows; ++o) {
+  for (int64_t o = r0; o < r1; ++o) {
     std::fill(d.begin(), d.end(), 0.f);
     for (int64_t k = 0; k < a.rank; ++k) {  // k outermost per row: the same fmaf order per element
       const float b = p->b[o * a.rank + k];
       const float* ak = p->a.data() + k * cols;
       for (int64_t i = 0; i < cols; ++i) d[i] = std::fmaf(b, ak[i], d[i]);
     }
-    float* wo = w + o * cols;
+    float* wo = w + (o - r0) * cols;
     for (int64_t i = 0; i < cols; ++i) wo[i] = std::fmaf(s, d[i], wo[i]);
   }
 }

@@ -1,6 +1,8 @@
 // Host memory still available to this process (include/decodebench/host_memory.h).
 #include "decodebench/host_memory.h"
 
+#include "decodebench/error.h"
+
 #include <sys/resource.h>
 
 #include <fmt/format.h>
@@ -89,6 +91,23 @@ HostMemory host_memory() {
     lower(m, rl.rlim_cur > used ? rl.rlim_cur - used : 0, "address-space limit (ulimit -v)");
   }
   return m;
+}
+
+uint64_t HostPlan::total() const {
+  uint64_t t = 0;
+  for (const Part& p : parts) t = p.bytes > UINT64_MAX - t ? UINT64_MAX : t + p.bytes;
+  return t;
+}
+
+void require_host_memory(const HostPlan& plan) {
+  const HostMemory have = host_memory();
+  const uint64_t need = plan.total();
+  if (need <= have.available) return;
+  std::string parts;
+  for (const HostPlan::Part& p : plan.parts)
+    parts += fmt::format("{}{} {:.2f}{}", parts.empty() ? "" : ", ", p.name, p.bytes / 1e9, p.note);
+  fail("not enough host memory for {}: need {:.2f} GB ({}), {:.2f} GB available ({})", plan.what, need / 1e9,
+       parts, have.available / 1e9, have.limit);
 }
 
 std::string format_bytes(uint64_t bytes) {

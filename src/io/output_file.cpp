@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,10 +14,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <random>
 #include <utility>
 
 #include "decodebench/error.h"
+#include "decodebench/host_memory.h"
 #include "decodebench/input.h"
 
 namespace db {
@@ -154,6 +159,41 @@ void AtomicFile::discard() noexcept {
   done_ = true;
 }
 
+void AtomicFile::reserve(uint64_t bytes) {
+  if (done_ || fd_ < 0) fail("cannot write {}: the file was already committed or discarded", path_);
+  if (bytes == 0) return;
+  const auto refuse = [&](const std::string& why) {
+    discard();
+    fail("cannot write {}: {}", path_, why);
+  };
+  struct rlimit fsize {};
+  if (::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY && bytes > fsize.rlim_cur)
+    refuse(fmt::format("{}: it needs {}, above the file-size limit (ulimit -f) of {}", errno_text(EFBIG),
+                       format_bytes(bytes), format_bytes(fsize.rlim_cur)));
+  const auto free_space = [&]() -> std::optional<uint64_t> {
+    struct statvfs fs {};
+    if (::fstatvfs(fd_, &fs) != 0) return std::nullopt;
+    return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  };
+  const auto no_room = [&](std::optional<uint64_t> free) {
+    std::error_code ec;
+    std::string where = fs::absolute(dir_, ec).lexically_normal().string();  // "." -> "/abs/dir/"
+    if (ec) where = dir_;
+    if (where.size() > 1 && where.back() == '/') where.pop_back();
+    refuse(fmt::format("{}: it needs {}, {} free on the filesystem of {}", errno_text(ENOSPC),
+                       format_bytes(bytes), free ? format_bytes(*free) : "less", where));
+  };
+  if (bytes > static_cast<uint64_t>(std::numeric_limits<off_t>::max())) refuse(errno_text(EFBIG));
+  // The free space first: fallocate of more than there is may take all of it before it
+  // fails, and other writers on the filesystem would see it full meanwhile.
+  if (const std::optional<uint64_t> free = free_space(); free && bytes > *free) no_room(free);
+  if (::fallocate(fd_, 0, 0, static_cast<off_t>(bytes)) == 0) return;
+  const int err = errno;
+  if (err == ENOSPC || err == EDQUOT) no_room(free_space());
+  // A filesystem without fallocate: the free space above is the check there is.
+  if (err != EOPNOTSUPP && err != ENOSYS && err != EINVAL) refuse(errno_text(err));
+}
+
 void AtomicFile::write(const void* data, size_t n) {
   if (done_ || fd_ < 0) fail("cannot write {}: the file was already committed or discarded", path_);
   size_t done = 0;
@@ -192,6 +232,35 @@ void AtomicFile::commit() {
   done_ = true;
 }
 
+bool AtomicFile::commit_new() {
+  if (done_ || fd_ < 0) fail("cannot write {}: the file was already committed or discarded", path_);
+  const auto bail = [this](int err) {
+    discard();
+    fail("cannot write {}: {}", path_, errno_text(err));
+  };
+  if (::fsync(fd_) != 0 && errno != EINVAL) bail(errno);
+  // link(2), unlike rename(2), fails on an existing name instead of replacing it.
+  const int linked = anonymous_ ? ::linkat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(fd_)).c_str(),
+                                           AT_FDCWD, path_.c_str(), AT_SYMLINK_FOLLOW)
+                                : ::link(tmp_.c_str(), path_.c_str());
+  if (linked != 0) {
+    if (errno != EEXIST) bail(errno);
+    discard();
+    return false;
+  }
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  tmp_.clear();
+  const int fd = fd_;
+  fd_ = -1;
+  done_ = true;
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(path_.c_str());
+    fail("cannot write {}: {}", path_, errno_text(err));
+  }
+  return true;
+}
+
 void write_file_atomically(const std::string& path, const std::string& text) {
   AtomicFile f(path);
   f.write(text);
@@ -202,10 +271,24 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 
 JsonlAppender::JsonlAppender(std::string path) : path_(std::move(path)) {
   struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    // Absent: created by the first append, holding that line. Until then there is no file,
+    // so a run that fails or is interrupted before its first line leaves none.
+    if (path_.empty()) fail("cannot write: the output path is empty");
+    const fs::path dir =
+        fs::path(path_).parent_path().empty() ? fs::path(".") : fs::path(path_).parent_path();
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) fail("cannot write {}: {}", path_, errno_text(errno));
+    return;
+  }
+  open_existing();
+}
+
+void JsonlAppender::open_existing() {
+  struct stat st {};
   if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     fail("cannot write {}: it exists and is not a regular file", path_);
   // O_NONBLOCK: a FIFO put there since the stat fails at once (no reader) instead of waiting.
-  fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0666);
+  fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd_ < 0) fail("cannot write {}: {}", path_, errno_text(errno));
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
     close();
@@ -269,8 +352,23 @@ void JsonlAppender::repair_torn_tail() {
 }
 
 void JsonlAppender::append(const std::string& line) {
-  if (fd_ < 0) fail("cannot write {}: the file is closed", path_);
+  if (closed_) fail("cannot write {}: the file is closed", path_);
   const std::string text = line + "\n";
+  if (fd_ < 0) {
+    // The first line: written to a file of its own that then takes the name, unless another
+    // writer made the file meanwhile (then it is appended to as any existing file).
+    {
+      const SignalsHeld held;
+      AtomicFile first(path_);
+      first.write(text);
+      if (first.commit_new()) {
+        fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        if (fd_ < 0) fail("cannot write {}: {}", path_, errno_text(errno));
+        return;
+      }
+    }
+    open_existing();
+  }
   const SignalsHeld held;
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail("cannot write {}: {}", path_, errno_text(errno));
@@ -288,6 +386,7 @@ void JsonlAppender::append(const std::string& line) {
 }
 
 void JsonlAppender::close() {
+  closed_ = true;
   if (fd_ < 0) return;
   const int fd = fd_;
   fd_ = -1;

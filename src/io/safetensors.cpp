@@ -493,19 +493,26 @@ void SafetensorsWriter::add_entry(Entry e) {
            shape_string(e.shape));
   }
   e.nbytes = empty ? 0 : static_cast<uint64_t>(bytes);
-  if (e.nbytes > 0 && !e.data && !e.fill) fail("cannot write {}: tensor {} has no data", path_, e.name);
+  if (e.nbytes > 0 && !e.data && !e.fill && !e.produce)
+    fail("cannot write {}: tensor {} has no data", path_, e.name);
   entries_.push_back(std::move(e));
 }
 
 void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
                             const void* data) {
-  add_entry({name, dtype, std::move(shape), 0, data, nullptr});
+  add_entry({name, dtype, std::move(shape), 0, data, nullptr, nullptr});
 }
 
 void SafetensorsWriter::add(const std::string& name, DType dtype, std::vector<int64_t> shape,
                             std::function<void(uint8_t* out)> fill) {
   if (!fill) fail("cannot write {}: tensor {} has an empty fill function", path_, name);
-  add_entry({name, dtype, std::move(shape), 0, nullptr, std::move(fill)});
+  add_entry({name, dtype, std::move(shape), 0, nullptr, std::move(fill), nullptr});
+}
+
+void SafetensorsWriter::add_streamed(const std::string& name, DType dtype, std::vector<int64_t> shape,
+                                     std::function<void(const Sink&)> produce) {
+  if (!produce) fail("cannot write {}: tensor {} has an empty producer", path_, name);
+  add_entry({name, dtype, std::move(shape), 0, nullptr, nullptr, std::move(produce)});
 }
 
 void SafetensorsWriter::finish() {
@@ -536,15 +543,26 @@ void SafetensorsWriter::finish() {
     }
     // Pad with spaces (valid JSON whitespace) so the data section starts 8-byte aligned.
     text.append((8 - text.size() % 8) % 8, ' ');
+    file_->reserve(8 + text.size() + offset);
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
     write_all(len, 8);
     write_all(text.data(), text.size());
 
-    std::vector<uint8_t> buf;  // one tensor at a time: host memory is the largest tensor
+    std::vector<uint8_t> buf;  // a fill: one tensor at a time, host memory is the largest such tensor
     for (const auto& e : entries_) {
       if (e.nbytes == 0) continue;
-      if (e.fill) {
+      if (e.produce) {
+        uint64_t produced = 0;
+        e.produce([&](const void* p, size_t n) {
+          if (n > e.nbytes - produced)
+            fail("cannot write {}: tensor {} produced more than its {} bytes", path_, e.name, e.nbytes);
+          write_all(p, n);
+          produced += n;
+        });
+        if (produced != e.nbytes)
+          fail("cannot write {}: tensor {} produced {} of its {} bytes", path_, e.name, produced, e.nbytes);
+      } else if (e.fill) {
         buf.assign(e.nbytes, 0);
         e.fill(buf.data());
         write_all(buf.data(), e.nbytes);

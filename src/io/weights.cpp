@@ -239,25 +239,29 @@ uint8_t packed_weight(const Origin& o, int64_t r, int64_t c) {
 
 }  // namespace
 
-QuantMatrix convert_packed_int4(const Origin& o, int group_size, bool zero_point) {
+QuantMatrix convert_packed_int4(const Origin& o, int group_size, bool zero_point, int64_t r0, int64_t r1) {
   const int64_t rows = o.shape.at(0), cols = o.shape.at(1);
+  if (r1 < 0) r1 = rows;
+  if (r0 < 0 || r0 > r1 || r1 > rows)
+    fail("tensor {}: rows [{}, {}) are not rows of [{}, {}]", o.name, r0, r1, rows, cols);
   if (o.kind != OriginKind::quantized || o.packing == Int4Packing::canonical || !o.qweight || !o.zeros ||
       !o.scales)
     fail("tensor {}: not a GPTQ or AWQ linear", o.name);
   if (group_size <= 0 || group_size % 2 != 0 || o.file_group % group_size != 0 || cols % o.file_group != 0)
     fail("tensor {}: int4 group size {} does not divide the file's group size {} of {} columns", o.name,
          group_size, o.file_group, cols);
-  QuantMatrix m = empty_int4(rows, cols, group_size, zero_point);
+  QuantMatrix m = empty_int4(r1 - r0, cols, group_size, zero_point);
   const int64_t groups = cols / group_size;
-  parallel_rows(rows, 0, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
+  parallel_rows(r1 - r0, 0, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) {
+      const int64_t r = r0 + i;  // the file's row; i is the block's
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t fg = g * group_size / o.file_group;
-        m.scales[r * groups + g] = half_at(*o.scales, fg * rows + r);
-        if (zero_point) m.zeros[r * groups + g] = static_cast<uint8_t>(packed_zero(o, r, fg));
+        m.scales[i * groups + g] = half_at(*o.scales, fg * rows + r);
+        if (zero_point) m.zeros[i * groups + g] = static_cast<uint8_t>(packed_zero(o, r, fg));
       }
       for (int64_t c = 0; c < cols; c += 2)
-        m.qweight[(r * cols + c) / 2] = quant::pack_int4(packed_weight(o, r, c), packed_weight(o, r, c + 1));
+        m.qweight[(i * cols + c) / 2] = quant::pack_int4(packed_weight(o, r, c), packed_weight(o, r, c + 1));
     }
   });
   return m;
@@ -560,47 +564,61 @@ Origin WeightSource::bias(int64_t layer, Linear l) const {
 }
 
 QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
+  return host_rows(o, scheme, 0, o.shape.at(0));
+}
+
+QuantMatrix WeightSource::host_rows(const Origin& o, Scheme scheme, int64_t r0, int64_t r1) const {
   const int64_t rows = o.shape.at(0), cols = o.shape.at(1);
+  if (r0 < 0 || r0 > r1 || r1 > rows)
+    fail("tensor {}: rows [{}, {}) are not rows of [{}, {}]", o.name, r0, r1, rows, cols);
+  const int64_t n = r1 - r0;
+  const QuantConfig& q = config_.quant;
   const bool merge = adapter_ && adapter_->mode == AdapterMode::merged && o.layer >= 0 &&
                      adapter_->find(o.layer, o.linear) != nullptr;
+  // A merged adapter on stored quantized weights: they are all this run has of W, so the
+  // merge goes into their dequantized values, quantized again (a second rounding, as any tool
+  // that merges into a quantized model does).
+  const auto merged = [&](const QuantMatrix& m) {
+    std::vector<float> w(static_cast<size_t>(n * cols));
+    for (int64_t r = 0; r < n; ++r) m.row(r, w.data() + r * cols);
+    merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols, r0, r1);
+    return quantize_matrix(w.data(), n, cols, scheme, q.group_size, q.zero_point);
+  };
   if (o.kind == OriginKind::quantized && o.packing != Int4Packing::canonical) {
     if (scheme != Scheme::int4)
       fail("tensor {}: a {} int4 linear cannot be read as {}", o.name, to_string(o.packing),
            to_string(scheme));
-    QuantMatrix m = convert_packed_int4(o, config_.quant.group_size, config_.quant.zero_point);
-    if (!merge) return m;
-    std::vector<float> w(static_cast<size_t>(rows * cols));
-    for (int64_t r = 0; r < rows; ++r) m.row(r, w.data() + r * cols);
-    merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols);
-    return quantize_matrix(w.data(), rows, cols, scheme, config_.quant.group_size, config_.quant.zero_point);
+    QuantMatrix m = convert_packed_int4(o, q.group_size, q.zero_point, r0, r1);
+    return merge ? merged(m) : m;
   }
   if (o.kind == OriginKind::quantized) {
+    // The file's tensors are row-major with whole rows: a block of rows is a byte range.
+    const auto slice = [&](const TensorInfo& t, auto& out) {
+      const uint64_t row_bytes = t.nbytes / static_cast<uint64_t>(rows);
+      out.resize(static_cast<size_t>(row_bytes * static_cast<uint64_t>(n)) / sizeof(out[0]));
+      std::memcpy(out.data(), t.data + row_bytes * static_cast<uint64_t>(r0),
+                  row_bytes * static_cast<uint64_t>(n));
+    };
     QuantMatrix m;
     m.scheme = scheme;
-    m.rows = rows;
+    m.rows = n;
     m.cols = cols;
-    m.qweight.assign(o.qweight->data, o.qweight->data + o.qweight->nbytes);
-    m.scales.resize(o.scales->nbytes / 2);
-    std::memcpy(m.scales.data(), o.scales->data, o.scales->nbytes);
+    slice(*o.qweight, m.qweight);
+    slice(*o.scales, m.scales);
     if (scheme == Scheme::int4) {
-      m.group_size = config_.quant.group_size;
-      m.zero_point = config_.quant.zero_point;
-      if (o.zeros) m.zeros.assign(o.zeros->data, o.zeros->data + o.zeros->nbytes);
+      m.group_size = q.group_size;
+      m.zero_point = q.zero_point;
+      if (o.zeros) slice(*o.zeros, m.zeros);
     }
-    if (!merge) return m;
-    // The file's weights are all this run has of W: merge into their dequantized values and
-    // quantize again (a second rounding, as any tool that merges into a quantized model does).
-    std::vector<float> w(static_cast<size_t>(rows * cols));
-    for (int64_t r = 0; r < rows; ++r) m.row(r, w.data() + r * cols);
-    merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols);
-    return quantize_matrix(w.data(), rows, cols, scheme, config_.quant.group_size, config_.quant.zero_point);
+    return merge ? merged(m) : m;
   }
   // Every weight is rounded to fp16 before it is quantized: the synthetic model and a
   // checkpoint written by gen-weights in fp16 quantize to the same bits.
-  std::vector<float> w(static_cast<size_t>(rows * cols));
-  parallel_rows(rows, 0, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* out = w.data() + r * cols;
+  std::vector<float> w(static_cast<size_t>(n * cols));
+  parallel_rows(n, 0, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) {
+      const int64_t r = r0 + i;
+      float* out = w.data() + i * cols;
       if (o.kind == OriginKind::synthetic) {
         for (int64_t c = 0; c < cols; ++c) out[c] = synthetic_value(seed_, o, r * cols + c);
       } else {
@@ -609,8 +627,8 @@ QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
       }
     }
   });
-  if (merge) merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols);
-  return quantize_matrix(w.data(), rows, cols, scheme, config_.quant.group_size, config_.quant.zero_point);
+  if (merge) merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols, r0, r1);
+  return quantize_matrix(w.data(), n, cols, scheme, q.group_size, q.zero_point);
 }
 
 std::vector<float> WeightSource::host_vector(const Origin& o) const {

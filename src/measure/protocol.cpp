@@ -6,6 +6,7 @@
 #include "decodebench/cpu_reference.h"
 #include "decodebench/error.h"
 #include "decodebench/measure.h"
+#include "decodebench/run_spec.h"
 #include "decodebench/synth.h"
 
 namespace db {
@@ -158,7 +159,8 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
 
   // Every repetition restarts at --context from the same token; its steps are issued back to
   // back (the host waits only with --sync-per-token) with a clock mark between them. With
-  // --max-noise, repetitions go on past --repeat until the noise target or --max-time.
+  // --max-noise, repetitions go on past --repeat until the noise target or --max-time (or
+  // the most repetitions and steps one run holds).
   const bool adaptive = p.max_noise > 0;
   const auto estimate = [&](int64_t reps_left) {
     if (adaptive) return p.max_time_s;
@@ -175,6 +177,10 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
       }
       if (seconds_since(timed0) >= p.max_time_s) {
         out.stop = kStopTime;
+        break;
+      }
+      if (r >= kMaxRepeat || (r + 1) * p.tokens > kMaxTimedSteps) {
+        out.stop = kStopLimit;
         break;
       }
     }

@@ -128,49 +128,73 @@ void deep_merge(json& base, const json& over) {
   }
 }
 
-// Follows "extends" chains and returns the merged JSON. `chain` holds the keys of the
-// configs being resolved (for cycles) and `labels` their names (for the message).
-json resolve_extends(json j, const Source& src, std::vector<std::string>& chain,
-                     std::vector<std::string>& labels) {
-  chain.push_back(src.key);
-  labels.push_back(src.label);
-  if (j.contains("extends")) {
-    const json& ext = j["extends"];
+// "a.json -> b.json -> 8b (preset)": a chain of configs for a message, printable, with the
+// middle of a long one elided.
+std::string chain_text(const std::vector<Source>& chain, const std::string& next) {
+  std::vector<std::string> labels;
+  for (const Source& s : chain) labels.push_back(printable(s.label));
+  labels.push_back(printable(next));
+  constexpr size_t kHead = 3, kTail = 2;
+  std::string text;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels.size() > kHead + kTail + 1 && i == kHead) {
+      text += fmt::format(" -> ... ({} more)", labels.size() - kHead - kTail);
+      i = labels.size() - kTail - 1;
+      continue;
+    }
+    text += (i == 0 ? "" : " -> ") + labels[i];
+  }
+  return text;
+}
+
+// Follows "extends" from `top` to a config that extends nothing and returns the merge: each
+// config's fields over its base's. Iterative, and at most kMaxExtendsDepth configs long, so
+// a chain of any length costs neither stack nor time; a config met twice is a cycle.
+json resolve_extends(json top, const Source& src) {
+  std::vector<json> docs;
+  std::vector<Source> chain;
+  std::set<std::string> keys;
+  docs.push_back(std::move(top));
+  chain.push_back(src);
+  keys.insert(src.key);
+  while (docs.back().contains("extends")) {
+    const json& ext = docs.back().at("extends");
+    const Source& from = chain.back();
     if (!ext.is_string() || ext.get<std::string>().empty())
-      fail("config {}: field extends must be a preset name or a file path (a string), got {}", src.label,
+      fail("config {}: field extends must be a preset name or a file path (a string), got {}", from.label,
            brief(ext));
     const std::string target = ext.get<std::string>();
-    std::string base_text;
     Source base_src;
-    if (std::string t = preset_text(target); !t.empty()) {
-      base_text = std::move(t);
+    fs::path path;  // a file's, empty for a preset
+    if (!preset_text(target).empty()) {
       base_src = preset_source(target);
     } else {
       // A preset can only extend presets; a file may also extend a path relative to itself.
-      fs::path p = target;
-      if (p.is_relative() && !src.dir.empty()) p = fs::path(src.dir) / p;
+      path = target;
+      if (path.is_relative() && !from.dir.empty()) path = fs::path(from.dir) / path;
       std::error_code ec;
-      if (src.key.rfind("preset:", 0) == 0 || !fs::exists(p, ec))
+      if (from.key.rfind("preset:", 0) == 0 || !fs::exists(path, ec))
         fail("config {}: extends '{}': not a preset (see `decodebench list presets`) and no such file{}{}",
-             src.label, printable(target),
-             src.key.rfind("preset:", 0) == 0 ? "" : " " + printable(p.string()),
+             from.label, printable(target),
+             from.key.rfind("preset:", 0) == 0 ? "" : " " + printable(path.string()),
              did_you_mean(target, preset_names()));
-      base_src = file_source(p);
-      base_text = read_config_file(p);  // a directory, FIFO or device is refused here
+      base_src = file_source(path);
     }
-    if (std::find(chain.begin(), chain.end(), base_src.key) != chain.end()) {
-      std::string cycle;
-      for (const std::string& l : labels) cycle += l + " -> ";
-      fail("config {}: extends cycle: {}{}", labels.front(), cycle, base_src.label);
-    }
-    json base = resolve_extends(parse_json_object(base_text, base_src.label), base_src, chain, labels);
-    deep_merge(base, j);
-    j = std::move(base);
+    if (keys.count(base_src.key))
+      fail("config {}: extends cycle: {}", chain.front().label, chain_text(chain, base_src.label));
+    if (chain.size() >= kMaxExtendsDepth)
+      fail("config {}: extends chain longer than {} configs (the limit): {}", chain.front().label,
+           kMaxExtendsDepth, chain_text(chain, base_src.label));
+    // A directory, FIFO or device is refused by read_config_file.
+    const std::string base_text = path.empty() ? preset_text(target) : read_config_file(path);
+    docs.push_back(parse_json_object(base_text, base_src.label));
+    chain.push_back(std::move(base_src));
+    keys.insert(chain.back().key);
   }
-  chain.pop_back();
-  labels.pop_back();
-  j.erase("extends");
-  return j;
+  json merged = std::move(docs.back());
+  for (size_t i = docs.size() - 1; i-- > 0;) deep_merge(merged, docs[i]);
+  merged.erase("extends");
+  return merged;
 }
 
 // Typed field access with messages that name the field and the config.
@@ -344,6 +368,9 @@ void parse_shape(ModelConfig& c, const json& root, const std::string& label, boo
   }
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   if (root.contains("rope_scaling")) c.rope_scaling = parse_rope(root["rope_scaling"], label, "rope_scaling");
+  // Bounded before anything is derived from them (quantization_config's module names are
+  // matched against every layer's).
+  validate_sizes(c, label);
 }
 
 ModelConfig parse_decodebench(const json& root, const std::string& label) {
@@ -433,17 +460,11 @@ HfInt4 parse_quantization_config(const json& v, const std::string& label, int64_
         fail("config {}: quantization_config.modules_to_not_convert holds {} ({}), not a module name", label,
              brief(m), type_name(m));
       const std::string name = m.get<std::string>();
-      for (int64_t l = 0; l < layers; ++l)
-        for (const char* linear : {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                                   "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}) {
-          const std::string module = fmt::format("model.layers.{}.{}", l, linear);
-          if (!name.empty() && module.find(name) != std::string::npos)
-            fail(
-                "config {}: quantization_config.modules_to_not_convert leaves '{}' unquantized ({} among "
-                "them): "
-                "decodebench runs every linear of a model in one scheme",
-                label, printable(name), module);
-        }
+      if (const std::string module = block_linear_containing(name, layers); !module.empty())
+        fail(
+            "config {}: quantization_config.modules_to_not_convert leaves '{}' unquantized ({} among them): "
+            "decodebench runs every linear of a model in one scheme",
+            label, printable(name), module);
     }
   }
   return q;
@@ -507,8 +528,7 @@ ModelConfig parse_hf(const json& root, const std::string& label) {
 }
 
 ModelConfig parse_with_source(const std::string& text, const Source& src) {
-  std::vector<std::string> chain, labels;
-  const json root = resolve_extends(parse_json_object(text, src.label), src, chain, labels);
+  const json root = resolve_extends(parse_json_object(text, src.label), src);
   const bool hf = root.contains("architectures");
   ModelConfig c = hf ? parse_hf(root, src.label) : parse_decodebench(root, src.label);
   c.source = hf ? "hf" : "file";
@@ -669,7 +689,7 @@ std::vector<std::pair<std::string, int64_t>> int4_inputs(const ModelConfig& c) {
 
 }  // namespace
 
-void validate(const ModelConfig& c, const std::string& origin) {
+void validate_sizes(const ModelConfig& c, const std::string& origin) {
   // Each size is bounded so that products of sizes (parameter counts, byte counts) cannot
   // overflow 64 bits; the bounds are far above any real model.
   const int64_t sizes[] = {
@@ -683,6 +703,10 @@ void validate(const ModelConfig& c, const std::string& origin) {
       fail("config {}: {} {} is above the limit {}, larger than any real model's (docs/input-safety.md)",
            origin, field, sizes[i], limit);
   }
+}
+
+void validate(const ModelConfig& c, const std::string& origin) {
+  validate_sizes(c, origin);
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     fail("config {}: num_attention_heads {} is not a multiple of num_key_value_heads {}", origin,
          c.num_attention_heads, c.num_key_value_heads);

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 namespace db {
 
 const char* short_name(Linear l) {
@@ -82,6 +85,64 @@ int64_t qkv_bias_size(const ModelConfig& c) {
 
 std::string qk_norm_name(int64_t layer, bool k) {
   return fmt::format("model.layers.{}.self_attn.{}.weight", layer, k ? "k_norm" : "q_norm");
+}
+
+namespace {
+
+bool is_digit(char ch) {
+  return ch >= '0' && ch <= '9';
+}
+
+bool ends_with(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+bool starts_with(std::string_view s, std::string_view head) {
+  return s.substr(0, head.size()) == head;
+}
+
+}  // namespace
+
+std::string block_linear_containing(std::string_view text, int64_t layers) {
+  // A module name is kPrefix + the layer's decimal digits D + "." + hf_module_name(l).
+  constexpr std::string_view kPrefix = "model.layers.";
+  const auto module = [](int64_t layer, Linear l) {
+    return fmt::format("model.layers.{}.{}", layer, hf_module_name(l));
+  };
+  const auto tail = [](Linear l) { return "." + std::string(hf_module_name(l)); };
+  if (text.empty() || layers <= 0) return {};
+  const size_t d0 = std::find_if(text.begin(), text.end(), is_digit) - text.begin();
+  if (d0 == text.size()) {  // no digit: within the prefix or within one linear's tail
+    if (kPrefix.find(text) != std::string_view::npos) return module(0, kLinears[0]);
+    for (Linear l : kLinears)
+      if (tail(l).find(text) != std::string::npos) return module(0, l);
+    return {};
+  }
+  const size_t d1 = std::find_if_not(text.begin() + d0, text.end(), is_digit) - text.begin();
+  if (std::find_if(text.begin() + d1, text.end(), is_digit) != text.end()) return {};  // two digit runs
+  const std::string_view before = text.substr(0, d0), digits = text.substr(d0, d1 - d0),
+                         after = text.substr(d1);
+  // The digits lie in D: text before them ends the prefix (D starts with them), text after
+  // them starts a tail (D ends with them).
+  if (!before.empty() && !ends_with(kPrefix, before)) return {};
+  std::optional<Linear> linear;
+  for (Linear l : kLinears)
+    if (!linear && (after.empty() || starts_with(tail(l), after))) linear = l;
+  if (!linear) return {};
+  // The least layer whose D holds the digits where they must be: the digits themselves when
+  // they are a number as written (no leading 0), else (they may only end D) with a 1 before.
+  const bool canonical = digits.size() == 1 || digits[0] != '0';
+  if (digits.size() > 18) return {};  // above any layer count
+  int64_t layer = 0;
+  for (char ch : digits) layer = layer * 10 + (ch - '0');
+  if (!canonical) {
+    if (!before.empty()) return {};  // D would start with a 0
+    int64_t p = 1;
+    for (size_t i = 0; i < digits.size(); ++i) p *= 10;
+    layer += p;
+  }
+  if (layer >= layers) return {};
+  return module(layer, *linear);
 }
 
 // validate() bounds every size so that this cannot overflow; the checked arithmetic says so

@@ -440,9 +440,12 @@ std::string summary_text(const Result& r) {
   if (r.timing.repetitions >= 2) tpot += fmt::format(" ± {:.2f}%", 100 * r.timing.noise);
   tpot += fmt::format(" (p10 {:.3f}, p90 {:.3f}, n {}", t.p10, t.p90, t.n);
   if (r.timing.repetitions > 0) tpot += fmt::format(" in {} repetitions", r.timing.repetitions);
-  if (r.timing.stop == "noise-target" || r.timing.stop == "time-limit")
-    tpot +=
-        fmt::format(", stopped at the {}", r.timing.stop == "noise-target" ? "noise target" : "time limit");
+  if (r.timing.stop == kStopNoise)
+    tpot += ", stopped at the noise target";
+  else if (r.timing.stop == kStopTime)
+    tpot += ", stopped at the time limit";
+  else if (r.timing.stop == kStopLimit)
+    tpot += ", stopped at the repetition limit";
   if (batched)  // the step's time is each sequence's; the batch makes c.batch tokens a step
     tpot += fmt::format(")  {:.1f} tok/s a sequence, {:.1f} tok/s in all", r.timing.tokens_per_s,
                         r.timing.aggregate_tokens_per_s);
