@@ -1,4 +1,4 @@
-// Hostile input never crashes, hangs or exhausts memory (issue 28): every reproducer of the
+// Hostile input never crashes, hangs or exhausts memory: every reproducer of the
 // mutation campaign, as the user met it (the built binary, one stderr line, the exit code
 // of bad input) or, where the property is about a file's bytes, through the library.
 // Inputs that used to hang now fail at once; a regression would hang, and ctest's timeout
