@@ -66,15 +66,19 @@ def f16_value(bits):
     return struct.unpack("<e", struct.pack("<H", bits))[0]
 
 
-LINEARS = [  # (module, rows = out, cols = in)
-    ("self_attn.q_proj", HEADS * HEAD_DIM, HIDDEN),
-    ("self_attn.k_proj", KV_HEADS * HEAD_DIM, HIDDEN),
-    ("self_attn.v_proj", KV_HEADS * HEAD_DIM, HIDDEN),
-    ("self_attn.o_proj", HIDDEN, HEADS * HEAD_DIM),
-    ("mlp.gate_proj", INTER, HIDDEN),
-    ("mlp.up_proj", INTER, HIDDEN),
-    ("mlp.down_proj", HIDDEN, INTER),
-]
+def linears():  # (module, rows = out, cols = in) at the current shape
+    return [
+        ("self_attn.q_proj", HEADS * HEAD_DIM, HIDDEN),
+        ("self_attn.k_proj", KV_HEADS * HEAD_DIM, HIDDEN),
+        ("self_attn.v_proj", KV_HEADS * HEAD_DIM, HIDDEN),
+        ("self_attn.o_proj", HIDDEN, HEADS * HEAD_DIM),
+        ("mlp.gate_proj", INTER, HIDDEN),
+        ("mlp.up_proj", INTER, HIDDEN),
+        ("mlp.down_proj", HIDDEN, INTER),
+    ]
+
+
+LINEARS = linears()
 
 
 class Linear:
@@ -212,15 +216,7 @@ def model(seed, group, sym):
 def use_micro_shape():
     global HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB, LINEARS
     HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB = 16, 1, 2, 1, 8, 32, 32
-    LINEARS = [
-        ("self_attn.q_proj", HEADS * HEAD_DIM, HIDDEN),
-        ("self_attn.k_proj", KV_HEADS * HEAD_DIM, HIDDEN),
-        ("self_attn.v_proj", KV_HEADS * HEAD_DIM, HIDDEN),
-        ("self_attn.o_proj", HIDDEN, HEADS * HEAD_DIM),
-        ("mlp.gate_proj", INTER, HIDDEN),
-        ("mlp.up_proj", INTER, HIDDEN),
-        ("mlp.down_proj", HIDDEN, INTER),
-    ]
+    LINEARS = linears()
 
 
 def main():

@@ -513,13 +513,9 @@ def knee_text(points):
     return text
 
 
-def plot_batch(runs, out):
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
-    curves = batch_curves(runs)
-    fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(14, 6.5), dpi=110)
+def curve_colors(curves):
+    """A colour for each (label, scheme, points) curve: its scheme's where that is still free,
+    else the next unused one."""
     colors, used = [], set()
     spare = [c for c in LINE_COLORS if c not in SCHEME_COLORS.values()]
     for _, scheme, _ in curves:
@@ -528,6 +524,17 @@ def plot_batch(runs, out):
             c = spare.pop(0) if spare else LINE_COLORS[len(colors) % len(LINE_COLORS)]
         used.add(c)
         colors.append(c)
+    return colors
+
+
+def plot_batch(runs, out):
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    curves = batch_curves(runs)
+    fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(14, 6.5), dpi=110)
+    colors = curve_colors(curves)
     lines = []
     for (label, _, points), color in zip(curves, colors):
         bs = [p[0] for p in points]
@@ -642,14 +649,7 @@ def plot_energy(runs, out):
     # Right: J/token against the batch, TPOT dashed on the other axis.
     ax_t = ax_n.twinx()
     curves = energy_curves(runs)
-    colors, used = [], set()
-    spare = [c for c in LINE_COLORS if c not in SCHEME_COLORS.values()]
-    for _, scheme, _ in curves:
-        c = SCHEME_COLORS.get(scheme)
-        if c is None or c in used:
-            c = spare.pop(0) if spare else LINE_COLORS[len(colors) % len(LINE_COLORS)]
-        used.add(c)
-        colors.append(c)
+    colors = curve_colors(curves)
     lines = []
     for (label, _, points), color in zip(curves, colors):
         bs = [p[0] for p in points]

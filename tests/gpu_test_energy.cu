@@ -81,6 +81,16 @@ TEST(Energy, CounterIsMonotonicAndUpdatesAtIdleAndUnderLoad) {
 
 class EnergyRun : public db_test::TempDirTest {};
 
+// The counter's median update interval at idle, in seconds; `why` says why there is no
+// counter (then the result is meaningless).
+double idle_update_s(std::string& why) {
+  std::unique_ptr<EnergySource> source = make_nvml_energy_source(bus_id(), why);
+  if (!source) return 0;
+  EnergySampler sampler(std::move(source));
+  sampler.idle();
+  return median(sampler.observed().update_gaps_s);
+}
+
 // A decode run long enough for the counter (each repetition 40 of its updates: a resolution
 // of 2.5%, half the bar) has every energy figure, positive, and an average power above the
 // idle power and at most the power limit, each within the resolution the run states.
@@ -88,14 +98,8 @@ TEST_F(EnergyRun, EnergyIsPositiveAndTheAveragePowerLiesBetweenIdleAndThePowerLi
   REQUIRE_GPU();
   CUDA_CHECK(cudaSetDevice(0));
   std::string why;
-  std::unique_ptr<EnergySource> source = make_nvml_energy_source(bus_id(), why);
-  if (!source) GTEST_SKIP() << why;
-  double update_s = 0;
-  {
-    EnergySampler sampler(std::move(source));
-    sampler.idle();
-    update_s = median(sampler.observed().update_gaps_s);
-  }
+  const double update_s = idle_update_s(why);
+  if (!why.empty()) GTEST_SKIP() << why;
   ASSERT_TRUE(std::isfinite(update_s)) << "the counter's update interval was not observed at idle";
   // 1b-fp16 takes 0.77 ms a step on an H200 and longer on a smaller GPU.
   const int64_t tokens = std::max<int64_t>(256, static_cast<int64_t>(std::ceil(40 * update_s / 0.00077)));
@@ -129,14 +133,8 @@ TEST_F(EnergyRun, DefaultRepetitionsAreAlignedOnTheCountersUpdatesAndReported) {
   REQUIRE_GPU();
   CUDA_CHECK(cudaSetDevice(0));
   std::string why;
-  std::unique_ptr<EnergySource> source = make_nvml_energy_source(bus_id(), why);
-  if (!source) GTEST_SKIP() << why;
-  double update_s = 0;
-  {
-    EnergySampler sampler(std::move(source));
-    sampler.idle();
-    update_s = median(sampler.observed().update_gaps_s);
-  }
+  const double update_s = idle_update_s(why);
+  if (!why.empty()) GTEST_SKIP() << why;
   ASSERT_TRUE(std::isfinite(update_s)) << "the counter's update interval was not observed at idle";
   if (update_s <= kFineCounterPeriods * kEnergySamplePeriodS)
     GTEST_SKIP() << "the counter updates every " << update_s * 1e3 << " ms: read unaligned";

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.cuh"
 #include "common.cuh"
 #include "decodebench/half.h"
 #include "decodebench/int4_frag.h"
@@ -849,11 +850,6 @@ struct Mat {
   size_t bytes() const { return static_cast<size_t>(rows * cols / 2 + rows * (cols / kGroup) * 3); }
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -1006,22 +1002,7 @@ int run(int argc, char** argv) {
     CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
     CUDA_CHECK(cudaGraphDestroy(g));
   }
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
-  auto time_ms = [&](auto&& run) {
-    std::vector<double> v;
-    for (int r = 0; r < reps + 3; ++r) {
-      CUDA_CHECK(cudaEventRecord(e0, s));
-      run();
-      CUDA_CHECK(cudaEventRecord(e1, s));
-      CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      if (r >= 3) v.push_back(ms);
-    }
-    return median(v);
-  };
+  auto time_ms = [&](auto&& run) { return median_ms(s, reps, run); };
 
   // --- the persistent chain
   std::vector<PMat> pm(n);

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.cuh"
 #include "common.cuh"
 #include "decodebench/half.h"
 #include "gemv.cuh"
@@ -354,7 +355,6 @@ __global__ void __launch_bounds__((CW + 1) * 32, 1) stream_kernel(Args a) {
   }
 
   const int tid = threadIdx.x;  // < kConsumers
-  const int g = lane / 4;
   const unsigned suspend = a.flags & kSuspend ? 1000000u : 0u;
   int slot = 0;
   unsigned phase = 0, tcount = 0;
@@ -478,11 +478,6 @@ struct Mat {
   __half* actk = nullptr;
   size_t bytes() const { return static_cast<size_t>(rows * cols / 2 + rows * (cols / kGroup) * 3); }
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 template <int CW>
 int run_with(int layers, int slots, int reps, int only) {
@@ -655,22 +650,7 @@ int run_with(int layers, int slots, int reps, int only) {
   }
 
   const double bw = measure_read_GBps(size_t{4} << 30);
-  cudaEvent_t e0, e1;
-  CUDA_CHECK(cudaEventCreate(&e0));
-  CUDA_CHECK(cudaEventCreate(&e1));
-  auto time_ms = [&](auto&& run) {
-    std::vector<double> v;
-    for (int r = 0; r < reps + 3; ++r) {
-      CUDA_CHECK(cudaEventRecord(e0, s));
-      run();
-      CUDA_CHECK(cudaEventRecord(e1, s));
-      CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      if (r >= 3) v.push_back(ms);
-    }
-    return median(v);
-  };
+  auto time_ms = [&](auto&& run) { return median_ms(s, reps, run); };
   auto line = [&](const char* what, double ms) {
     const double gbs = total_bytes / (ms * 1e6);
     std::printf("w%d %-22s %7.3f ms  %6.0f GB/s  %.3f of %.0f GB/s\n", CW, what, ms, gbs, gbs / bw, bw);
