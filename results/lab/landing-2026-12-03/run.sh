@@ -55,7 +55,9 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*.json"))):
 print("tokens hashes different:", bad)
 PY
     tail -1 "$out/hashes.txt"
-    $b/decodebench compare results/h200/*-graph-*.json "$m"/*-graph-*.json --threshold 1% >"$out/compare.md" 2>&1
+    $b/decodebench report results/h200/*-graph-*.json --format jsonl >"$m/base.jsonl"
+    $b/decodebench report "$m"/*-graph-*.json --format jsonl >"$m/new.jsonl"
+    $b/decodebench compare "$m/base.jsonl" "$m/new.jsonl" --threshold 1% >"$out/compare.md" 2>&1
     echo "compare exit $?: $(grep -E ' matched: ' "$out/compare.md")"
     tar -C "$m" -czf "$out/matrix.tar.gz" .
     t matrix
