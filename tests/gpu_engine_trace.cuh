@@ -14,7 +14,6 @@
 #include "decodebench/backend.h"
 #include "decodebench/config.h"
 #include "decodebench/cpu_reference.h"
-#include "decodebench/run_spec.h"
 #include "engine.cuh"
 #include "reference_trace.h"
 
@@ -24,9 +23,7 @@ using db_test::Trace;
 
 // The tiny preset (or another: "tiny-qwen2") with its weights in scheme `s`.
 inline db::ModelConfig tiny(db::Scheme s, const char* preset = "tiny") {
-  db::RunSpec spec;
-  spec.quant = s;
-  return db::apply_overrides(db::load_model_config(preset), spec);
+  return db::apply_overrides(db::load_model_config(preset), {s});
 }
 
 // `steps` greedy steps from `context` on the engine (the prefill eagerly, then by graph

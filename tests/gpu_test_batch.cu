@@ -205,7 +205,7 @@ TEST(EngineBatchTokens, GoldensAtBatchThree) {
     const db_test::Golden golden = db_test::read_golden(d + "/golden.safetensors");
     const std::vector<int32_t>& seq = golden.tokens;
     const int64_t prompt = golden.prompt, n = static_cast<int64_t>(seq.size());
-    const ModelConfig c = apply_overrides(load_model_config(d), RunSpec{});
+    const ModelConfig c = apply_overrides(load_model_config(d));
     const WeightSource ws(c, d, 0);
     // Sequence 0 reads the golden, the others the backends' prompts.
     auto input = [&](int64_t s, int64_t i) { return s == 0 ? seq[i] : prompt_token(s, i, c.vocab_size); };

@@ -348,9 +348,7 @@ TEST(EngineInt4Checkpoint, GptqAndAwqFilesMatchTheCpuReference) {
   REQUIRE_GPU();
   for (const char* model : {"gptq-v1-sym", "gptq-v1-asym", "gptq-v2-asym", "awq"}) {
     const std::string d = std::string(DB_TEST_DATA) + "/int4/" + model;
-    RunSpec spec;
-    spec.weights = d;
-    const ModelConfig c = apply_overrides(load_model_config(d), spec);
+    const ModelConfig c = config_for_weights(load_model_config(d), {}, d);
     ASSERT_EQ(c.quant.scheme, Scheme::int4) << model;
     const WeightSource ws(c, d, 0);
     const int64_t context = 8, steps = 16;
@@ -397,7 +395,7 @@ TEST(EngineGolden, Fp16GivesTransformersTokens) {
     std::vector<int32_t> seq(static_cast<size_t>(t.elements()));
     std::memcpy(seq.data(), t.data, t.nbytes);
     const int64_t prompt = std::stoll(golden.metadata().at("prompt_length"));
-    const ModelConfig c = apply_overrides(load_model_config(d), RunSpec{});
+    const ModelConfig c = apply_overrides(load_model_config(d));
     ASSERT_EQ(c.quant.scheme, Scheme::fp16) << model;
     const WeightSource ws(c, d, 0);
     const DType stored = std::string(model) == "tiny-llama-bf16" ? DType::bf16 : DType::f16;
@@ -434,7 +432,7 @@ TEST(Engine, GraphAndEagerGiveIdenticalTokensAndLogits) {
 
 TEST(Engine, RefusesWhatDoesNotFitWithBytesNeededAndFree) {
   REQUIRE_GPU();
-  const ModelConfig c = apply_overrides(load_model_config("70b-fp16"), RunSpec{});
+  const ModelConfig c = apply_overrides(load_model_config("70b-fp16"));
   const WeightSource ws(c, "", 0);
   try {
     Engine e(ws, resolve_kernel("auto", Scheme::fp16), 1 << 20);

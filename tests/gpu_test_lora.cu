@@ -245,10 +245,10 @@ TEST_F(LoraMergedFiles, CheckpointAndQuantizedFileWeightsAreBitIdenticalToHostMa
   const std::string hf = std::string(DB_TEST_DATA) + "/hf/tiny-llama";
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
     SCOPED_TRACE(std::string("checkpoint ") + to_string(s));
-    RunSpec spec;
-    spec.quant = s;
-    if (s == Scheme::int4) spec.group_size = 32;
-    const ModelConfig c = apply_overrides(load_model_config(hf), spec);
+    QuantOverrides asked;
+    asked.scheme = s;
+    if (s == Scheme::int4) asked.group_size = 32;
+    const ModelConfig c = apply_overrides(load_model_config(hf), asked);
     const Adapter a = load_adapter("synthetic:rank=4", c, 2, AdapterMode::merged);
     const WeightSource ws(c, hf, 0, &a);
     expect_device_weights_equal_host(ws);
@@ -560,7 +560,7 @@ TEST(LoraGolden, CudaBackendReproducesPeftInBothModes) {
   std::memcpy(logits.data(), lt.data, lt.nbytes);
   const int64_t prompt = std::stoll(golden.metadata().at("prompt_length")), vocab = lt.shape.at(1);
   const int64_t n = static_cast<int64_t>(seq.size());
-  const ModelConfig c = apply_overrides(load_model_config(model), RunSpec{});
+  const ModelConfig c = apply_overrides(load_model_config(model));
   for (AdapterMode mode : {AdapterMode::external, AdapterMode::merged}) {
     const char* name = mode == AdapterMode::external ? "external" : "merged";
     SCOPED_TRACE(name);

@@ -19,7 +19,6 @@
 #include "decodebench/error.h"
 #include "decodebench/half.h"
 #include "decodebench/result.h"
-#include "decodebench/run_spec.h"
 #include "decodebench/safetensors.h"
 
 using namespace db;
@@ -31,9 +30,7 @@ namespace fs = std::filesystem;
 const std::string kTinyLlama = std::string(DB_TEST_DATA) + "/hf/tiny-llama";
 
 ModelConfig tiny(Scheme s) {
-  RunSpec spec;
-  spec.quant = s;
-  return apply_overrides(load_model_config("tiny"), spec);
+  return apply_overrides(load_model_config("tiny"), {s});
 }
 
 // Logits of `steps` teacher-forced steps over the backends' prompt, one vector per step.
@@ -183,10 +180,8 @@ TEST(Adapter, ExternalAndMergedAgreeWithinOneFp16RoundingOfTheMergedWeight) {
   }
   {
     SCOPED_TRACE("tiny qwen3 checkpoint (q_dim 256 != hidden 128)");
-    RunSpec spec;
-    spec.quant = Scheme::fp16;
     const std::string dir = std::string(DB_TEST_DATA) + "/hf/tiny-qwen3";
-    expect_external_matches_merged(apply_overrides(load_model_config(dir), spec), dir, 0);
+    expect_external_matches_merged(apply_overrides(load_model_config(dir), {Scheme::fp16}), dir, 0);
   }
 }
 
@@ -390,9 +385,7 @@ TEST_F(PeftDir, TargetModulesMayBeAllLinearOrARegularExpression) {
 // function, so within one fp16 rounding of the merged weights (see the bound above), in
 // both modes.
 TEST_F(PeftDir, HandMadeAdapterMatchesAHandMergedCheckpoint) {
-  RunSpec spec;
-  spec.quant = Scheme::fp16;
-  const ModelConfig c = apply_overrides(load_model_config(kTinyLlama), spec);
+  const ModelConfig c = apply_overrides(load_model_config(kTinyLlama), {Scheme::fp16});
   const int r = 2;
   const double alpha = 3, scale = alpha / r;
   auto a_value = [](int64_t l, int lin, int64_t k, int64_t i) {

@@ -389,8 +389,8 @@ TEST(UserConfig, ExtendsAPresetAndARelativeFile) {
 }
 
 TEST(Overrides, ApplyThenValidate) {
-  db::RunSpec s;
-  s.quant = Scheme::int4;
+  db::QuantOverrides s;
+  s.scheme = Scheme::int4;
   s.group_size = 64;
   s.lm_head = Scheme::int8;
   const ModelConfig c = db::apply_overrides(db::load_model_config("8b"), s);
@@ -410,8 +410,8 @@ TEST(Overrides, ApplyThenValidate) {
 // does not divide is refused.
 TEST(Overrides, Int4GroupSizeFitsTheMatrices) {
   const std::string smollm = std::string(DB_TEST_DATA) + "/configs/smollm2_135m.json";
-  db::RunSpec s;
-  s.quant = Scheme::int4;
+  db::QuantOverrides s;
+  s.scheme = Scheme::int4;
   const ModelConfig c = db::apply_overrides(db::load_model_config(smollm), s);
   EXPECT_EQ(c.quant.group_size, 64);
   EXPECT_EQ(c.group_size_note, "int4 group size 64 instead of 128: 128 does not divide hidden_size 576");

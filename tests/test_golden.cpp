@@ -14,7 +14,6 @@
 
 #include "decodebench/adapter.h"
 #include "decodebench/cpu_reference.h"
-#include "decodebench/run_spec.h"
 #include "decodebench/safetensors.h"
 #include "reference_trace.h"
 
@@ -33,10 +32,10 @@ Golden load_golden(const char* model) {
 }
 
 ModelConfig config_of(const char* model, Scheme s) {
-  RunSpec spec;
-  spec.quant = s;
-  if (s == Scheme::int4) spec.group_size = 32;
-  return apply_overrides(load_model_config(dir(model)), spec);
+  QuantOverrides asked;
+  asked.scheme = s;
+  if (s == Scheme::int4) asked.group_size = 32;
+  return apply_overrides(load_model_config(dir(model)), asked);
 }
 
 double max_rel(const float* a, const float* b, int64_t n) {

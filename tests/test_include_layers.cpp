@@ -66,6 +66,21 @@ std::map<fs::path, std::vector<fs::path>> include_graph() {
   return g;
 }
 
+// Every product file `from` includes, directly or through others.
+std::set<fs::path> reachable(const std::map<fs::path, std::vector<fs::path>>& g, const fs::path& from) {
+  std::set<fs::path> seen;
+  std::vector<fs::path> todo{from};
+  while (!todo.empty()) {
+    const fs::path f = todo.back();
+    todo.pop_back();
+    const auto it = g.find(f);
+    if (it == g.end()) continue;
+    for (const fs::path& to : it->second)
+      if (seen.insert(to).second) todo.push_back(to);
+  }
+  return seen;
+}
+
 }  // namespace
 
 TEST(IncludeLayers, NoFileIncludesAHigherLayer) {
@@ -96,4 +111,21 @@ TEST(IncludeLayers, NoHeaderIncludesItselfThroughOthers) {
   };
   for (const auto& entry : g)
     if (!done.count(entry.first)) visit(entry.first);
+}
+
+// Within the core, the model (configs, shapes, the kernel table, the linear plan) sits below
+// the weight readers and the run: a config is resolved from the command line's overrides and
+// a weights file's recorded quantization that its callers read, never by reading a file or a
+// RunSpec itself.
+TEST(IncludeLayers, TheModelReadsNoWeightsFileAndKnowsNoRun) {
+  const auto g = include_graph();
+  const fs::path above[] = {"include/decodebench/run_spec.h",    "include/decodebench/weights.h",
+                            "include/decodebench/safetensors.h", "include/decodebench/adapter.h",
+                            "include/decodebench/backend.h",     "include/decodebench/commands.h"};
+  ASSERT_TRUE(g.count("src/model/config.cpp"));
+  for (const auto& [from, tos] : g) {
+    if (*std::next(from.begin()) != "model" || *from.begin() != "src") continue;
+    const std::set<fs::path> r = reachable(g, from);
+    for (const fs::path& a : above) EXPECT_FALSE(r.count(a)) << from << " includes " << a;
+  }
 }

@@ -20,7 +20,6 @@
 #include "decodebench/model.h"
 #include "decodebench/quant.h"
 #include "decodebench/result.h"
-#include "decodebench/run_spec.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/weights.h"
 #include "reference_trace.h"
@@ -65,9 +64,8 @@ void PrintTo(const Model& m, std::ostream* os) {
   *os << m.dir;
 }
 
-ModelConfig config_of(const std::string& dir, RunSpec spec = {}) {
-  spec.weights = dir;
-  return apply_overrides(load_model_config(dir), spec);
+ModelConfig config_of(const std::string& dir, const QuantOverrides& asked = {}) {
+  return config_for_weights(load_model_config(dir), asked, dir);
 }
 
 std::string error_of(const std::function<void()>& f) {
@@ -384,17 +382,17 @@ TEST_F(Int4Refusal, SymmetricGptqWithAZeroOtherThanEightIsRefused) {
 }
 
 TEST(Int4Overrides, QuantOrGroupSizeThatContradictTheFileIsRefused) {
-  RunSpec s;
-  s.quant = Scheme::int8;
+  QuantOverrides s;
+  s.scheme = Scheme::int8;
   expect_one_line(error_of([&] { config_of(data("gptq-v1-asym"), s); }),
                   "holds GPTQ int4 weights (quantization_config): --quant int8 contradicts it");
-  RunSpec g;
+  QuantOverrides g;
   g.group_size = 64;
   expect_one_line(
       error_of([&] { config_of(data("awq"), g); }),
       "holds AWQ int4 weights (quantization_config) with group size 32: --group-size 64 contradicts it");
-  RunSpec same;  // the file's own values are accepted
-  same.quant = Scheme::int4;
+  QuantOverrides same;  // the file's own values are accepted
+  same.scheme = Scheme::int4;
   same.group_size = 32;
   EXPECT_EQ(config_of(data("awq"), same).quant.group_size, 32);
 }
@@ -449,13 +447,10 @@ TEST_F(Int4Refusal, GroupSizeMinusOneGivesEveryGroupOfARowItsScaleAndZero) {
 
 // Packed tensors without a quantization_config (a preset as --model): said, not misread.
 TEST(Int4Overrides, PackedTensorsWithoutQuantizationConfigAreRefusedWithAHint) {
-  RunSpec s;
-  s.weights = data("gptq-v1-asym");
-  s.quant = Scheme::int4;
-  s.group_size = 32;
-  const ModelConfig c = apply_overrides(load_model_config("tiny"), s);
+  const std::string weights = data("gptq-v1-asym");
+  const ModelConfig c = config_for_weights(load_model_config("tiny"), {Scheme::int4, 32}, weights);
   expect_one_line(
-      error_of([&] { WeightSource ws(c, s.weights, 0); }),
+      error_of([&] { WeightSource ws(c, weights, 0); }),
       "hold packed int4 tensors (model.layers.0.self_attn.q_proj.qweight) but config tiny has no GPTQ "
       "or AWQ quantization_config");
 }

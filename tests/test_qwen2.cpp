@@ -15,7 +15,6 @@
 #include "decodebench/error.h"
 #include "decodebench/half.h"
 #include "decodebench/measure.h"
-#include "decodebench/run_spec.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/weights.h"
 #include "reference_trace.h"
@@ -25,9 +24,7 @@ using namespace db;
 namespace {
 
 ModelConfig tiny_qwen2(Scheme s = Scheme::fp16) {
-  RunSpec spec;
-  spec.quant = s;
-  return apply_overrides(load_model_config("tiny-qwen2"), spec);
+  return apply_overrides(load_model_config("tiny-qwen2"), {s});
 }
 
 // The same shapes computed as llama: what qwen2 is without its biases.

@@ -13,7 +13,6 @@
 #include "decodebench/adapter.h"
 #include "decodebench/error.h"
 #include "decodebench/model.h"
-#include "decodebench/run_spec.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/weights.h"
 #include "temp_dir.h"
@@ -26,10 +25,7 @@ const std::string kData = DB_TEST_DATA;
 
 ModelConfig config(const std::string& model, std::optional<Scheme> quant = std::nullopt,
                    const std::string& weights = "") {
-  RunSpec spec;
-  spec.quant = quant;
-  spec.weights = weights;
-  return apply_overrides(load_model_config(model), spec);
+  return config_for_weights(load_model_config(model), {quant}, weights);
 }
 
 // Rows [r0, r1) of m, as a matrix of its own.

@@ -33,6 +33,10 @@ struct WeightReuse {
   BackendReuse backend;  // its `reused`: runs that found their device weights there
 };
 
+// The config a run of `spec` runs: its model (load_model_config) with its overrides and the
+// quantization its weights file records (config_for_weights, weights.h).
+ModelConfig run_model_config(const RunSpec& spec);
+
 // The identity of a run's weights apart from the backend: model, scheme, group size, zero
 // point, lm_head, weights path, seed, adapter and its mode. Runs of equal keys have equal
 // weights whatever their positions, kernel or graph switch.

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,6 +87,34 @@ ModelConfig load_model_config(const std::string& name_or_path);
 // Parses a JSON text (preset, decodebench config or HF config.json); `origin` names it in
 // errors. Presets may say {"extends": "8b", ...}; `resolve_extends` looks the base up.
 ModelConfig parse_model_config(const std::string& json_text, const std::string& origin);
+
+// What a run asks of its config's quantization, each field unset where the config's own
+// stands: --quant, --group-size, --lm-head.
+struct QuantOverrides {
+  std::optional<Scheme> scheme;
+  std::optional<int> group_size;
+  std::optional<Scheme> lm_head;
+};
+
+// The quantization a decodebench weights file records in its __metadata__ ("format":
+// "decodebench"), as decodebench_file_quant (weights.h) reads it. Absent keys stay empty; a
+// file of another format gives decodebench = false and nothing else.
+struct FileQuant {
+  std::string file;  // the file it was read from, for messages
+  bool decodebench = false;
+  std::optional<Scheme> scheme;    // "quant"
+  std::optional<int> group_size;   // "group_size"
+  std::optional<bool> zero_point;  // "zero_point": "true" or "false"
+  std::optional<Scheme> lm_head;   // "lm_head"
+};
+
+// Applies `asked` to a loaded config and validates the result. An HF config.json says nothing
+// about quantization, so an HF config takes what `recorded` (its weights file's) says where
+// `asked` leaves a field unset; a GPTQ/AWQ quantization_config fixes the block linears' scheme
+// and group size, and a --quant or --group-size that contradicts it is refused; a config's own
+// int4 group size that does not divide an int4 matrix's input gives way to one that does
+// (group_size_note). Errors name the config and what was applied to it.
+ModelConfig apply_overrides(ModelConfig c, const QuantOverrides& asked = {}, const FileQuant& recorded = {});
 
 // Checks every field for consistency (positive sizes, heads divisible by kv heads,
 // group size dividing the input dimensions of every int4 matrix, ...) and bounds every size

@@ -58,10 +58,28 @@ struct RunSpec {
   std::string command_line;  // for the result's "command" field
 };
 
-const char* to_string(BackendKind b);
-const char* to_string(OutputFormat f);
+inline const char* to_string(BackendKind b) {
+  switch (b) {
+    case BackendKind::cuda:
+      return "cuda";
+    case BackendKind::cpu:
+      return "cpu";
+  }
+  return "?";
+}
 
-// Applies the overrides of `spec` to a loaded config and validates the result.
-ModelConfig apply_overrides(ModelConfig c, const RunSpec& spec);
+inline const char* to_string(OutputFormat f) {
+  switch (f) {
+    case OutputFormat::json:
+      return "json";
+    case OutputFormat::jsonl:
+      return "jsonl";
+    case OutputFormat::md:
+      return "md";
+    case OutputFormat::csv:
+      return "csv";
+  }
+  return "?";
+}
 
 }  // namespace db

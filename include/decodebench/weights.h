@@ -131,18 +131,16 @@ class WeightSource {
   const Adapter* adapter_ = nullptr;
 };
 
-// The quantization a decodebench file records in its __metadata__ ("format": "decodebench"),
+// The quantization a decodebench file records in its __metadata__ (config.h FileQuant),
 // each key parsed strictly: a value that is not what its key needs ("group_size": "abc") is a
-// db::Error naming the file and the key. Absent keys stay empty; a file of another format
-// gives decodebench = false and nothing else.
-struct FileQuant {
-  bool decodebench = false;
-  std::optional<Scheme> scheme;    // "quant"
-  std::optional<int> group_size;   // "group_size"
-  std::optional<bool> zero_point;  // "zero_point": "true" or "false"
-  std::optional<Scheme> lm_head;   // "lm_head"
-};
+// db::Error naming the file and the key.
 FileQuant decodebench_file_quant(const Checkpoint& file);
+
+// The config a run of `weights` (a weights file or directory; empty: synthetic) runs:
+// apply_overrides, with the quantization the file records when the config is an HF one, which
+// says none (`--model hf-dir --weights model-int4.safetensors` needs no --quant int4). A preset
+// or decodebench config names its own scheme, and a file that disagrees is refused at load.
+ModelConfig config_for_weights(ModelConfig c, const QuantOverrides& asked, const std::string& weights);
 
 // A GPTQ or AWQ linear (an origin whose packing is not canonical) in the canonical int4
 // layout: the file's integers, zeros (GPTQ v1's plus 1) and scales, bit for bit; each

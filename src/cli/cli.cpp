@@ -185,11 +185,7 @@ std::optional<std::string> config_beside(const std::string& weights) {
 // Loads the model config with the scheme overrides, as the verb will.
 ModelConfig resolve_config(const std::string& model, std::optional<Scheme> quant,
                            std::optional<int> group_size, std::optional<Scheme> lm_head) {
-  RunSpec s;
-  s.quant = quant;
-  s.group_size = group_size;
-  s.lm_head = lm_head;
-  return apply_overrides(load_model_config(model), s);
+  return apply_overrides(load_model_config(model), {quant, group_size, lm_head});
 }
 
 struct RunArgs {

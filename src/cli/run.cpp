@@ -38,6 +38,11 @@ std::string tokens_hash(const std::vector<int32_t>& tokens) {
 
 }  // namespace
 
+ModelConfig run_model_config(const RunSpec& spec) {
+  return config_for_weights(load_model_config(spec.model), {spec.quant, spec.group_size, spec.lm_head},
+                            spec.weights);
+}
+
 std::string weights_key(const RunSpec& spec, const ModelConfig& cfg) {
   return fmt::format(
       "{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", spec.model, to_string(cfg.quant.scheme),
@@ -56,7 +61,7 @@ void check_batch_supported(const Backend& backend, BackendKind kind, int64_t bat
 }
 
 Result run_one(const RunSpec& spec, WeightReuse* reuse) {
-  const ModelConfig cfg = apply_overrides(load_model_config(spec.model), spec);
+  const ModelConfig cfg = run_model_config(spec);
   const int64_t positions = spec.context + std::max(spec.tokens, spec.warmup);
   if (positions > cfg.max_position_embeddings)
     fail("--context {} + max(--tokens, --warmup) {} = {} positions exceed max_position_embeddings {} of {}",

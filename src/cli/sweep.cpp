@@ -203,7 +203,7 @@ ErrorEntry error_entry(const RunSpec& s, const std::string& message) {
   c["weights"] = s.weights.empty() ? "synthetic" : s.weights;
   c["seed"] = s.seed;
   try {
-    c["scheme"] = to_string(apply_overrides(load_model_config(s.model), s).quant.scheme);
+    c["scheme"] = to_string(run_model_config(s).quant.scheme);
   } catch (const std::exception&) {
     if (s.quant) c["scheme"] = to_string(*s.quant);
   }

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "decodebench/adapter.h"
 #include "decodebench/error.h"
@@ -380,6 +381,7 @@ FileQuant decodebench_file_quant(const Checkpoint& file) {
     const auto it = meta.find(key);
     return it == meta.end() ? nullptr : &it->second;
   };
+  q.file = file.path();
   const std::string* format = find("format");
   if (!format || *format != "decodebench") return q;
   q.decodebench = true;
@@ -404,6 +406,11 @@ FileQuant decodebench_file_quant(const Checkpoint& file) {
     q.zero_point = *v == "true";
   }
   return q;
+}
+
+ModelConfig config_for_weights(ModelConfig c, const QuantOverrides& asked, const std::string& weights) {
+  if (weights.empty() || c.source != "hf") return apply_overrides(std::move(c), asked);
+  return apply_overrides(std::move(c), asked, decodebench_file_quant(Checkpoint(weights)));
 }
 
 WeightSource::~WeightSource() = default;

@@ -7,7 +7,6 @@
 // optional field cannot be ignored silently); HF config.json files carry many fields that
 // do not matter for decode, so only the ones read here are looked at.
 #include "decodebench/config.h"
-#include "decodebench/safetensors.h"
 
 #include <nlohmann/json.hpp>
 
@@ -22,8 +21,6 @@
 #include "decodebench/error.h"
 #include "decodebench/input.h"
 #include "decodebench/model.h"
-#include "decodebench/run_spec.h"
-#include "decodebench/weights.h"
 
 namespace db {
 
@@ -592,30 +589,6 @@ std::vector<std::string> hf_architectures(Arch a) {
   return names;
 }
 
-const char* to_string(BackendKind b) {
-  switch (b) {
-    case BackendKind::cuda:
-      return "cuda";
-    case BackendKind::cpu:
-      return "cpu";
-  }
-  return "?";
-}
-
-const char* to_string(OutputFormat f) {
-  switch (f) {
-    case OutputFormat::json:
-      return "json";
-    case OutputFormat::jsonl:
-      return "jsonl";
-    case OutputFormat::md:
-      return "md";
-    case OutputFormat::csv:
-      return "csv";
-  }
-  return "?";
-}
-
 std::string preset_text(std::string_view name) {
   for (const auto& [stem, text] : embedded_presets())
     if (stem == name) return std::string(text);
@@ -752,19 +725,16 @@ void validate(const ModelConfig& c, const std::string& origin) {
 
 // A decodebench weights file records its quantization (__metadata__). An HF config.json says
 // nothing about quantization, so with one the run takes the file's (unless the command line
-// says otherwise): `--model hf-dir --weights model-int4.safetensors` needs no `--quant int4`.
-// A preset or decodebench config names its scheme, and a file that disagrees is an error
-// later, at load. A file that is not decodebench's leaves the config as it is.
-bool quant_from_weights_file(ModelConfig& c, const RunSpec& spec, std::string& overrides) {
-  if (spec.weights.empty() || c.source != "hf") return false;
-  const Checkpoint file(spec.weights);
-  const FileQuant q = decodebench_file_quant(file);
-  if (!q.decodebench) return false;
-  if (!spec.quant && q.scheme) c.quant.scheme = *q.scheme;
-  if (!spec.group_size && q.group_size) c.quant.group_size = *q.group_size;
+// says otherwise). A preset or decodebench config names its scheme, and a file that disagrees
+// is an error later, at load. A file that is not decodebench's leaves the config as it is.
+static bool quant_from_weights_file(ModelConfig& c, const QuantOverrides& asked, const FileQuant& q,
+                                    std::string& overrides) {
+  if (!q.decodebench || c.source != "hf") return false;
+  if (!asked.scheme && q.scheme) c.quant.scheme = *q.scheme;
+  if (!asked.group_size && q.group_size) c.quant.group_size = *q.group_size;
   if (q.zero_point) c.quant.zero_point = *q.zero_point;
-  if (!spec.lm_head && q.lm_head) c.quant.lm_head = *q.lm_head;
-  overrides += fmt::format(" the quantization of {}", spec.weights);
+  if (!asked.lm_head && q.lm_head) c.quant.lm_head = *q.lm_head;
+  overrides += fmt::format(" the quantization of {}", q.file);
   return true;
 }
 
@@ -794,13 +764,13 @@ static void fit_group_size(ModelConfig& c) {
 // row with the row's scale and zero) and zero point (none for symmetric GPTQ: every zero is 8).
 // Its weights are converted, never re-quantized, so a --quant or --group-size that
 // contradicts it is refused.
-static bool quant_from_hf_int4(ModelConfig& c, const RunSpec& spec, std::string& overrides) {
+static bool quant_from_hf_int4(ModelConfig& c, const QuantOverrides& asked, std::string& overrides) {
   if (c.hf_int4.format.empty()) return false;
   const std::string what = fmt::format("config {} holds {} int4 weights (quantization_config)", c.name,
                                        c.hf_int4.format == "awq" ? "AWQ" : "GPTQ");
-  if (spec.quant && *spec.quant != Scheme::int4)
+  if (asked.scheme && *asked.scheme != Scheme::int4)
     fail("{}: --quant {} contradicts it (they are converted, not re-quantized)", what,
-         to_string(*spec.quant));
+         to_string(*asked.scheme));
   c.quant.scheme = Scheme::int4;
   int group = c.hf_int4.group_size;
   if (group == -1) {
@@ -808,31 +778,31 @@ static bool quant_from_hf_int4(ModelConfig& c, const RunSpec& spec, std::string&
     for (const auto& in : int4_inputs(c)) d = std::gcd(d, in.second);
     group = static_cast<int>(std::min<int64_t>(d, kMaxGroupSize));
   }
-  if (spec.group_size && *spec.group_size != group)
-    fail("{} with group size {}: --group-size {} contradicts it", what, group, *spec.group_size);
+  if (asked.group_size && *asked.group_size != group)
+    fail("{} with group size {}: --group-size {} contradicts it", what, group, *asked.group_size);
   c.quant.group_size = group;
   c.quant.zero_point = !(c.hf_int4.format != "awq" && c.hf_int4.sym);
   overrides += fmt::format(" the {} quantization_config", c.hf_int4.format);
   return true;
 }
 
-ModelConfig apply_overrides(ModelConfig c, const RunSpec& spec) {
+ModelConfig apply_overrides(ModelConfig c, const QuantOverrides& asked, const FileQuant& recorded) {
   std::string overrides;
   const bool from_file =
-      quant_from_weights_file(c, spec, overrides) || quant_from_hf_int4(c, spec, overrides);
-  if (spec.quant) {
-    c.quant.scheme = *spec.quant;
-    overrides += fmt::format(" --quant {}", to_string(*spec.quant));
+      quant_from_weights_file(c, asked, recorded, overrides) || quant_from_hf_int4(c, asked, overrides);
+  if (asked.scheme) {
+    c.quant.scheme = *asked.scheme;
+    overrides += fmt::format(" --quant {}", to_string(*asked.scheme));
   }
-  if (spec.group_size) {
-    c.quant.group_size = *spec.group_size;
-    overrides += fmt::format(" --group-size {}", *spec.group_size);
+  if (asked.group_size) {
+    c.quant.group_size = *asked.group_size;
+    overrides += fmt::format(" --group-size {}", *asked.group_size);
   }
-  if (spec.lm_head) {
-    c.quant.lm_head = *spec.lm_head;
-    overrides += fmt::format(" --lm-head {}", to_string(*spec.lm_head));
+  if (asked.lm_head) {
+    c.quant.lm_head = *asked.lm_head;
+    overrides += fmt::format(" --lm-head {}", to_string(*asked.lm_head));
   }
-  if (!spec.group_size && !from_file) fit_group_size(c);
+  if (!asked.group_size && !from_file) fit_group_size(c);
   std::string origin = c.source == "preset" ? c.name + " (preset)" : c.name;
   if (!overrides.empty()) origin += " with" + overrides;
   validate(c, origin);

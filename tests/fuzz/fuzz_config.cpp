@@ -14,10 +14,10 @@
 #include <string>
 
 #include "decodebench/accounting.h"
+#include "decodebench/config.h"
 #include "decodebench/error.h"
 #include "decodebench/model.h"
 #include "decodebench/rope.h"
-#include "decodebench/run_spec.h"
 #include "fuzz_common.h"
 
 namespace {
@@ -75,16 +75,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)db::rope_table(c, std::min<int64_t>(c.max_position_embeddings, 4));
     (void)db::account_bytes(c, db::AdapterShape{}, db::KernelTraffic{}, 0, c.max_position_embeddings - 1);
     try {  // as a run without overrides takes it: an HF int4 config's scheme and group size
-      const db::ModelConfig o = db::apply_overrides(c, db::RunSpec{});
+      const db::ModelConfig o = db::apply_overrides(c);
       (void)db::account_bytes(o, db::AdapterShape{}, db::KernelTraffic{}, 0, 0);
     } catch (const db::Error&) {
     }
     for (db::Scheme s : {db::Scheme::fp16, db::Scheme::int8, db::Scheme::int4}) {
-      db::RunSpec spec;
-      spec.quant = s;
-      spec.group_size = static_cast<int>(size % 7 == 0 ? 32 : 128);
+      const db::QuantOverrides asked{s, static_cast<int>(size % 7 == 0 ? 32 : 128)};
       try {
-        const db::ModelConfig o = db::apply_overrides(c, spec);
+        const db::ModelConfig o = db::apply_overrides(c, asked);
         (void)db::account_bytes(o, db::AdapterShape{}, db::KernelTraffic{}, 0, 0);
       } catch (const db::Error&) {
       }

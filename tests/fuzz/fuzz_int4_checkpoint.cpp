@@ -15,7 +15,6 @@
 
 #include "decodebench/error.h"
 #include "decodebench/model.h"
-#include "decodebench/run_spec.h"
 #include "decodebench/weights.h"
 #include "fuzz_common.h"
 
@@ -55,9 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   db_fuzz::write_file("int4/model.safetensors",
                       split == std::string::npos ? "" : text.substr(split + marker.size()));
   try {
-    db::RunSpec spec;
-    spec.weights = dir;
-    const db::ModelConfig c = db::apply_overrides(db::load_model_config(dir), spec);
+    const db::ModelConfig c = db::config_for_weights(db::load_model_config(dir), {}, dir);
     const db::WeightSource ws(c, dir, 0);  // every tensor resolved and checked here
     for (int64_t l = 0; l < c.num_hidden_layers; ++l)
       for (db::Linear lin : db::kLinears) check_blocks(ws, ws.linear(l, lin), c.quant.scheme);
