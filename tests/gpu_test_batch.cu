@@ -25,7 +25,7 @@ using dbtest::Trace;
 
 namespace {
 
-// Each sequence's prompt (measure.h): sequence s's token i.
+// Each sequence's prompt (decoder.h): sequence s's token i.
 std::vector<int32_t> prompts_at(int64_t batch, int64_t i, int64_t vocab) {
   std::vector<int32_t> t(static_cast<size_t>(batch));
   for (int64_t s = 0; s < batch; ++s) t[static_cast<size_t>(s)] = prompt_token(s, i, vocab);

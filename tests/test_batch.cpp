@@ -17,7 +17,7 @@
 #include "decodebench/cpu_reference.h"
 #include "decodebench/error.h"
 #include "decodebench/kernel_registry.h"
-#include "decodebench/measure.h"
+#include "decodebench/protocol.h"
 #include "decodebench/weights.h"
 
 namespace {

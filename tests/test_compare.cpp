@@ -20,9 +20,10 @@
 #include "decodebench/compare.h"
 #include "decodebench/energy.h"
 #include "decodebench/error.h"
-#include "decodebench/measure.h"
 #include "decodebench/printers.h"
 #include "decodebench/result.h"
+#include "decodebench/stability.h"
+#include "decodebench/stats.h"
 
 namespace {
 

@@ -16,7 +16,8 @@
 
 #include "decodebench/config.h"
 #include "decodebench/energy.h"
-#include "decodebench/measure.h"
+#include "decodebench/protocol.h"
+#include "decodebench/stats.h"
 #include "decodebench/weights.h"
 #include "temp_dir.h"
 

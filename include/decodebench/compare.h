@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "decodebench/measure.h"
 #include "decodebench/result.h"
 
 namespace db {

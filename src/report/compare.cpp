@@ -19,6 +19,8 @@
 #include "decodebench/commands.h"
 #include "decodebench/error.h"
 #include "decodebench/input.h"
+#include "decodebench/stability.h"
+#include "decodebench/stats.h"
 
 namespace db {
 namespace {
