@@ -236,16 +236,16 @@ TEST(EngineBatchTokens, GoldensAtBatchThree) {
       batch[s].tokens = e.tokens(s, n - prompt);
       alone.set_first_position(0);
       for (int64_t i = 0; i < prompt - 1; ++i) {
-        alone.set_input(i, input(s, i));
+        alone.set_inputs(i, {input(s, i)});
         alone.enqueue_step();
       }
       alone.set_first_position(prompt - 1);
-      alone.set_input(prompt - 1, input(s, prompt - 1));
+      alone.set_inputs(prompt - 1, {input(s, prompt - 1)});
       Trace a;
       for (int64_t i = prompt - 1; i < n - 1; ++i) {
         alone.launch_graph();
-        a.logits.push_back(alone.logits());
-        a.tokens.push_back(alone.next_token());
+        a.logits.push_back(alone.logits(0));
+        a.tokens.push_back(alone.next_tokens()[0]);
       }
       expect_tokens_as_alone(batch[s], a, fmt::format("{} sequence {}", model, s));
     }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,9 +39,10 @@ class ScriptedClock final : public db::StepClock {
 class ScriptedDecoder final : public db::Decoder {
  public:
   explicit ScriptedDecoder(std::vector<double> reps) : clock_(std::move(reps)) {}
+  int64_t batch() const override { return 1; }
   void prefill(int64_t n) override { prefilled += n; }
-  void restart(int64_t position, int32_t token) override {
-    restarts.push_back({position, token});
+  void restart(int64_t position, const std::vector<int32_t>& tokens) override {
+    restarts.push_back({position, tokens});
     generated_.clear();
   }
   // From the `diverge_after`-th synchronize on, the steps generate other tokens.
@@ -49,20 +51,63 @@ class ScriptedDecoder final : public db::Decoder {
     generated_.push_back(static_cast<int32_t>(generated_.size()) + (diverged ? 1 : 0));
   }
   void synchronize() override { ++syncs_; }
-  int32_t read_token() override { return generated_.empty() ? 0 : generated_.back(); }
-  std::vector<int32_t> tokens(int64_t n) override { return {generated_.begin(), generated_.begin() + n}; }
-  std::vector<float> logits() override { return {}; }
+  std::vector<int32_t> read_tokens() override { return {generated_.empty() ? 0 : generated_.back()}; }
+  std::vector<int32_t> tokens(int64_t, int64_t n) override {
+    return {generated_.begin(), generated_.begin() + n};
+  }
+  std::vector<float> logits(int64_t) override { return {}; }
   db::StepClock& clock() override { return clock_; }
   db::DecoderFacts facts() override { return {}; }
 
   int64_t prefilled = 0;
-  std::vector<std::pair<int64_t, int32_t>> restarts;
+  std::vector<std::pair<int64_t, std::vector<int32_t>>> restarts;
   int diverge_after = 0;  // 0: never
   ScriptedClock clock_;
 
  private:
   std::vector<int32_t> generated_;
   int syncs_ = 0;
+};
+
+// A decoder of `batch` sequences that logs each call the protocol makes, without the sequence
+// a per-sequence read names. Sequence s's tokens are 1, 2, ... from the restart on.
+class CallLog final : public db::Decoder {
+ public:
+  CallLog(int64_t batch, int64_t vocab) : batch_(batch), vocab_(vocab), clock_({1.0}) {}
+  int64_t batch() const override { return batch_; }
+  void prefill(int64_t n) override { log.push_back("prefill " + std::to_string(n)); }
+  void restart(int64_t position, const std::vector<int32_t>& tokens) override {
+    log.push_back("restart " + std::to_string(position) + " x" + std::to_string(tokens.size()));
+    steps_ = 0;
+  }
+  void step() override {
+    log.push_back("step");
+    ++steps_;
+  }
+  void synchronize() override { log.push_back("sync"); }
+  std::vector<int32_t> read_tokens() override {
+    log.push_back("read_tokens");
+    return std::vector<int32_t>(static_cast<size_t>(batch_), steps_);
+  }
+  std::vector<int32_t> tokens(int64_t, int64_t n) override {
+    log.push_back("tokens");
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>(i + 1);
+    return t;
+  }
+  std::vector<float> logits(int64_t) override {
+    log.push_back("logits");
+    return std::vector<float>(static_cast<size_t>(vocab_), 0.f);
+  }
+  db::StepClock& clock() override { return clock_; }
+  db::DecoderFacts facts() override { return {}; }
+
+  std::vector<std::string> log;
+
+ private:
+  int64_t batch_, vocab_;
+  int32_t steps_ = 0;
+  ScriptedClock clock_;
 };
 
 class Measure : public ::testing::Test {
@@ -81,9 +126,9 @@ TEST_F(Measure, PrefillsWarmsUpThenRunsRepeatRepetitionsEachFromTheSamePositionA
   const db::Measurement m = db::measure_decode(d, p, weights, false);
   EXPECT_EQ(d.prefilled, 7);
   ASSERT_EQ(d.restarts.size(), 4u);  // the warm-up, then each repetition
-  for (const auto& [pos, token] : d.restarts) {
+  for (const auto& [pos, tokens] : d.restarts) {
     EXPECT_EQ(pos, 7);
-    EXPECT_EQ(token, db::prompt_token(7, cfg.vocab_size));
+    EXPECT_EQ(tokens, std::vector<int32_t>{db::prompt_token(7, cfg.vocab_size)});
   }
   EXPECT_EQ(m.samples_ms.size(), 12u);
   EXPECT_EQ(m.repetition_medians_ms, (std::vector<double>{1.0, 1.1, 1.2}));
@@ -148,6 +193,30 @@ TEST_F(Measure, MaxNoiseStopsAtTheRepetitionLimit) {
     EXPECT_EQ(m.repetition_medians_ms.size(), static_cast<size_t>(reps)) << tokens << " tokens";
     EXPECT_EQ(m.samples_ms.size(), static_cast<size_t>(reps * tokens));
   }
+}
+
+// Batch 1 is a batch of one: the protocol makes the calls at batch 1 that it makes at batch 3,
+// in the same order, its per-sequence reads (each repetition's tokens, --check's logits) once
+// a sequence. --sync-per-token and --check take every path there is.
+TEST_F(Measure, ItCallsADecoderOfOneSequenceAsItCallsOneOfThree) {
+  db::Protocol p;
+  p.context = 2;
+  p.tokens = 3;
+  p.sync_per_token = true;
+  p.check = true;
+  CallLog one(1, cfg.vocab_size), three(3, cfg.vocab_size);
+  db::measure_decode(one, p, weights, false);
+  db::measure_decode(three, p, weights, false);
+  std::vector<std::string> expected;
+  for (const std::string& call : one.log) {
+    if (call == "tokens" || call == "logits")
+      expected.insert(expected.end(), 3, call);
+    else
+      expected.push_back(call.rfind("restart ", 0) == 0 ? call.substr(0, call.size() - 1) + "3" : call);
+  }
+  EXPECT_EQ(three.log, expected);
+  // A read after each timed step (3 of each of 5 repetitions) and each step of --check (3).
+  EXPECT_EQ(std::count(one.log.begin(), one.log.end(), "read_tokens"), 3 * 5 + 3);
 }
 
 }  // namespace

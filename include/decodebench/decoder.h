@@ -45,48 +45,34 @@ struct DecoderFacts {
   std::string prefill = "steps";              // how prefill() reaches the context (timing.prefill)
 };
 
-// One run's decode loop on a backend. Steps may run asynchronously (the CUDA backend
-// enqueues them); each step's argmax is the next step's input, on the device.
-//
-// A decoder runs batch() sequences in lockstep (--batch B): each has its own KV cache and
-// prompt, all are at the same position, and one step decodes one token of each. The
-// methods of the first group serve every batch size: prefill() and step() act on all
-// sequences. At batch 1 the protocol calls only those of the first group, as it always has;
-// at B > 1 it calls the batch group in place of restart(), read_token(), tokens() and
-// logits(). The batch group's defaults serve a decoder of batch 1 (sequence 0 only), so a
-// backend that runs batch 1 only implements the first group.
+// One run's decode loop on a backend, over batch() sequences in lockstep (--batch B; batch 1
+// is a batch of one): each sequence has its own KV cache and prompt, all are at the same
+// position, and one step decodes one token of each. Steps may run asynchronously (the CUDA
+// backend enqueues them); each step's argmax is the sequence's next input, on the device.
 class Decoder {
  public:
   virtual ~Decoder() = default;
+  // The number of sequences B, fixed at construction (DecoderSpec::batch).
+  virtual int64_t batch() const = 0;
   // Writes the KV cache of prompt_token(s, 0 .. n-1) for every sequence s at positions
   // 0 .. n-1, untimed, and waits for it: a step a token, or the prompt in batched chunks
   // (DecoderFacts::prefill).
   virtual void prefill(int64_t n) = 0;
-  // The next step decodes `token` at `position`; tokens() counts the steps from here.
-  virtual void restart(int64_t position, int32_t token) = 0;
+  // The next step decodes tokens[s] [B] in sequence s at `position`; tokens() counts the
+  // steps from here.
+  virtual void restart(int64_t position, const std::vector<int32_t>& tokens) = 0;
   virtual void step() = 0;
   virtual void synchronize() = 0;
-  // Waits for the steps so far and returns the last one's token (what a serving loop reads).
-  virtual int32_t read_token() = 0;
-  // Waits, then the tokens of the first n steps since restart().
-  virtual std::vector<int32_t> tokens(int64_t n) = 0;
-  // Waits, then the last step's logits [vocab].
-  virtual std::vector<float> logits() = 0;
+  // Waits for the steps so far and returns the last one's token of every sequence [B] (what a
+  // serving loop reads).
+  virtual std::vector<int32_t> read_tokens() = 0;
+  // Waits, then sequence s's tokens of the first n steps since restart().
+  virtual std::vector<int32_t> tokens(int64_t s, int64_t n) = 0;
+  // Waits, then sequence s's logits of the last step [vocab].
+  virtual std::vector<float> logits(int64_t s) = 0;
   virtual StepClock& clock() = 0;
   // After the run: its load time, memory and launch costs.
   virtual DecoderFacts facts() = 0;
-
-  // ---- batch: B sequences in lockstep (the defaults are batch 1's)
-  // The number of sequences B, fixed at construction (DecoderSpec::batch).
-  virtual int64_t batch() const { return 1; }
-  // As restart(), sequence s decoding tokens[s] [B] at `position`.
-  virtual void restart_batch(int64_t position, const std::vector<int32_t>& tokens);
-  // Waits for the steps so far and returns the last one's token of every sequence [B].
-  virtual std::vector<int32_t> read_tokens();
-  // Waits, then sequence s's tokens of the first n steps since restart_batch().
-  virtual std::vector<int32_t> sequence_tokens(int64_t s, int64_t n);
-  // Waits, then sequence s's logits of the last step [vocab].
-  virtual std::vector<float> sequence_logits(int64_t s);
 };
 
 }  // namespace db
