@@ -32,19 +32,19 @@ inline Trace run_engine(db::cuda::Engine& e, int64_t context, int64_t steps, boo
   const int64_t vocab = e.config().vocab_size;
   e.set_first_position(0);
   for (int64_t i = 0; i < context; ++i) {
-    e.set_input(i, db::prompt_token(i, vocab));
+    e.set_inputs(i, {db::prompt_token(i, vocab)});
     e.enqueue_step();
   }
   e.set_first_position(context);
-  e.set_input(context, db::prompt_token(context, vocab));
+  e.set_inputs(context, {db::prompt_token(context, vocab)});
   Trace t;
   for (int64_t i = 0; i < steps; ++i) {
     if (graph)
       e.launch_graph();
     else
       e.enqueue_step();
-    t.logits.push_back(e.logits());
-    t.tokens.push_back(e.next_token());
+    t.logits.push_back(e.logits(0));
+    t.tokens.push_back(e.next_tokens()[0]);
   }
   return t;
 }

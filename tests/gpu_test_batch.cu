@@ -25,7 +25,7 @@ using dbtest::Trace;
 
 namespace {
 
-// Each sequence's prompt (measure.h): sequence s's token i.
+// Each sequence's prompt (decoder.h): sequence s's token i.
 std::vector<int32_t> prompts_at(int64_t batch, int64_t i, int64_t vocab) {
   std::vector<int32_t> t(static_cast<size_t>(batch));
   for (int64_t s = 0; s < batch; ++s) t[static_cast<size_t>(s)] = prompt_token(s, i, vocab);
@@ -236,16 +236,16 @@ TEST(EngineBatchTokens, GoldensAtBatchThree) {
       batch[s].tokens = e.tokens(s, n - prompt);
       alone.set_first_position(0);
       for (int64_t i = 0; i < prompt - 1; ++i) {
-        alone.set_input(i, input(s, i));
+        alone.set_inputs(i, {input(s, i)});
         alone.enqueue_step();
       }
       alone.set_first_position(prompt - 1);
-      alone.set_input(prompt - 1, input(s, prompt - 1));
+      alone.set_inputs(prompt - 1, {input(s, prompt - 1)});
       Trace a;
       for (int64_t i = prompt - 1; i < n - 1; ++i) {
         alone.launch_graph();
-        a.logits.push_back(alone.logits());
-        a.tokens.push_back(alone.next_token());
+        a.logits.push_back(alone.logits(0));
+        a.tokens.push_back(alone.next_tokens()[0]);
       }
       expect_tokens_as_alone(batch[s], a, fmt::format("{} sequence {}", model, s));
     }

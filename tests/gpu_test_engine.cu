@@ -111,14 +111,14 @@ std::vector<std::vector<float>> forced_logits(Engine& e, int64_t context,
   const int64_t vocab = e.config().vocab_size;
   e.set_first_position(0);
   for (int64_t i = 0; i < context; ++i) {
-    e.set_input(i, prompt_token(i, vocab));
+    e.set_inputs(i, {prompt_token(i, vocab)});
     e.enqueue_step();
   }
   std::vector<std::vector<float>> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    e.set_input(context + static_cast<int64_t>(i), inputs[i]);
+    e.set_inputs(context + static_cast<int64_t>(i), {inputs[i]});
     e.launch_graph();
-    out.push_back(e.logits());
+    out.push_back(e.logits(0));
   }
   return out;
 }
@@ -372,9 +372,9 @@ TEST(EngineInt4Checkpoint, GptqAndAwqFilesMatchTheCpuReference) {
     t.set_first_position(0);
     std::vector<std::vector<float>> got;
     for (int64_t pos = 0; pos < n; ++pos) {
-      t.set_input(pos, g.tokens[static_cast<size_t>(pos)]);
+      t.set_inputs(pos, {g.tokens[static_cast<size_t>(pos)]});
       t.launch_graph();
-      got.push_back(t.logits());
+      got.push_back(t.logits(0));
     }
     expect_reference_logits(got, hf, std::string(model) + " vs transformers");
   }
@@ -405,13 +405,13 @@ TEST(EngineGolden, Fp16GivesTransformersTokens) {
     Engine e(ws, resolve_kernel("auto", Scheme::fp16), n);
     e.set_first_position(0);
     for (int64_t i = 0; i < prompt - 1; ++i) {
-      e.set_input(i, seq[i]);
+      e.set_inputs(i, {seq[i]});
       e.enqueue_step();
     }
     e.set_first_position(prompt - 1);
-    e.set_input(prompt - 1, seq[prompt - 1]);
+    e.set_inputs(prompt - 1, {seq[prompt - 1]});
     for (int64_t i = prompt - 1; i < n - 1; ++i) e.launch_graph();
-    const std::vector<int32_t> got = e.tokens(n - prompt);
+    const std::vector<int32_t> got = e.tokens(0, n - prompt);
     EXPECT_EQ(got, std::vector<int32_t>(seq.begin() + prompt, seq.end())) << model;
   }
 }

@@ -301,9 +301,9 @@ std::vector<std::vector<float>> forced_logits(Engine& e, const std::vector<int32
   e.set_first_position(0);
   std::vector<std::vector<float>> out;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    e.set_input(static_cast<int64_t>(i), inputs[i]);
+    e.set_inputs(static_cast<int64_t>(i), {inputs[i]});
     e.launch_graph();
-    out.push_back(e.logits());
+    out.push_back(e.logits(0));
   }
   return out;
 }
@@ -576,13 +576,13 @@ TEST(LoraGolden, CudaBackendReproducesPeftInBothModes) {
     // Free-running greedy from the prompt: transformers + peft's tokens.
     e.set_first_position(0);
     for (int64_t i = 0; i < prompt - 1; ++i) {
-      e.set_input(i, seq[i]);
+      e.set_inputs(i, {seq[i]});
       e.enqueue_step();
     }
     e.set_first_position(prompt - 1);
-    e.set_input(prompt - 1, seq[prompt - 1]);
+    e.set_inputs(prompt - 1, {seq[prompt - 1]});
     for (int64_t i = prompt - 1; i < n - 1; ++i) e.launch_graph();
-    EXPECT_EQ(e.tokens(n - prompt), std::vector<int32_t>(seq.begin() + prompt, seq.end()));
+    EXPECT_EQ(e.tokens(0, n - prompt), std::vector<int32_t>(seq.begin() + prompt, seq.end()));
   }
 }
 

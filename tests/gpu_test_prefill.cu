@@ -35,12 +35,12 @@ Trace run_batched(Engine& e, int64_t context, int64_t steps, int64_t chunk) {
   for (int64_t i = 0; i < context; ++i) prompt[static_cast<size_t>(i)] = prompt_token(i, vocab);
   e.prefill(prompt, chunk);
   e.set_first_position(context);
-  e.set_input(context, prompt_token(context, vocab));
+  e.set_inputs(context, {prompt_token(context, vocab)});
   Trace t;
   for (int64_t i = 0; i < steps; ++i) {
     e.launch_graph();
-    t.logits.push_back(e.logits());
-    t.tokens.push_back(e.next_token());
+    t.logits.push_back(e.logits(0));
+    t.tokens.push_back(e.next_tokens()[0]);
   }
   return t;
 }

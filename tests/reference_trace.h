@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "decodebench/cpu_reference.h"
-#include "decodebench/measure.h"
+#include "decodebench/decoder.h"
 #include "decodebench/safetensors.h"
 
 namespace db_test {

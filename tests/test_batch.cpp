@@ -17,7 +17,7 @@
 #include "decodebench/cpu_reference.h"
 #include "decodebench/error.h"
 #include "decodebench/kernel_registry.h"
-#include "decodebench/measure.h"
+#include "decodebench/protocol.h"
 #include "decodebench/weights.h"
 
 namespace {
@@ -187,36 +187,32 @@ TEST_F(CpuBatch, CheckComparesEverySequenceWithItsReference) {
 class Perturbed final : public db::Decoder {
  public:
   Perturbed(std::unique_ptr<db::Decoder> d, int64_t sequence) : d_(std::move(d)), sequence_(sequence) {}
+  int64_t batch() const override { return d_->batch(); }
   void prefill(int64_t n) override { d_->prefill(n); }
-  void restart(int64_t position, int32_t token) override { d_->restart(position, token); }
+  void restart(int64_t position, const std::vector<int32_t>& tokens) override {
+    restarts.push_back(tokens);
+    d_->restart(position, tokens);
+  }
   void step() override { d_->step(); }
   void synchronize() override {
     d_->synchronize();
     ++syncs_;
   }
-  int32_t read_token() override { return d_->read_token(); }
-  std::vector<int32_t> tokens(int64_t n) override { return d_->tokens(n); }
-  std::vector<float> logits() override { return d_->logits(); }
-  db::StepClock& clock() override { return d_->clock(); }
-  db::DecoderFacts facts() override { return d_->facts(); }
-  int64_t batch() const override { return d_->batch(); }
-  void restart_batch(int64_t position, const std::vector<int32_t>& tokens) override {
-    restarts.push_back(tokens);
-    d_->restart_batch(position, tokens);
-  }
   std::vector<int32_t> read_tokens() override { return d_->read_tokens(); }
   // From the second repetition on (the warm-up's and repetition 0's syncs), sequence_'s
   // tokens change.
-  std::vector<int32_t> sequence_tokens(int64_t s, int64_t n) override {
-    std::vector<int32_t> t = d_->sequence_tokens(s, n);
+  std::vector<int32_t> tokens(int64_t s, int64_t n) override {
+    std::vector<int32_t> t = d_->tokens(s, n);
     if (diverge && s == sequence_ && syncs_ > 2 && !t.empty()) t[0] += 1;
     return t;
   }
-  std::vector<float> sequence_logits(int64_t s) override {
-    std::vector<float> l = d_->sequence_logits(s);
+  std::vector<float> logits(int64_t s) override {
+    std::vector<float> l = d_->logits(s);
     if (s == sequence_ && !l.empty()) l[0] += 1.0f;
     return l;
   }
+  db::StepClock& clock() override { return d_->clock(); }
+  db::DecoderFacts facts() override { return d_->facts(); }
   bool diverge = false;
   std::vector<std::vector<int32_t>> restarts;
 

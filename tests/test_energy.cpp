@@ -16,7 +16,8 @@
 
 #include "decodebench/config.h"
 #include "decodebench/energy.h"
-#include "decodebench/measure.h"
+#include "decodebench/protocol.h"
+#include "decodebench/stats.h"
 #include "decodebench/weights.h"
 #include "temp_dir.h"
 
@@ -694,8 +695,9 @@ TEST(EnergyAligned, AFineCounterIsReadUnalignedAtOnce) {
 class LoggingDecoder final : public db::Decoder {
  public:
   explicit LoggingDecoder(std::vector<std::string>& log) : log_(log), clock_(log) {}
+  int64_t batch() const override { return 1; }
   void prefill(int64_t) override {}
-  void restart(int64_t, int32_t) override {
+  void restart(int64_t, const std::vector<int32_t>&) override {
     log_.push_back("restart");
     n_ = 0;
   }
@@ -704,9 +706,11 @@ class LoggingDecoder final : public db::Decoder {
     ++n_;
   }
   void synchronize() override { log_.push_back("sync"); }
-  int32_t read_token() override { return 0; }
-  std::vector<int32_t> tokens(int64_t n) override { return std::vector<int32_t>(static_cast<size_t>(n), 1); }
-  std::vector<float> logits() override { return {}; }
+  std::vector<int32_t> read_tokens() override { return {0}; }
+  std::vector<int32_t> tokens(int64_t, int64_t n) override {
+    return std::vector<int32_t>(static_cast<size_t>(n), 1);
+  }
+  std::vector<float> logits(int64_t) override { return {}; }
   db::StepClock& clock() override { return clock_; }
   db::DecoderFacts facts() override { return {}; }
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "decodebench/error.h"
-#include "decodebench/measure.h"
 #include "decodebench/printers.h"
 #include "decodebench/result.h"
+#include "decodebench/stats.h"
 
 namespace {
 

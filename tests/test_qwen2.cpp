@@ -14,7 +14,6 @@
 #include "decodebench/cpu_reference.h"
 #include "decodebench/error.h"
 #include "decodebench/half.h"
-#include "decodebench/measure.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/weights.h"
 #include "reference_trace.h"

@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "decodebench/error.h"
-#include "decodebench/measure.h"
 #include "decodebench/result.h"
+#include "decodebench/roofline.h"
+#include "decodebench/stats.h"
 
 namespace {
 

@@ -12,9 +12,9 @@
 
 #include "cli_helpers.h"
 #include "decodebench/error.h"
-#include "decodebench/measure.h"
 #include "decodebench/printers.h"
 #include "decodebench/result.h"
+#include "decodebench/stats.h"
 #include "decodebench/sweep.h"
 
 namespace {

@@ -1,5 +1,5 @@
 // A backend: the environment of a run (the device, its measured bandwidth and clocks) and a
-// Decoder for one run's weights (measure.h). The protocol, the statistics and the Result
+// Decoder for one run's weights (decoder.h). The protocol, the statistics and the Result
 // are the same for every backend (src/measure/, src/cli/run.cpp).
 #pragma once
 
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "decodebench/decoder.h"
 #include "decodebench/energy.h"
 #include "decodebench/kernel_registry.h"
-#include "decodebench/measure.h"
 #include "decodebench/result.h"
 #include "decodebench/weights.h"
 

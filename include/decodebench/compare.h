@@ -1,82 +1,21 @@
-// The compare verb: two sets of results, matched by config key, with the delta of each
-// matched pair in one metric (TPOT, or the energy per step) and whether independent
-// measurements say it is real: a two-sided Mann-Whitney U test on the repetitions of every
-// run of the key on each side (their TPOT medians or their J/step; runs of one key in
-// separate processes pool their repetitions). Pure functions: reading the files,
-// printing and the exit code live in compare.cpp's cmd_compare.
+// The compare verb's judgement: two sets of results, matched by config key (run_key.h), with
+// the delta of each matched pair in one metric (TPOT, or the energy per step) and whether
+// independent measurements say it is real: a two-sided Mann-Whitney U test (mann_whitney.h)
+// on the repetitions of every run of the key on each side (their TPOT medians or their
+// J/step; runs of one key in separate processes pool their repetitions). Pure functions: the
+// printers are compare_printers.h's; reading the files, printing and the exit code are the
+// verb's (src/cli/compare.cpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "decodebench/measure.h"
+#include "decodebench/mann_whitney.h"
 #include "decodebench/result.h"
+#include "decodebench/run_key.h"
 
 namespace db {
-
-// What makes two runs the same experiment: the config fields below. Not the device: runs
-// on different devices are matched and the difference is reported beside the pair.
-struct RunKey {
-  std::string model;
-  std::string scheme;
-  int group_size = 0;
-  std::string lm_head_scheme;
-  std::string kernel;
-  bool graph = false;
-  std::string adapter;
-  std::string adapter_mode;
-  int64_t context = 0;
-  int64_t tokens = 0;
-  bool sync_per_token = false;
-  std::string weights;
-  int64_t batch = 1;  // a result from before --batch is batch 1
-
-  bool operator==(const RunKey& o) const;
-  bool operator!=(const RunKey& o) const { return !(*this == o); }
-  bool operator<(const RunKey& o) const;
-};
-
-RunKey run_key(const Result& r);
-
-// The key's fields as (name, value) pairs in the order above; names are the config field
-// names, values as the md table shows them (booleans "on"/"off").
-std::vector<std::pair<std::string, std::string>> key_fields(const RunKey& k);
-
-// "model=8b-int4 scheme=int4 group_size=128 ...": every field, one line; batch only when it
-// is not 1, so that a batch-1 key reads as it did before --batch.
-std::string to_string(const RunKey& k);
-
-// The key fields by name (those of key_fields), for --pair-by: the value of one, and the key
-// with that one blanked, so that runs differing only in it match.
-const std::vector<std::string>& key_field_names();
-std::string key_value(const RunKey& k, const std::string& field);
-RunKey without_field(RunKey k, const std::string& field);
-
-// Two-sided Mann-Whitney U test of samples a against samples b. Without ties and with at most
-// kExactMannWhitney samples in all, p is exact (the distribution of U over every ordering, as
-// scipy.stats.mannwhitneyu with method="exact"); otherwise the normal approximation with the
-// tie correction and a continuity correction of 0.5 (method="asymptotic"):
-//   U = R_a - n_a(n_a+1)/2       (R_a: sum of a's mid-ranks in the pooled samples)
-//   sigma^2 = n_a n_b / 12 * ((n+1) - sum(t^3 - t) / (n(n-1)))   (t: sizes of tied groups)
-//   z = max(0, |U - n_a n_b / 2| - 0.5) / sigma,   p = erfc(z / sqrt(2))
-// p is NaN when either sample is empty, 1 when every value is tied.
-inline constexpr size_t kExactMannWhitney = 60;
-struct MannWhitney {
-  double u = 0;  // U of a: the number of (a_i, b_j) pairs with a_i > b_j, ties counting 1/2
-  double z = 0;  // signed: > 0 when a tends to be larger than b
-  double p = 0;  // two-sided
-  bool exact = false;
-};
-MannWhitney mann_whitney(const std::vector<double>& a, const std::vector<double>& b);
-inline double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b) {
-  return mann_whitney(a, b).p;
-}
-
-// The smallest two-sided p that any outcome can give with n_a and n_b samples: 2 / C(n, n_a),
-// when every a is above every b. At alpha 0.01 that needs 5 and 5 samples (p 0.0079), or 4
-// and 6 (0.0095); 4 and 5 (0.016) can never be significant.
-double min_attainable_p(size_t na, size_t nb);
 
 // --threshold: "3%" and "3" both mean 3 percent (so "0.5" is half a percent, not 50%).
 // Returns the fraction (0.03). A non-negative decimal number, optionally followed by one '%';
@@ -176,11 +115,7 @@ Comparison compare_results(const std::vector<Result>& base, const std::vector<Re
 Comparison compare_by_field(const std::vector<Result>& runs, const std::string& field, std::string base_value,
                             double threshold, double alpha = kCompareAlpha, Metric metric = Metric::tpot);
 
-// md: a GitHub table of the pairs, a summary line, the unmatched keys of each side, and the
-// gate's outcome. json: {threshold, alpha, pairs, unmatched_base, unmatched_new, regressed,
-// improved, incomplete, exit_code}.
-// Both end with a newline.
-std::string format_comparison_md(const Comparison& c);
-std::string format_comparison_json(const Comparison& c);
+// A change as compare's tables and warnings show it: "+1.23%"; "-" when it is not finite.
+std::string format_change(double fraction);
 
 }  // namespace db

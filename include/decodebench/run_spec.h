@@ -7,7 +7,7 @@
 
 #include "decodebench/accounting.h"
 #include "decodebench/config.h"
-#include "decodebench/measure.h"
+#include "decodebench/progress.h"
 
 namespace db {
 

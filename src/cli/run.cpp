@@ -12,6 +12,10 @@
 #include "decodebench/commands.h"
 #include "decodebench/error.h"
 #include "decodebench/printers.h"
+#include "decodebench/protocol.h"
+#include "decodebench/roofline.h"
+#include "decodebench/stability.h"
+#include "decodebench/stats.h"
 
 namespace db {
 namespace {

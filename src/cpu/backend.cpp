@@ -135,8 +135,8 @@ class CpuDecoder final : public Decoder {
       model_->step_batch(prompt, i);
     }
   }
-  void restart(int64_t position, int32_t token) override { restart_batch(position, {token}); }
-  void restart_batch(int64_t position, const std::vector<int32_t>& tokens) override {
+  int64_t batch() const override { return model_->batch(); }
+  void restart(int64_t position, const std::vector<int32_t>& tokens) override {
     if (tokens.size() != tokens_.size())
       fail("cpu decoder: {} restart tokens for a batch of {}", tokens.size(), tokens_.size());
     pos_ = position;
@@ -145,11 +145,6 @@ class CpuDecoder final : public Decoder {
   }
   void step() override {
     stepped_ = true;
-    if (tokens_.size() == 1) {  // batch 1: the model's own one-token step
-      tokens_[0] = CpuModel::argmax(model_->step(tokens_[0], pos_++));
-      generated_[0].push_back(tokens_[0]);
-      return;
-    }
     model_->step_batch(tokens_, pos_++);
     for (size_t s = 0; s < tokens_.size(); ++s) {
       tokens_[s] = CpuModel::argmax(model_->logits(static_cast<int64_t>(s)));
@@ -157,9 +152,14 @@ class CpuDecoder final : public Decoder {
     }
   }
   void synchronize() override {}
-  int32_t read_token() override { return tokens_[0]; }
-  std::vector<int32_t> tokens(int64_t n) override { return sequence_tokens(0, n); }
-  std::vector<float> logits() override { return sequence_logits(0); }
+  std::vector<int32_t> read_tokens() override { return tokens_; }
+  std::vector<int32_t> tokens(int64_t s, int64_t n) override {
+    const std::vector<int32_t>& g = generated_.at(static_cast<size_t>(s));
+    return {g.begin(), g.begin() + std::min<int64_t>(n, static_cast<int64_t>(g.size()))};
+  }
+  std::vector<float> logits(int64_t s) override {
+    return stepped_ ? model_->logits(s) : std::vector<float>{};
+  }
   StepClock& clock() override { return clock_; }
   DecoderFacts facts() override {
     DecoderFacts f;
@@ -168,16 +168,6 @@ class CpuDecoder final : public Decoder {
     f.memory.kv_cache_bytes = model_->kv_cache_bytes();
     f.memory.total_bytes = f.memory.weights_bytes + f.memory.kv_cache_bytes;
     return f;
-  }
-
-  int64_t batch() const override { return model_->batch(); }
-  std::vector<int32_t> read_tokens() override { return tokens_; }
-  std::vector<int32_t> sequence_tokens(int64_t s, int64_t n) override {
-    const std::vector<int32_t>& g = generated_.at(static_cast<size_t>(s));
-    return {g.begin(), g.begin() + std::min<int64_t>(n, static_cast<int64_t>(g.size()))};
-  }
-  std::vector<float> sequence_logits(int64_t s) override {
-    return stepped_ ? model_->logits(s) : std::vector<float>{};
   }
 
  private:

@@ -138,24 +138,20 @@ class CudaDecoder final : public Decoder {
     load_s_ = std::chrono::duration<double>(Clock::now() - load_start).count();
   }
 
+  int64_t batch() const override { return engine_.batch(); }
   // The prompt in chunks through GEMMs and causal attention (Engine::prefill), a sequence at
   // a time into its own cache.
   void prefill(int64_t n) override {
     const int64_t vocab = engine_.config().vocab_size;
     std::vector<int32_t> tokens(static_cast<size_t>(n));
-    if (engine_.batch() == 1) {
-      for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = prompt_token(i, vocab);
-      engine_.prefill(tokens);
-      return;
-    }
     for (int64_t s = 0; s < engine_.batch(); ++s) {
       for (int64_t i = 0; i < n; ++i) tokens[static_cast<size_t>(i)] = prompt_token(s, i, vocab);
       engine_.prefill(tokens, 0, s);
     }
   }
-  void restart(int64_t position, int32_t token) override {
+  void restart(int64_t position, const std::vector<int32_t>& tokens) override {
     engine_.set_first_position(position);
-    engine_.set_input(position, token);
+    engine_.set_inputs(position, tokens);
   }
   void step() override {
     if (graph_)
@@ -164,19 +160,10 @@ class CudaDecoder final : public Decoder {
       engine_.enqueue_step();
   }
   void synchronize() override { engine_.synchronize(); }
-  int32_t read_token() override { return engine_.next_token(); }
-  std::vector<int32_t> tokens(int64_t n) override { return engine_.tokens(n); }
-  std::vector<float> logits() override { return engine_.logits(); }
-  StepClock& clock() override { return clock_; }
-
-  int64_t batch() const override { return engine_.batch(); }
-  void restart_batch(int64_t position, const std::vector<int32_t>& tokens) override {
-    engine_.set_first_position(position);
-    engine_.set_inputs(position, tokens);
-  }
   std::vector<int32_t> read_tokens() override { return engine_.next_tokens(); }
-  std::vector<int32_t> sequence_tokens(int64_t s, int64_t n) override { return engine_.tokens(s, n); }
-  std::vector<float> sequence_logits(int64_t s) override { return engine_.logits(s); }
+  std::vector<int32_t> tokens(int64_t s, int64_t n) override { return engine_.tokens(s, n); }
+  std::vector<float> logits(int64_t s) override { return engine_.logits(s); }
+  StepClock& clock() override { return clock_; }
 
   DecoderFacts facts() override {
     DecoderFacts f;

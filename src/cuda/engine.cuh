@@ -105,14 +105,14 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   cudaStream_t stream() const { return stream_; }
-  // Sets the position and input token of the next step (stream-ordered copies). Batch 1.
-  void set_input(int64_t pos, int32_t token);
+  // Sets the shared position and every sequence's input token ([batch]) of the next step.
+  void set_inputs(int64_t pos, const std::vector<int32_t>& tokens);
   // First position whose generated token tokens() reports.
   void set_first_position(int64_t pos);
   // Writes the KV cache of positions 0 .. tokens.size() - 1 for `tokens` at once (the batched
   // prefill, src/cuda/engine_prefill.cu): chunks of `chunk` rows (0: kPrefillChunk, fewer when
   // free memory is short) through cuBLAS GEMMs and causal attention, instead of one decode step
-  // a token. Leaves the step state alone: set_input() the next position and token after it.
+  // a token. Leaves the step state alone: set_inputs() the next position and tokens after it.
   // `sequence`: whose KV cache it writes (batch > 1); the others' are left alone.
   void prefill(const std::vector<int32_t>& tokens, int64_t chunk = 0, int64_t sequence = 0);
   static constexpr int64_t kPrefillChunk = 4096;
@@ -123,18 +123,13 @@ class Engine {
   void capture_graph();  // captures enqueue_step() once
   void launch_graph();   // one replay
   void synchronize();
-  std::vector<float> logits();             // the last step's logits
-  std::vector<int32_t> tokens(int64_t n);  // generated since set_first_position
-  int32_t next_token();                    // the next step's input (the last argmax)
+  std::vector<float> logits(int64_t s);               // sequence s's logits of the last step [vocab]
+  std::vector<int32_t> tokens(int64_t s, int64_t n);  // sequence s's, generated since set_first_position
+  std::vector<int32_t> next_tokens();                 // every sequence's next input (the last argmax) [batch]
 
-  // The batch (any batch size; batch 1 is sequence 0 of the above).
+  // The sequences decoded in lockstep (any batch size; batch 1 is a batch of one).
   static constexpr int64_t kMaxBatch = 4096;  // grid dimensions and scratch stay far from limits
   int64_t batch() const { return batch_; }
-  // Sets the shared position and every sequence's input token ([batch]) of the next step.
-  void set_inputs(int64_t pos, const std::vector<int32_t>& tokens);
-  std::vector<float> logits(int64_t s);               // sequence s's logits of the last step
-  std::vector<int32_t> tokens(int64_t s, int64_t n);  // sequence s's, generated since set_first_position
-  std::vector<int32_t> next_tokens();                 // every sequence's next input [batch]
 
   // Device memory an engine takes beside its weights: KV cache and scratch (weights_bytes 0).
   // `lora_rank`: an external adapter's rank, 0 without one. `batch` and `fallback`: as the

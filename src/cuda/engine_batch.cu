@@ -124,39 +124,4 @@ void Engine::enqueue_step_batch() {
   finish_step_batch(batch_state_, stream_);
 }
 
-void Engine::set_inputs(int64_t pos, const std::vector<int32_t>& tokens) {
-  if (static_cast<int64_t>(tokens.size()) != batch_)
-    fail("set_inputs: {} tokens for a batch of {}", tokens.size(), batch_);
-  // The tokens and pos lie side by side in the state (Buffers::state): one copy.
-  std::vector<int32_t> v(tokens);
-  v.push_back(static_cast<int32_t>(pos));
-  CUDA_CHECK(cudaMemcpyAsync(buf_->state, v.data(), 4 * v.size(), cudaMemcpyHostToDevice, stream_));
-  CUDA_CHECK(cudaStreamSynchronize(stream_));  // `v` lives on this stack frame
-}
-
-std::vector<float> Engine::logits(int64_t s) {
-  if (s < 0 || s >= batch_) fail("logits of sequence {}: the batch has {}", s, batch_);
-  std::vector<float> v(static_cast<size_t>(c_.vocab_size));
-  CUDA_CHECK(cudaMemcpyAsync(v.data(), buf_->logits + s * c_.vocab_size, 4 * v.size(), cudaMemcpyDeviceToHost,
-                             stream_));
-  synchronize();
-  return v;
-}
-
-std::vector<int32_t> Engine::tokens(int64_t s, int64_t n) {
-  if (s < 0 || s >= batch_) fail("tokens of sequence {}: the batch has {}", s, batch_);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  CUDA_CHECK(cudaMemcpyAsync(v.data(), buf_->tokens_out + s * positions_, 4 * v.size(),
-                             cudaMemcpyDeviceToHost, stream_));
-  synchronize();
-  return v;
-}
-
-std::vector<int32_t> Engine::next_tokens() {
-  std::vector<int32_t> v(static_cast<size_t>(batch_));
-  CUDA_CHECK(cudaMemcpyAsync(v.data(), buf_->state, 4 * v.size(), cudaMemcpyDeviceToHost, stream_));
-  synchronize();
-  return v;
-}
-
 }  // namespace db::cuda

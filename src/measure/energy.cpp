@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "decodebench/measure.h"
+#include "decodebench/stats.h"
 
 namespace db {
 

@@ -1,10 +1,10 @@
-// Phases of a run on stderr (see include/decodebench/measure.h).
+// Phases of a run on stderr (see include/decodebench/progress.h).
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdio>
 
-#include "decodebench/measure.h"
+#include "decodebench/progress.h"
 
 namespace db {
 namespace {

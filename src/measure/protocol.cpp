@@ -1,58 +1,15 @@
-// The measurement protocol (see include/decodebench/measure.h), the same for every backend.
+// The measurement protocol (see include/decodebench/protocol.h), the same for every backend.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "decodebench/cpu_reference.h"
 #include "decodebench/error.h"
-#include "decodebench/measure.h"
+#include "decodebench/protocol.h"
 #include "decodebench/run_spec.h"
-#include "decodebench/synth.h"
+#include "decodebench/stats.h"
 
 namespace db {
-
-int32_t prompt_token(int64_t index, int64_t vocab) {
-  return prompt_token(0, index, vocab);
-}
-
-int32_t prompt_token(int64_t sequence, int64_t index, int64_t vocab) {
-  // Sequence s hashes (s << 32) | index: sequence 0 is the batch-1 stream bit for bit.
-  const uint64_t key = (static_cast<uint64_t>(sequence) << 32) | static_cast<uint64_t>(index);
-  return static_cast<int32_t>(synth::mix64(0x70726f6d7074ull ^ key) % static_cast<uint64_t>(vocab));
-}
-
-namespace {
-
-void check_sequence(const Decoder& d, int64_t s) {
-  if (s < 0 || s >= d.batch()) fail("decoder: sequence {} of a batch of {}", s, d.batch());
-}
-
-}  // namespace
-
-void Decoder::restart_batch(int64_t position, const std::vector<int32_t>& tokens) {
-  if (static_cast<int64_t>(tokens.size()) != batch())
-    fail("decoder: {} restart tokens for a batch of {}", tokens.size(), batch());
-  if (batch() != 1) fail("decoder: batch {} without restart_batch()", batch());
-  restart(position, tokens[0]);
-}
-
-std::vector<int32_t> Decoder::read_tokens() {
-  if (batch() != 1) fail("decoder: batch {} without read_tokens()", batch());
-  return {read_token()};
-}
-
-std::vector<int32_t> Decoder::sequence_tokens(int64_t s, int64_t n) {
-  check_sequence(*this, s);
-  if (batch() != 1) fail("decoder: batch {} without sequence_tokens()", batch());
-  return tokens(n);
-}
-
-std::vector<float> Decoder::sequence_logits(int64_t s) {
-  check_sequence(*this, s);
-  if (batch() != 1) fail("decoder: batch {} without sequence_logits()", batch());
-  return logits();
-}
-
 namespace {
 
 // The first token of every sequence at `position`.
@@ -62,20 +19,17 @@ std::vector<int32_t> first_tokens(int64_t batch, int64_t position, int64_t vocab
   return t;
 }
 
-// restart() at batch 1 (the call batch 1 has always made), restart_batch() above.
-void restart(Decoder& d, int64_t position, const std::vector<int32_t>& tokens) {
-  if (d.batch() == 1)
-    d.restart(position, tokens[0]);
-  else
-    d.restart_batch(position, tokens);
-}
-
 // Every sequence's tokens of the first n steps since the restart.
 std::vector<std::vector<int32_t>> all_tokens(Decoder& d, int64_t n) {
-  if (d.batch() == 1) return {d.tokens(n)};
   std::vector<std::vector<int32_t>> out;
-  for (int64_t s = 0; s < d.batch(); ++s) out.push_back(d.sequence_tokens(s, n));
+  for (int64_t s = 0; s < d.batch(); ++s) out.push_back(d.tokens(s, n));
   return out;
+}
+
+// What a message or the check's description adds to name a sequence: `text` in a batch of
+// several, nothing at batch 1, whose one sequence needs no name.
+std::string sequence_text(int64_t batch, const std::string& text) {
+  return batch > 1 ? text : "";
 }
 
 // max |got - ref| / max |ref| (max |got - ref| where ref is all zero).
@@ -92,36 +46,20 @@ double relative_error(const std::vector<float>& got, const std::vector<float>& r
 
 // Replays the first steps after the prefill with the CPU float32 reference on the same
 // weights, feeding both the decoder's tokens, and returns max |got - ref| / max |ref| over
-// the steps and (at batch > 1) every sequence against its own reference.
+// the steps and every sequence against its own reference.
 double check_logits(Decoder& d, const Protocol& p, const WeightSource& weights, int64_t steps) {
   const int64_t vocab = weights.config().vocab_size;
   const int64_t batch = d.batch();
-  if (batch == 1) {
-    CpuModel cpu(weights, p.context + steps);
-    for (int64_t i = 0; i < p.context; ++i) cpu.step(prompt_token(i, vocab), i);
-    int32_t token = prompt_token(p.context, vocab);
-    d.restart(p.context, token);
-    double worst = 0;
-    for (int64_t i = 0; i < steps; ++i) {
-      d.step();
-      const std::vector<float> got = d.logits();
-      const std::vector<float>& ref = cpu.step(token, p.context + i);
-      worst = std::max(worst, relative_error(got, ref));
-      token = d.read_token();
-    }
-    return worst;
-  }
   // One reference of `batch` sequences: its weights once, a KV cache per sequence.
   CpuModel cpu(weights, p.context + steps, 0, batch);
   for (int64_t i = 0; i < p.context; ++i) cpu.step_batch(first_tokens(batch, i, vocab), i);
   std::vector<int32_t> tokens = first_tokens(batch, p.context, vocab);
-  d.restart_batch(p.context, tokens);
+  d.restart(p.context, tokens);
   double worst = 0;
   for (int64_t i = 0; i < steps; ++i) {
     d.step();
     cpu.step_batch(tokens, p.context + i);
-    for (int64_t s = 0; s < batch; ++s)
-      worst = std::max(worst, relative_error(d.sequence_logits(s), cpu.logits(s)));
+    for (int64_t s = 0; s < batch; ++s) worst = std::max(worst, relative_error(d.logits(s), cpu.logits(s)));
     tokens = d.read_tokens();
   }
   return worst;
@@ -152,12 +90,12 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
   t0 = Clock::now();
   const int64_t batch = d.batch();
   const std::vector<int32_t> first = first_tokens(batch, p.context, vocab);
-  restart(d, p.context, first);
+  d.restart(p.context, first);
   for (int64_t i = 0; i < p.warmup; ++i) d.step();
   d.synchronize();
   const double step_s = p.warmup > 0 ? seconds_since(t0) / static_cast<double>(p.warmup) : -1;
 
-  // Every repetition restarts at --context from the same token; its steps are issued back to
+  // Every repetition restarts at --context from the same tokens; its steps are issued back to
   // back (the host waits only with --sync-per-token) with a clock mark between them. With
   // --max-noise, repetitions go on past --repeat until the noise target or --max-time (or
   // the most repetitions and steps one run holds).
@@ -185,9 +123,8 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
       }
     }
     const auto rep0 = Clock::now();
-    restart(d, p.context, first);
-    int32_t read = 0;
-    std::vector<int32_t> reads;  // batch > 1
+    d.restart(p.context, first);
+    std::vector<int32_t> reads;  // with --sync-per-token: every sequence's token, read after each step
     // The energy window opens on an idle device, the restart done, before the clock's first
     // mark, and closes after the synchronize that ends the repetition: the steps it counts
     // are the timed ones, and its reads fall outside the marks. An aligned window's waits for
@@ -201,12 +138,7 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
     for (int64_t i = 0; i < p.tokens; ++i) {
       d.step();
       clock.mark();
-      if (p.sync_per_token) {  // a serving loop reads each token
-        if (batch == 1)
-          read = d.read_token();
-        else
-          reads = d.read_tokens();
-      }
+      if (p.sync_per_token) reads = d.read_tokens();  // a serving loop reads each token
     }
     d.synchronize();
     if (energy) out.energy.push_back(energy->end());
@@ -214,12 +146,11 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
     out.samples_ms.insert(out.samples_ms.end(), ms.begin(), ms.end());
     out.repetition_medians_ms.push_back(compute_stats(ms).median);
     const std::vector<std::vector<int32_t>> tokens = all_tokens(d, p.tokens);
-    if (batch == 1) reads = {read};
     for (int64_t s = 0; s < batch && p.sync_per_token; ++s) {
       const std::vector<int32_t>& t = tokens[static_cast<size_t>(s)];
       if (!t.empty() && reads.at(static_cast<size_t>(s)) != t.back())
         fail("the token read back per step ({}) differs from the recorded one ({}){}", reads[s], t.back(),
-             batch == 1 ? "" : fmt::format(" in sequence {}", s));
+             sequence_text(batch, fmt::format(" in sequence {}", s)));
     }
     // The same tokens every time, or the step is not a function of its inputs.
     if (r == 0) {
@@ -231,7 +162,7 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
           fail(
               "repetition {} generated different tokens than repetition 0{}: the decode step is not "
               "deterministic",
-              r, batch == 1 ? "" : fmt::format(" in sequence {} of {}", s, batch));
+              r, sequence_text(batch, fmt::format(" in sequence {} of {}", s, batch)));
     }
     if (progress) {
       const double rep_s = seconds_since(rep0);
@@ -250,7 +181,7 @@ Measurement measure_decode(Decoder& d, const Protocol& p, const WeightSource& we
     out.logits_max_rel_err = check_logits(d, p, weights, steps);
     out.reference = fmt::format(
         "cpu float32 reference on the same quantized weights, {} steps from position {}{}", steps, p.context,
-        batch == 1 ? "" : fmt::format(", each of the {} sequences against its own", batch));
+        sequence_text(batch, fmt::format(", each of the {} sequences against its own", batch)));
   }
   return out;
 }

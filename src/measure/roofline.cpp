@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "decodebench/measure.h"
+#include "decodebench/roofline.h"
 
 namespace db {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "decodebench/measure.h"
+#include "decodebench/stability.h"
 
 namespace db {
 namespace {

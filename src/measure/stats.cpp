@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "decodebench/measure.h"
+#include "decodebench/stats.h"
 
 namespace db {
 namespace {

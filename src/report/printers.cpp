@@ -14,6 +14,7 @@
 
 #include "decodebench/error.h"
 #include "decodebench/output_file.h"
+#include "decodebench/protocol.h"
 
 namespace db {
 

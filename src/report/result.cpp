@@ -27,7 +27,7 @@
 
 #include "decodebench/error.h"
 #include "decodebench/input.h"
-#include "decodebench/measure.h"
+#include "decodebench/stats.h"
 
 namespace db {
 

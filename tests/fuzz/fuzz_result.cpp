@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "decodebench/compare.h"
+#include "decodebench/compare_printers.h"
 #include "decodebench/error.h"
 #include "decodebench/printers.h"
 #include "decodebench/result.h"
