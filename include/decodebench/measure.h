@@ -225,17 +225,4 @@ struct RunStability {
 };
 RunStability run_stability(const Result& r);
 
-// The regime rule (docs/method.md "Regimes"). Bandwidth-bound needs the efficiency at which
-// two runs' TPOT ratio stays within 4/3 of their bytes' ratio; compute-bound the same
-// efficiency of a floor set by FLOPs.
-inline constexpr double kBandwidthBoundEfficiency = 0.75;
-
-// Sets r.regime and r.regime_reason from r.efficiency, the median TPOT, the step's fixed
-// launch cost and the bytes the kernel moves beyond the minimum. The floor is the compute
-// floor when r.compute_floor_tpot_ms is above r.bandwidth_floor_tpot_ms: a run within the
-// bar of it is compute-bound, not bandwidth-bound. The efficiency is judged at the two
-// decimals every table and reason prints, so the label never contradicts them.
-void classify_regime(Roofline& r, double median_ms, int launches_per_step, double launch_overhead_us,
-                     uint64_t kernel_extra_bytes);
-
 }  // namespace db

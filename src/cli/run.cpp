@@ -12,6 +12,7 @@
 #include "decodebench/commands.h"
 #include "decodebench/error.h"
 #include "decodebench/printers.h"
+#include "decodebench/roofline.h"
 
 namespace db {
 namespace {
@@ -224,30 +225,9 @@ Result run_one(const RunSpec& spec, WeightReuse* reuse) {
   r.timing.repetitions = static_cast<int64_t>(m.repetition_medians_ms.size());
   r.timing.stop = m.stop;
 
-  // The floor is the larger of the bytes' at the measured bandwidth and the FLOPs' at the
-  // measured compute throughput (where the backend measures it).
-  Roofline& roof = r.roofline;
-  const double total = static_cast<double>(r.bytes.per_token.total);
-  const double flops = static_cast<double>(r.flops.total);
-  if (r.device.peak_read_GBps > 0)
-    roof.bandwidth_floor_tpot_ms = total / (r.device.peak_read_GBps * 1e9) * 1e3;
-  if (r.device.peak_compute_TFLOPS > 0)
-    roof.compute_floor_tpot_ms = flops / (r.device.peak_compute_TFLOPS * 1e12) * 1e3;
-  roof.floor_tpot_ms = std::max(roof.bandwidth_floor_tpot_ms, roof.compute_floor_tpot_ms);
-  roof.arithmetic_intensity = total > 0 ? flops / total : 0;
-  if (r.timing.tpot_ms.median > 0) {
-    roof.achieved_GBps = total / (r.timing.tpot_ms.median * 1e-3) / 1e9;
-    roof.achieved_TFLOPS = flops / (r.timing.tpot_ms.median * 1e-3) / 1e12;
-    roof.efficiency = roof.floor_tpot_ms / r.timing.tpot_ms.median;
-  }
-  classify_regime(r.roofline, r.timing.tpot_ms.median, facts.launches_per_step, facts.launch_overhead_us,
-                  r.bytes.per_token.kernel_extra);
   r.config.kernel_fallbacks = facts.kernel_fallbacks;
   r.config.kernel_shapes = facts.kernel_shapes;
-  if (!facts.kernel_fallbacks.empty())
-    r.roofline.regime_reason += fmt::format(
-        "; {} of the model's matrix shapes run the plain GEMV instead of {} (config.kernel_fallbacks)",
-        facts.kernel_fallbacks.size(), r.config.kernel);
+  r.roofline = compute_roofline(r, facts.launches_per_step, facts.launch_overhead_us);
   r.memory = facts.memory;
 
   r.check.tokens = m.tokens;
