@@ -1,7 +1,6 @@
-// A run's roofline: the floors its bytes and FLOPs set at the measured bandwidth and compute
-// throughput, how near the median step came to them, and the regime rule that says which
-// condition of the byte law the run is missing (docs/method.md "Floor and efficiency",
-// "Regimes"). Computed here and nowhere else.
+// The regime rule: which of the conditions of the byte law a run is missing, or that the
+// step's arithmetic, not its bytes, sets its floor (docs/method.md "Regimes"). And the floors
+// it judges against, computed here and nowhere else (docs/method.md "Floor and efficiency").
 #pragma once
 
 #include <cstdint>

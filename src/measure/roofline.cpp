@@ -1,12 +1,10 @@
-// The roofline: the floors, the achieved figures, and the regime rule (which of the
-// conditions of the byte law a run is missing, or that the step's arithmetic, not its bytes,
-// sets its floor).
-#include "decodebench/roofline.h"
-
+// The regime rule: which of the conditions of the byte law a run is missing, or that the
+// step's arithmetic, not its bytes, sets its floor.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
+
+#include "decodebench/roofline.h"
 
 namespace db {
 
@@ -21,7 +19,7 @@ Roofline compute_roofline(const Result& r, int launches_per_step, double launch_
     roof.bandwidth_floor_tpot_ms = total / (r.device.peak_read_GBps * 1e9) * 1e3;
   if (r.device.peak_compute_TFLOPS > 0)
     roof.compute_floor_tpot_ms = flops / (r.device.peak_compute_TFLOPS * 1e12) * 1e3;
-  roof.floor_tpot_ms = std::max(roof.bandwidth_floor_tpot_ms, roof.compute_floor_tpot_ms);
+  roof.floor_tpot_ms = std::fmax(roof.bandwidth_floor_tpot_ms, roof.compute_floor_tpot_ms);
   roof.arithmetic_intensity = total > 0 ? flops / total : 0;
   if (median_ms > 0) {
     roof.achieved_GBps = total / (median_ms * 1e-3) / 1e9;
