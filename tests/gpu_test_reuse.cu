@@ -9,12 +9,12 @@
 
 #include "decodebench/adapter.h"
 #include "decodebench/backend.h"
-#include "decodebench/commands.h"
 #include "decodebench/result.h"
 #include "decodebench/sweep.h"
 #include "engine.cuh"
 #include "gpu_common.cuh"
 #include "gpu_engine_trace.cuh"
+#include "run.h"
 
 using namespace db;
 using namespace db::cuda;

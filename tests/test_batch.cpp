@@ -12,13 +12,13 @@
 
 #include "decodebench/adapter.h"
 #include "decodebench/backend.h"
-#include "decodebench/commands.h"
 #include "decodebench/config.h"
 #include "decodebench/cpu_reference.h"
 #include "decodebench/error.h"
 #include "decodebench/kernel_registry.h"
 #include "decodebench/protocol.h"
 #include "decodebench/weights.h"
+#include "run.h"
 
 namespace {
 

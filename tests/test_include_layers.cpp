@@ -1,7 +1,8 @@
 // The include graph of the product sources follows the libraries' layers (docs/design.md,
 // "Where things live"): the core (include/decodebench/, src/{model,io,measure,report,cpu}/),
-// then kernels/, then src/cuda/, then src/cli/; each file includes only its own layer or
-// lower ones, and no header includes itself through others.
+// then kernels/, then src/cuda/, then src/run/ (a run assembled from its spec), then src/cli/;
+// each file includes only its own layer or lower ones, and no header includes itself through
+// others.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,7 +21,7 @@ namespace {
 
 const fs::path kRoot = DB_SOURCE_DIR;
 
-// 0 core, 1 kernels, 2 cuda, 3 cli; -1: not a product source.
+// 0 core, 1 kernels, 2 cuda, 3 run, 4 cli; -1: not a product source.
 int layer_of(const fs::path& rel) {
   const std::string top = rel.begin()->string();
   if (top == "include") return 0;
@@ -28,7 +29,8 @@ int layer_of(const fs::path& rel) {
   if (top != "src" || std::distance(rel.begin(), rel.end()) < 3) return -1;
   const std::string dir = std::next(rel.begin())->string();
   if (dir == "cuda") return 2;
-  if (dir == "cli") return 3;
+  if (dir == "run") return 3;
+  if (dir == "cli") return 4;
   return 0;  // model, io, measure, report, cpu
 }
 
@@ -38,11 +40,11 @@ bool is_source(const fs::path& p) {
 }
 
 // The product file a quoted include names, as the build's include paths find it (the
-// including file's folder, include/, kernels/, src/cuda/, src/cli/), relative to the root;
+// including file's folder, include/, kernels/, src/cuda/, src/run/, src/cli/), relative to the root;
 // empty for a system or generated header.
 fs::path resolve(const std::string& name, const fs::path& from) {
   for (const fs::path& dir : {from.parent_path(), fs::path("include"), fs::path("kernels"),
-                              fs::path("src/cuda"), fs::path("src/cli")})
+                              fs::path("src/cuda"), fs::path("src/run"), fs::path("src/cli")})
     if (fs::exists(kRoot / dir / name)) return (dir / name).lexically_normal();
   return {};
 }

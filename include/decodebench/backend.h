@@ -1,6 +1,6 @@
 // A backend: the environment of a run (the device, its measured bandwidth and clocks) and a
 // Decoder for one run's weights (decoder.h). The protocol, the statistics and the Result
-// are the same for every backend (src/measure/, src/cli/run.cpp).
+// are the same for every backend (src/measure/, src/run/run.cpp).
 #pragma once
 
 #include <cstdint>

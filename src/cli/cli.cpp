@@ -29,6 +29,7 @@
 #include "decodebench/model.h"
 #include "decodebench/run_spec.h"
 #include "decodebench/sweep.h"
+#include "decodebench/version.h"
 
 namespace db {
 namespace {

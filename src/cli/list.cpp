@@ -97,8 +97,4 @@ int cmd_list(const std::string& what) {
   return 0;
 }
 
-std::string version_string() {
-  return version_number() + " (" + git_commit() + ")";
-}
-
 }  // namespace db

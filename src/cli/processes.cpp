@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "decodebench/commands.h"
 #include "decodebench/error.h"
+#include "decodebench/result.h"
 
 extern char** environ;
 

@@ -23,6 +23,7 @@
 #include "decodebench/output_file.h"
 #include "decodebench/printers.h"
 #include "decodebench/result.h"
+#include "run.h"
 
 namespace db {
 namespace {

@@ -8,6 +8,32 @@
 
 namespace db {
 
+// The floor is the larger of the bytes' at the measured bandwidth and the FLOPs' at the
+// measured compute throughput (where the backend measures it).
+Roofline compute_roofline(const Result& r, int launches_per_step, double launch_overhead_us) {
+  Roofline roof;
+  const double total = static_cast<double>(r.bytes.per_token.total);
+  const double flops = static_cast<double>(r.flops.total);
+  const double median_ms = r.timing.tpot_ms.median;
+  if (r.device.peak_read_GBps > 0)
+    roof.bandwidth_floor_tpot_ms = total / (r.device.peak_read_GBps * 1e9) * 1e3;
+  if (r.device.peak_compute_TFLOPS > 0)
+    roof.compute_floor_tpot_ms = flops / (r.device.peak_compute_TFLOPS * 1e12) * 1e3;
+  roof.floor_tpot_ms = std::fmax(roof.bandwidth_floor_tpot_ms, roof.compute_floor_tpot_ms);
+  roof.arithmetic_intensity = total > 0 ? flops / total : 0;
+  if (median_ms > 0) {
+    roof.achieved_GBps = total / (median_ms * 1e-3) / 1e9;
+    roof.achieved_TFLOPS = flops / (median_ms * 1e-3) / 1e12;
+    roof.efficiency = roof.floor_tpot_ms / median_ms;
+  }
+  classify_regime(roof, median_ms, launches_per_step, launch_overhead_us, r.bytes.per_token.kernel_extra);
+  if (!r.config.kernel_fallbacks.empty())
+    roof.regime_reason += fmt::format(
+        "; {} of the model's matrix shapes run the plain GEMV instead of {} (config.kernel_fallbacks)",
+        r.config.kernel_fallbacks.size(), r.config.kernel);
+  return roof;
+}
+
 // Within 1/0.75 of the floor: bandwidth-bound when the floor is the bytes', compute-bound
 // when it is the FLOPs' (the compute floor above the bandwidth floor); otherwise
 // overhead-bound when the measured fixed cost of the step's launches explains at least half
