@@ -221,8 +221,14 @@ def use_micro_shape():
 
 def main():
     args = sys.argv[1:]
+    if "-h" in args or "--help" in args:
+        print(__doc__.strip())
+        return
     micro = "--micro" in args
     args = [a for a in args if a != "--micro"]
+    unknown = [a for a in args if a.startswith("-")]
+    if unknown or len(args) > 1:
+        sys.exit(f"make_int4_checkpoints.py: usage: [--micro] [OUT]; not understood: {' '.join(unknown or args[1:])}")
     out = args[0] if args else os.path.join("tests", "data", "int4")
     groups = (16, 8) if micro else (64, 32)
     if micro:
