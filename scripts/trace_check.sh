@@ -7,6 +7,7 @@ set -uo pipefail
 bin=$1 lib=$2
 here=$(cd "$(dirname "$0")" && pwd)
 if ! "$bin" info >/dev/null 2>&1; then echo "SKIPPED: no usable CUDA GPU"; exit 77; fi
+[ -f "$lib" ] || { echo "$lib: not built (cmake --build ... --target decodebench_kernel_trace)"; exit 1; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 DB_TRACE_OUT="$dir/trace.csv" CUDA_INJECTION64_PATH="$lib" \

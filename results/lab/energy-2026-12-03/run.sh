@@ -103,7 +103,7 @@ say() { echo "$*" | tee -a "$sum"; }
 
 build() {
   { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-    cmake --build $b -j16 --target decodebench decodebench_gpu_tests; } >"$work/build.log" 2>&1 ||
+    cmake --build $b -j16 --target decodebench decodebench_gpu_tests decodebench_gpu_energy_tests; } >"$work/build.log" 2>&1 ||
     { tail -30 "$work/build.log"; pack; exit 1; }
   say "build: ok ($(git rev-parse --short HEAD))"
 }
@@ -130,7 +130,7 @@ counter() {
 }
 
 gpu() {
-  timeout 300 $b/decodebench_gpu_tests --gtest_filter='Energy*' >"$work/gtest-energy.txt" 2>&1
+  timeout 300 $b/decodebench_gpu_energy_tests >"$work/gtest-energy.txt" 2>&1
   say "gpu: $(grep -E '^\[  (PASSED|FAILED) ' "$work/gtest-energy.txt" | paste -sd ' ')"
   grep -E '^(idle|load|aligned): |^counter .* ratio |^energy ' "$work/gtest-energy.txt" | sed 's/^/gpu: /' | tee -a "$sum"
   grep -E 'Failure' -A4 "$work/gtest-energy.txt" | head -20 | tee -a "$sum"
