@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -158,6 +159,14 @@ __device__ __forceinline__ uint32_t h2_bits(__half2 h) {
 }
 __device__ __forceinline__ __half2 bits_h2(uint32_t u) {
   return *reinterpret_cast<__half2*>(&u);
+}
+
+// Two E4M3 codes, the low byte the low half, as their fp16 values (every E4M3 value is exact
+// in fp16): one cvt.rn.f16x2.e4m3x2 from sm_89 on, CUDA's software conversion below.
+__device__ __forceinline__ __half2 fp8x2_to_half2(uint32_t two) {
+  const __half2_raw r =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xffffu), __NV_E4M3);
+  return bits_h2(static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16));
 }
 
 // Eight elements of the RMSNorm'ed residual stream, columns 8p..8p+7, as the fp16 x every

@@ -202,6 +202,30 @@ struct ChunkDot<Scheme::int8> {
 };
 
 template <>
+struct ChunkDot<Scheme::fp8> {
+  static constexpr int kCols = weights_per_chunk(Scheme::fp8);
+  // E4M3 pairs -> half2 by the hardware conversion, times 2^-8 (exact: the smallest value,
+  // 2^-9, becomes 2^-17, an fp16 subnormal) so that the half2 sums have the headroom of
+  // values below 1.75 (448 unscaled would overflow fp16 at a few hundred times x); the
+  // float sum takes the 2^8 back with the row scale (mt.scale holds its float bits).
+  __device__ static __half2 pair(uint32_t two) {
+    return __hmul2(fp8x2_to_half2(two), bits_h2(0x1c001c00u));  // 2^-8, 2^-8
+  }
+  __device__ static float dot_x(uint4 w, const uint4 (&xv)[2], Meta mt) {
+    const uint32_t x[8] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w, xv[1].x, xv[1].y, xv[1].z, xv[1].w};
+    const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+    __half2 acc0 = __float2half2_rn(0.f), acc1 = acc0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      acc0 = __hfma2(pair(u[j]), bits_h2(x[2 * j]), acc0);
+      acc1 = __hfma2(pair(u[j] >> 16), bits_h2(x[2 * j + 1]), acc1);
+    }
+    const __half2 acc = __hadd2(acc0, acc1);
+    return (__low2float(acc) + __high2float(acc)) * (__uint_as_float(mt.scale) * 256.f);
+  }
+};
+
+template <>
 struct ChunkDot<Scheme::int4> {
   static constexpr int kCols = weights_per_chunk(Scheme::int4);
   // The chunk's sum before its group scale (int4_dot.cuh); the scales and zero points are in
@@ -387,7 +411,8 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
   // Every index into w and mt must be a compile-time constant once unrolled: an array
   // indexed at run time lives in local memory, not in registers.
   uint4 w[Rows][Chunks];
-  Meta mt[S == Scheme::int8 ? Rows : 1][Chunks];  // int8: each row's scale
+  constexpr bool kRowScale = S == Scheme::int8 || S == Scheme::fp8;
+  Meta mt[kRowScale ? Rows : 1][Chunks];  // int8, fp8: each row's scale
   GroupMeta<Rows> gm[S == Scheme::int4 ? Chunks : 1];
   auto load = [&](int64_t group) {
     const int64_t row0 = group * Rows;
@@ -402,6 +427,7 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
       for (int k = 0; k < Chunks; ++k) {
         w[r][k] = ld_stream(wrow + rr * C + col[k]);
         if constexpr (S == Scheme::int8) mt[r][k] = {__ldg(srow + rr), 0};
+        if constexpr (S == Scheme::fp8) mt[r][k] = {__float_as_uint(__ldg(fp8_scales(m) + row0 + rr)), 0};
       }
     }
     if constexpr (S == Scheme::int4) {
@@ -498,11 +524,17 @@ __global__ void __launch_bounds__(kRowsMaxThreads)
 // less efficiently" does. fp16 (--kernel auto's fallback only) is an instantiation of its
 // own: a third run-time case per weight makes the int8 kernel 4x and the int4 one 1.6x
 // slower (8b-int8.naive 25.7 ms a step against 6.35), and the int8/int4 kernel stays the one
-// the committed matrix timed.
-template <bool FP16>
+// the committed matrix timed. fp8 is one of its own for the same reason; its conversion is
+// CUDA's (one instruction from sm_89 on, software below), so it runs on any GPU.
+enum class NaiveWeights { quantized, fp16, fp8 };
+
+template <NaiveWeights K>
 __device__ __forceinline__ float naive_weight(const DeviceMatrix& m, int64_t r, int64_t c) {
-  if constexpr (FP16) {
+  if constexpr (K == NaiveWeights::fp16) {
     return __half2float(static_cast<const __half*>(m.qweight)[r * m.cols + c]);
+  } else if constexpr (K == NaiveWeights::fp8) {
+    const uint8_t q = static_cast<const uint8_t*>(m.qweight)[r * m.cols + c];
+    return __low2float(fp8x2_to_half2(q)) * fp8_scales(m)[r];
   } else {
     if (m.scheme == Scheme::int8) {
       const int8_t q = static_cast<const int8_t*>(m.qweight)[r * m.cols + c];
@@ -516,7 +548,7 @@ __device__ __forceinline__ float naive_weight(const DeviceMatrix& m, int64_t r, 
   }
 }
 
-template <bool FP16>
+template <NaiveWeights K>
 __global__ void __launch_bounds__(kThreads) gemv_naive_kernel(DeviceMatrix m, GemvInput in, GemvOutput out) {
   extern __shared__ uint4 xs[];
   __shared__ float red[kWarp];
@@ -532,8 +564,8 @@ __global__ void __launch_bounds__(kThreads) gemv_naive_kernel(DeviceMatrix m, Ge
     float a0 = 0.f, a1 = 0.f;
     for (int64_t c = lane; c < m.cols; c += kWarp) {
       const float x = x_at(xs, c);
-      a0 += naive_weight<FP16>(m, r0, c) * x;
-      if (r1_valid) a1 += naive_weight<FP16>(m, r0 + 1, c) * x;
+      a0 += naive_weight<K>(m, r0, c) * x;
+      if (r1_valid) a1 += naive_weight<K>(m, r0 + 1, c) * x;
     }
     a0 = warp_sum(a0);
     a1 = warp_sum(a1);
@@ -625,6 +657,8 @@ const void* rows_kernel_for(const DeviceMatrix& m, int chunks, int rows) {
       return rows_kernel<Scheme::int8>(chunks, rows);
     case Scheme::int4:
       return rows_kernel<Scheme::int4>(chunks, rows);
+    case Scheme::fp8:
+      return rows_kernel<Scheme::fp8>(chunks, rows);
   }
   fail("gemv: unknown scheme");
 }
@@ -659,7 +693,8 @@ int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
 // loads each, the fastest int8 shape in the GEMV bench's --tune. Rows too long for one block
 // (kRowsMaxThreads) take more chunks per thread.
 RowsShape rows_shape(const DeviceMatrix& m) {
-  const int default_rows = m.scheme == Scheme::fp16 ? 2 : (m.scheme == Scheme::int8 ? 4 : 8);
+  const bool row_scaled = m.scheme == Scheme::int8 || m.scheme == Scheme::fp8;  // fp8 runs int8's shapes
+  const int default_rows = m.scheme == Scheme::fp16 ? 2 : (row_scaled ? 4 : 8);
   RowsShape shape;
   shape.chunks = fitted_chunks(m, m.scheme == Scheme::fp16 ? 4 : 1);
   shape.rows = std::max(2, std::min(default_rows, 8 / shape.chunks));  // Rows x Chunks <= 8 spills nothing
@@ -681,7 +716,7 @@ RowsShape rows_shape(const DeviceMatrix& m) {
   //   is slower at R2 x K4 (13.45 -> 13.64 ms).
   for (;;) {
     if (shape.blocks_per_sm >= 2 || shape.rows <= 2) break;
-    if (m.scheme == Scheme::int8) {
+    if (row_scaled) {
       shape.rows /= 2;
     } else if (m.scheme == Scheme::int4 && shape.rows > 4) {
       shape.rows /= 2;
@@ -730,8 +765,10 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
     gemv_rows(w, in, out, rows_shape(w), stream);
     return;
   }
-  const void* kernel = w.scheme == Scheme::fp16 ? reinterpret_cast<const void*>(&gemv_naive_kernel<true>)
-                                                : reinterpret_cast<const void*>(&gemv_naive_kernel<false>);
+  const void* kernel =
+      w.scheme == Scheme::fp16  ? reinterpret_cast<const void*>(&gemv_naive_kernel<NaiveWeights::fp16>)
+      : w.scheme == Scheme::fp8 ? reinterpret_cast<const void*>(&gemv_naive_kernel<NaiveWeights::fp8>)
+                                : reinterpret_cast<const void*>(&gemv_naive_kernel<NaiveWeights::quantized>);
   const size_t smem =
       static_cast<size_t>((w.cols + 63) / 64) * 128;  // whole lines: the swizzle permutes within one
   const int64_t tasks = (w.rows + 1) / 2;

@@ -27,10 +27,20 @@ struct DeviceMatrix {
   // int4_repacked, with the weights in the tensor-core dot's fragment layout
   // (include/decodebench/int4_frag.h) instead of the nibble order; the meta is packed as above.
   bool int4_frag = false;
-  void* qweight = nullptr;   // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]
-  __half* scales = nullptr;  // int8: [rows]; int4: [rows, cols/group]
+  // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]; fp8: E4M3 codes
+  // [rows, cols]
+  void* qweight = nullptr;
+  __half* scales = nullptr;  // int8: [rows]; int4: [rows, cols/group]; fp8: [rows] floats (fp8_scales)
   uint8_t* zeros = nullptr;  // int4 with zero point: [rows, cols/group]
 };
+
+// fp8's row scales: floats, in the memory `scales` points to.
+__host__ __device__ inline const float* fp8_scales(const DeviceMatrix& m) {
+  return reinterpret_cast<const float*>(m.scales);
+}
+__host__ __device__ inline float* fp8_scales(DeviceMatrix& m) {
+  return reinterpret_cast<float*>(m.scales);
+}
 
 // The matrix's shape and layout as the linear plan names them (decodebench/linear_shapes.h).
 inline MatrixShape shape_of(const DeviceMatrix& m) {

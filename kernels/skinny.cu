@@ -68,6 +68,14 @@ __device__ __forceinline__ void dequant(Pairs<S>& out, uint4 w, uint32_t scale, 
       out.p[2 * i] = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4140u)), magic));
       out.p[2 * i + 1] = h2_bits(__hsub2(bits_h2(__byte_perm(u, 0x64646464u, 0x4342u)), magic));
     }
+  } else if constexpr (S == Scheme::fp8) {
+    // E4M3 pairs by the hardware conversion, exact; the row scale is applied to the sums at
+    // the end, in fp32 (the mma accumulates in fp32: no fp16 headroom to keep).
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out.p[2 * i] = h2_bits(fp8x2_to_half2(words[i]));
+      out.p[2 * i + 1] = h2_bits(fp8x2_to_half2(words[i] >> 16));
+    }
   } else {
     // (q - zero) * scale, the pairs in column order (int4_dot.cuh, int4_pairs). 0x64zz is
     // 1024 + zero, 0xd4(16 zero) is -(64 + zero), both exact.
@@ -97,7 +105,7 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * 16 * MT;
   const int split = blockIdx.y;
   const int groups = S == Scheme::int4 ? static_cast<int>(m.cols / m.group_size) : 0;
-  const int64_t row_bytes = S == Scheme::fp16 ? 2 * m.cols : (S == Scheme::int8 ? m.cols : m.cols / 2);
+  const int64_t row_bytes = S == Scheme::fp16 ? 2 * m.cols : (S == Scheme::int4 ? m.cols / 2 : m.cols);
 
   // The lane's rows: g and g + 8 of each tile, the last row repeated past the end (finite
   // weights whose outputs are dropped), as 32-bit offsets from the block's first row (a
@@ -214,6 +222,7 @@ __global__ void __launch_bounds__(kThreads) skinny_kernel(SkinnyArgs a) {
     const int seq = 8 * n + 2 * (l % 4) + i % 2;
     if (row >= m.rows || seq >= a.batch) return;
     if constexpr (S == Scheme::int8) v *= __half2float(m.scales[row]);
+    if constexpr (S == Scheme::fp8) v *= fp8_scales(m)[row];
     float* y = a.y + static_cast<int64_t>(seq) * m.rows + row;
     *y = a.accumulate ? *y + v : v;
   };
@@ -267,6 +276,8 @@ DefaultShape default_shape(Scheme scheme, int nt) {
       return kInt8[g];
     case Scheme::int4:
       return kInt4[g];
+    case Scheme::fp8:  // int8's: the same bytes a weight
+      return kInt8[g];
   }
   fail("skinny GEMM: unknown scheme");
 }
@@ -322,6 +333,8 @@ KernelFn kernel_for(Scheme s, const Shape& sh) {
       return kernel_for<Scheme::int8>(sh);
     case Scheme::int4:
       return kernel_for<Scheme::int4>(sh);
+    case Scheme::fp8:
+      return kernel_for<Scheme::fp8>(sh);
   }
   fail("skinny GEMM: unknown scheme");
 }

@@ -69,6 +69,23 @@ __global__ void quantize_int8_kernel(DeviceMatrix d, RowMap map, int64_t rows, V
   }
 }
 
+// fp8: one warp per row, as int8; the row's scale is a float.
+template <class V>
+__global__ void quantize_fp8_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
+  const int lane = threadIdx.x % kWarp;
+  for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < rows;
+       r += int64_t{gridDim.x} * blockDim.x / kWarp) {
+    float amax = 0.f;
+    for (int64_t c = lane; c < d.cols; c += kWarp) amax = fmaxf(amax, fabsf(value(r, c)));
+    amax = warp_max(amax);
+    const float s = quant::fp8_scale(amax);
+    const int64_t dr = map.offset + (r + value.row_base()) * map.stride;
+    for (int64_t c = lane; c < d.cols; c += kWarp)
+      static_cast<uint8_t*>(d.qweight)[dr * d.cols + c] = quant::quantize_fp8(value(r, c), s);
+    if (lane == 0) fp8_scales(d)[dr] = s;
+  }
+}
+
 // int4: one thread per group.
 template <class V>
 __global__ void quantize_int4_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
@@ -116,6 +133,9 @@ struct MergedRows {
         const int8_t q = static_cast<const int8_t*>(m.qweight)[r * m.cols + c];
         return quant::dequantize_int8(q, f16_to_f32(scales[r]));
       }
+      case Scheme::fp8:
+        return quant::dequantize_fp8(static_cast<const uint8_t*>(m.qweight)[r * m.cols + c],
+                                     fp8_scales(m)[r]);
       default: {
         const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
         const uint8_t q = quant::unpack_int4(static_cast<const uint8_t*>(m.qweight)[(r * m.cols + c) / 2],
@@ -146,6 +166,9 @@ void quantize_rows(const DeviceMatrix& d, RowMap map, int64_t rows, V value, cud
       break;
     case Scheme::int4:
       quantize_int4_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
+      break;
+    case Scheme::fp8:
+      quantize_fp8_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
       break;
   }
   CUDA_CHECK_LAUNCH();
@@ -256,6 +279,8 @@ __global__ void dequantize_kernel(DeviceMatrix m, __half* out) {
     float v;
     if (m.scheme == Scheme::int8) {
       v = quant::dequantize_int8(static_cast<const int8_t*>(m.qweight)[i], __half2float(m.scales[r]));
+    } else if (m.scheme == Scheme::fp8) {
+      v = quant::dequantize_fp8(static_cast<const uint8_t*>(m.qweight)[i], fp8_scales(m)[r]);
     } else {
       const int64_t g = r * (m.cols / m.group_size) + c / m.group_size;
       const uint8_t q =
@@ -285,6 +310,14 @@ __global__ void dequantize8_kernel(DeviceMatrix m, __half* out) {
 #pragma unroll
         for (int j = 0; j < 8; ++j)
           v[j] = quant::dequantize_int8(static_cast<int8_t>((w[j / 4] >> (8 * (j % 4))) & 0xff), scale);
+      } else if (m.scheme == Scheme::fp8) {
+        const uint2 q =
+            reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(m.qweight) + r * m.cols)[p];
+        const float scale = fp8_scales(m)[r];
+        const uint32_t w[2] = {q.x, q.y};
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          v[j] = quant::dequantize_fp8(static_cast<uint8_t>((w[j / 4] >> (8 * (j % 4))) & 0xff), scale);
       } else {
         const uint32_t q =
             reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(m.qweight) + r * m.cols / 2)[p];
@@ -367,7 +400,7 @@ void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   if (m.scheme == Scheme::fp16) fail("dequantize_to_f16: the matrix is already fp16");
   if (m.int4_repacked) fail("dequantize_to_f16: expects the canonical int4 layout");
   // Whole 8-column pieces that never straddle an int4 group: the vector kernel.
-  if (m.cols % 8 == 0 && (m.scheme == Scheme::int8 || m.group_size % 8 == 0)) {
+  if (m.cols % 8 == 0 && (m.scheme != Scheme::int4 || m.group_size % 8 == 0)) {
     const int64_t pieces = m.cols / 8;
     const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads),
                     static_cast<unsigned>(std::min<int64_t>(m.rows, 65535)));

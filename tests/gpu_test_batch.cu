@@ -138,12 +138,16 @@ std::vector<BatchCase> every_kernel_and_batch() {
   const std::pair<Scheme, const char*> kernels[] = {
       {Scheme::fp16, "fp16.gemv"},  {Scheme::fp16, "fp16.cublas"},         {Scheme::int8, "int8.gemv"},
       {Scheme::int8, "int8.naive"}, {Scheme::int8, "int8.dequant-cublas"}, {Scheme::int4, "int4.gemv"},
-      {Scheme::int4, "int4.naive"}, {Scheme::int4, "int4.dequant-cublas"}};
+      {Scheme::int4, "int4.naive"}, {Scheme::int4, "int4.dequant-cublas"}, {Scheme::fp8, "fp8.gemv"},
+      {Scheme::fp8, "fp8.naive"},   {Scheme::fp8, "fp8.dequant-cublas"}};
   for (const auto& [scheme, kernel] : kernels)
     for (int64_t b : {1, 2, 3, 8, 17, 64}) v.push_back({scheme, kernel, b});
-  // Past one skinny launch: int8 and int4 gemv run cuBLAS on an fp16 copy (the plan's BatchedPath).
-  for (Scheme s : {Scheme::int8, Scheme::int4})
-    v.push_back({s, s == Scheme::int8 ? "int8.gemv" : "int4.gemv", 65});
+  // Past one skinny launch: int8, fp8 and int4 gemv run cuBLAS on an fp16 copy (the plan's
+  // BatchedPath).
+  for (const auto& [scheme, kernel] :
+       {std::pair{Scheme::int8, "int8.gemv"}, std::pair{Scheme::int4, "int4.gemv"},
+        std::pair{Scheme::fp8, "fp8.gemv"}})
+    v.push_back({scheme, kernel, 65});
   return v;
 }
 
@@ -160,7 +164,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, EngineBatch, ::testing::ValuesIn(every_kernel_
 TEST(EngineBatchTokens, EverySequenceDecodesTheReferenceTokens) {
   REQUIRE_GPU();
   for (const char* preset : {"tiny", "tiny-qwen2"})
-    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4})
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8})
       for (int64_t batch : {3, 17}) {
         const WeightSource ws(tiny(s, preset), "", 5);
         const int64_t context = 5, steps = 16;
@@ -273,7 +277,7 @@ TEST(EngineBatchTokens, GoldensAtBatchThree) {
 TEST(EngineBatchGraph, GraphAndEagerGiveIdenticalTokensAndLogits) {
   REQUIRE_GPU();
   for (const char* preset : {"tiny", "tiny-qwen2"})
-    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4})
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8})
       for (int64_t batch : {3, 17}) {
         const WeightSource ws(tiny(s, preset), "", 11);
         Engine e(ws, resolve_kernel("auto", s), 20 + 12, false, batch);

@@ -27,7 +27,7 @@ namespace {
 
 TEST(DeviceWeights, SyntheticMatricesAreBitIdenticalToTheHostGenerator) {
   REQUIRE_GPU();
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
     const ModelConfig c = tiny(s);
     const WeightSource ws(c, "", 1234);
     const Origin o = ws.linear(1, Linear::down);
@@ -131,7 +131,7 @@ using dbtest::kLogitsBound;
 TEST(EngineVsCpu, AutoKernelsGiveTheReferenceTokens) {
   REQUIRE_GPU();
   for (const char* preset : {"tiny", "tiny-qwen2"})
-    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
       const WeightSource ws(tiny(s, preset), "", 5);
       const int64_t steps = 16;
       const Trace cpu = run_cpu(ws, 0, steps);
@@ -170,6 +170,8 @@ INSTANTIATE_TEST_SUITE_P(
                       EngineCase{Scheme::int8, "int8.dequant-cublas", 0},
                       EngineCase{Scheme::int4, "int4.gemv", 0}, EngineCase{Scheme::int4, "int4.naive", 0},
                       EngineCase{Scheme::int4, "int4.dequant-cublas", 0},
+                      EngineCase{Scheme::fp8, "fp8.gemv", 0}, EngineCase{Scheme::fp8, "fp8.naive", 0},
+                      EngineCase{Scheme::fp8, "fp8.dequant-cublas", 0},
                       // past one attention split (kAttentionChunk = 128 positions): the split merge runs
                       EngineCase{Scheme::int4, "int4.gemv", 150}, EngineCase{Scheme::fp16, "fp16.gemv", 300}),
     [](const auto& info) {
@@ -185,6 +187,7 @@ INSTANTIATE_TEST_SUITE_P(Qwen2, EngineVsCpu,
                          ::testing::Values(EngineCase{Scheme::fp16, "fp16.gemv", 0, "tiny-qwen2"},
                                            EngineCase{Scheme::fp16, "fp16.cublas", 0, "tiny-qwen2"},
                                            EngineCase{Scheme::int8, "int8.gemv", 0, "tiny-qwen2"},
+                                           EngineCase{Scheme::fp8, "fp8.gemv", 0, "tiny-qwen2"},
                                            EngineCase{Scheme::int4, "int4.gemv", 0, "tiny-qwen2"},
                                            EngineCase{Scheme::int4, "int4.dequant-cublas", 0, "tiny-qwen2"},
                                            EngineCase{Scheme::int4, "int4.gemv", 150, "tiny-qwen2"}),
@@ -335,6 +338,7 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, RaggedShapes,
     ::testing::Values(RaggedCase{Scheme::int8, 376, 64, {"down_proj"}},  // 376 bytes: not a multiple of 16
                       RaggedCase{Scheme::fp16, 372, 64, {"down_proj"}},  // 744 bytes
+                      RaggedCase{Scheme::fp8, 376, 64, {"down_proj"}},   // as int8
                       // groups of 16: every int4 matrix (the fp16 lm_head keeps its kernel)
                       RaggedCase{Scheme::int4, 368, 16, {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}}),
     [](const auto& info) {
@@ -419,7 +423,7 @@ TEST(EngineGolden, Fp16GivesTransformersTokens) {
 TEST(Engine, GraphAndEagerGiveIdenticalTokensAndLogits) {
   REQUIRE_GPU();
   for (const char* preset : {"tiny", "tiny-qwen2"})
-    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
       const WeightSource ws(tiny(s, preset), "", 11);
       Engine e(ws, resolve_kernel("auto", s), 100 + 24);
       const Trace eager = run_engine(e, 100, 24, false);

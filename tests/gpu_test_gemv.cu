@@ -2,9 +2,11 @@
 // are not multiples of the tile and the real 8b/4b/70b layer shapes, with every epilogue;
 // the rows kernel also in shapes chosen by hand, single and double-buffered.
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "decodebench/half.h"
+#include "decodebench/quant.h"
 #include "gpu_common.cuh"
 #include "weights.cuh"
 
@@ -41,7 +43,10 @@ std::string name(const Case& c) {
 // Fast kernels accumulate up to 8 fp16 products per accumulator before converting to fp32;
 // each fused multiply-add rounds once, by at most 2^-11 of the partial sum, which is at most
 // sum |w x|. So |y - ref| <= 8 * 2^-11 * sum |w x|. The naive kernels accumulate in fp32:
-// 2^-24 per add over at most `cols` adds, well under 1e-5 for these sizes.
+// 2^-24 per add over at most `cols` adds, well under 1e-5 for these sizes. fp8's sums are in
+// units of 2^8 scale (the values times 2^-8), the same roundings relative to the partial sums;
+// its products below fp16's normal range round by at most 2^-25 of those units, far under
+// 2^-11 of a chunk's sum.
 double tolerance(GemvVariant v) {
   return v == GemvVariant::naive ? 1e-5 : 8.0 / 2048.0;
 }
@@ -122,7 +127,7 @@ std::vector<Case> cases() {
   };
   std::vector<Case> out;
   for (auto [r, k] : shapes) {
-    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
       out.push_back({s, GemvVariant::fast, r, k});
       if (s != Scheme::fp16) out.push_back({s, GemvVariant::naive, r, k});
     }
@@ -398,11 +403,10 @@ TEST(Dequantize, EveryElementIsTheHostValueRoundedToFp16) {
     int group;
     bool zero_point;
   };
-  const Shape shapes[] = {{Scheme::int8, 37, 264, 0, false},
-                          {Scheme::int4, 37, 256, 32, true},
-                          {Scheme::int4, 5, 384, 128, false},
-                          {Scheme::int8, 9, 100, 0, false},
-                          {Scheme::int4, 9, 100, 4, true}};
+  const Shape shapes[] = {{Scheme::int8, 37, 264, 0, false},  {Scheme::int4, 37, 256, 32, true},
+                          {Scheme::int4, 5, 384, 128, false}, {Scheme::int8, 9, 100, 0, false},
+                          {Scheme::int4, 9, 100, 4, true},    {Scheme::fp8, 37, 264, 0, false},
+                          {Scheme::fp8, 9, 100, 0, false}};
   std::mt19937 rng(7);
   std::normal_distribution<float> d(0.f, 0.05f);
   for (const Shape& sh : shapes) {
@@ -429,7 +433,7 @@ TEST(DeviceMatrixBytes, Int4MetaCoversWholeBlocksOfEightRows) {
     DeviceMatrix m;
     m.rows = rows;
     m.cols = 512;
-    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
       for (bool zp : {true, false}) {
         m.scheme = s;
         m.group_size = s == Scheme::int4 ? 128 : 0;
@@ -446,6 +450,74 @@ TEST(DeviceMatrixBytes, Int4MetaCoversWholeBlocksOfEightRows) {
         EXPECT_EQ(got.zeros, zp ? padded_groups : 0) << rows;
         EXPECT_GE(got.scales, want.scales) << rows;
       }
+    }
+  }
+}
+
+// The host codec (quant.h) is CUDA's conversion: every code decodes to the value
+// __nv_cvt_fp8x2_to_halfraw2 gives (the kernels' path), and a sweep of floats (every fp16
+// value, the midpoints of neighbouring codes and either side, random bit patterns with NaN
+// and infinities) encodes to __nv_cvt_float_to_fp8's code, saturating.
+__global__ void fp8_device_codec(const float* in, uint8_t* enc, int n, uint16_t* dec) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    enc[i] = __nv_cvt_float_to_fp8(in[i], __NV_SATFINITE, __NV_E4M3);
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t < 128) {  // codes 2t, 2t + 1 as one pair
+    const uint32_t two = static_cast<uint32_t>(2 * t) | (static_cast<uint32_t>(2 * t + 1) << 8);
+    const uint32_t h = h2_bits(fp8x2_to_half2(two));
+    dec[2 * t] = static_cast<uint16_t>(h & 0xffffu);
+    dec[2 * t + 1] = static_cast<uint16_t>(h >> 16);
+  }
+}
+
+TEST(Fp8Codec, TheHostCodecIsTheDevicesConversion) {
+  std::vector<float> in;
+  for (uint32_t h = 0; h < 65536; ++h) in.push_back(f16_to_f32(static_cast<uint16_t>(h)));
+  for (int code = 0; code < 0x7e; ++code) {
+    const float lo = quant::fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    const float hi = quant::fp8_e4m3_to_f32(static_cast<uint8_t>(code + 1));
+    const float mid = (lo + hi) / 2;
+    for (float v : {mid, std::nextafter(mid, 0.f), std::nextafter(mid, 1e9f)}) {
+      in.push_back(v);
+      in.push_back(-v);
+    }
+  }
+  std::mt19937 rng(11);
+  for (int i = 0; i < (1 << 20); ++i) {
+    const uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, 4);
+    in.push_back(f);
+  }
+  for (float v : {448.f, 449.f, 464.f, 480.f, 1e30f, INFINITY, -INFINITY, NAN}) in.push_back(v);
+  DeviceBuffer<float> d_in(in);
+  DeviceBuffer<uint8_t> enc(in.size());
+  DeviceBuffer<uint16_t> dec(256);
+  fp8_device_codec<<<1024, 256>>>(d_in.p, enc.p, static_cast<int>(in.size()), dec.p);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> got = enc.download();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const uint8_t host = quant::f32_to_fp8_e4m3(in[i]);
+    if (std::isnan(in[i])) {
+      ASSERT_EQ(got[i] & 0x7f, 0x7f) << "NaN";
+      ASSERT_EQ(host & 0x7f, 0x7f) << "NaN";
+      continue;
+    }
+    ASSERT_EQ(host, got[i]) << "float " << in[i] << " (bits " << std::hex << [&] {
+      uint32_t u;
+      std::memcpy(&u, &in[i], 4);
+      return u;
+    }() << ")";
+  }
+  const std::vector<uint16_t> values = dec.download();
+  for (int code = 0; code < 256; ++code) {
+    const float host = quant::fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    const float dev = f16_to_f32(values[code]);
+    if ((code & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(dev)) << code;
+    } else {
+      EXPECT_EQ(host, dev) << code;
+      EXPECT_EQ(std::signbit(host), std::signbit(dev)) << code;
     }
   }
 }

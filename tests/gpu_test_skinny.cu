@@ -34,8 +34,9 @@ std::string name(const Case& c) {
 
 // The tensor cores multiply fp16 operands exactly and add in fp32; int4's operands are
 // (q - zero) * scale rounded to fp16 once, 2^-11 of each product at most. So |y - ref| is
-// bounded by 2^-11 sum |w x| for int4 and well under it for fp16 and int8 (fp32 sums of
-// exact products); 2^-12 leaves those the rounding of the fp32 additions.
+// bounded by 2^-11 sum |w x| for int4 and well under it for fp16, int8 and fp8 (fp32 sums of
+// exact products: E4M3 values are exact in fp16); 2^-12 leaves those the rounding of the fp32
+// additions.
 double tolerance(Scheme s) {
   return s == Scheme::int4 ? 1.0 / 2048 : 1.0 / 4096;
 }
@@ -99,7 +100,7 @@ TEST_P(SkinnyTest, EveryColumnMatchesTheCpuReference) {
 
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
     // Not multiples of a tile (rows) or of a chunk set (columns), across the batch shapes.
     for (int64_t b : {1, 2, 3, 8, 9, 17, 33, 64, 65})
       for (auto [rows, cols] : {std::pair<int64_t, int64_t>{7, 256}, {130, 1088}, {1000, 2048}})
@@ -124,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SkinnyTest, ::testing::ValuesIn(cases()),
 // multiple of any of its tiles, against the default shape's result within the bound.
 TEST(Skinny, EveryTunedShapeGivesTheDefaultsResult) {
   REQUIRE_GPU();
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
     const int64_t rows = 200, cols = 1536;
     std::mt19937 rng(5);
     std::normal_distribution<float> d(0.f, 0.05f);
@@ -169,7 +170,7 @@ TEST(Skinny, TheTunedShapeIsAnInstantiatedOneAndGivesTheDefaultsResult) {
   std::normal_distribution<float> d(0.f, 0.05f);
   std::vector<float> w(static_cast<size_t>(rows * cols));
   for (float& v : w) v = d(rng);
-  for (Scheme s : {Scheme::int8, Scheme::int4}) {
+  for (Scheme s : {Scheme::int8, Scheme::int4, Scheme::fp8}) {
     const QuantMatrix q = quantize_matrix(w.data(), rows, cols, s, 64, true);
     DeviceQuant a(q), b(q);  // two copies, as a layer's matrix over two layers
     if (s == Scheme::int4) repack_int4(a.m, nullptr, false), repack_int4(b.m, nullptr, false);

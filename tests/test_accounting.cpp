@@ -84,6 +84,13 @@ TEST(Accounting, Llama8bAtEachScheme) {
   EXPECT_EQ(i8.per_token.scales, 32 * k8bLayerRows * 2);  // one fp16 scale per row
   EXPECT_EQ(i8.per_token.zeros, 0u);
 
+  // fp8: the weights' bytes of int8, a float scale a row.
+  const ByteAccount f8 = account_bytes(llama8b(Scheme::fp8), {}, {}, 0, 0);
+  EXPECT_EQ(f8.per_token.linear_weights, k8bElems);
+  EXPECT_EQ(f8.per_token.scales, 32 * k8bLayerRows * 4);
+  EXPECT_EQ(f8.per_token.zeros, 0u);
+  EXPECT_EQ(f8.per_token.total, i8.per_token.total + 32 * k8bLayerRows * 2);
+
   const ByteAccount i4 = account_bytes(llama8b(Scheme::int4), {}, {}, 0, 0);
   EXPECT_EQ(i4.per_token.linear_weights, k8bElems / 2);  // 3,489,660,928
   EXPECT_EQ(i4.per_token.scales, k8bElems / 128 * 2);    // one fp16 per group of 128
@@ -201,7 +208,7 @@ TEST(Accounting, AtBatchTheWeightsOnceAndEverySequencesOwn) {
 }
 
 TEST(Accounting, BatchOneIsTheStepItAlwaysWas) {
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
     const ModelConfig c = llama8b(s);
     const ByteAccount one = account_bytes(c, {}, {}, 100, 227, 1), plain = account_bytes(c, {}, {}, 100, 227);
     EXPECT_EQ(one.per_token.total, plain.per_token.total);

@@ -90,16 +90,17 @@ class BadConfig : public ::testing::Test {
 TEST(Presets, AllLoadAndValidateInDisplayOrder) {
   const std::vector<std::string> names = db::preset_names();
   ASSERT_GE(names.size(), 20u);
-  ASSERT_GE(names.size(), 36u);
-  const char* first[] = {"tiny",       "tiny-fp16",       "tiny-int8",       "tiny-int4",
-                         "tiny-qwen2", "tiny-qwen2-fp16", "tiny-qwen2-int8", "tiny-qwen2-int4",
-                         "1b",         "1b-fp16",         "1b-int8",         "1b-int4",
-                         "4b",         "4b-fp16",         "4b-int8",         "4b-int4",
-                         "8b",         "8b-fp16",         "8b-int8",         "8b-int4",
-                         "70b",        "70b-fp16",        "70b-int8",        "70b-int4",
-                         "qwen2-0.5b", "qwen2-0.5b-fp16", "qwen2-0.5b-int8", "qwen2-0.5b-int4",
-                         "qwen2-1.5b", "qwen2-1.5b-fp16", "qwen2-1.5b-int8", "qwen2-1.5b-int4",
-                         "qwen2-7b",   "qwen2-7b-fp16",   "qwen2-7b-int8",   "qwen2-7b-int4"};
+  ASSERT_GE(names.size(), 45u);
+  const char* first[] = {
+      "tiny",       "tiny-fp16",       "tiny-int8",       "tiny-int4",       "tiny-fp8",
+      "tiny-qwen2", "tiny-qwen2-fp16", "tiny-qwen2-int8", "tiny-qwen2-int4", "tiny-qwen2-fp8",
+      "1b",         "1b-fp16",         "1b-int8",         "1b-int4",         "1b-fp8",
+      "4b",         "4b-fp16",         "4b-int8",         "4b-int4",         "4b-fp8",
+      "8b",         "8b-fp16",         "8b-int8",         "8b-int4",         "8b-fp8",
+      "70b",        "70b-fp16",        "70b-int8",        "70b-int4",        "70b-fp8",
+      "qwen2-0.5b", "qwen2-0.5b-fp16", "qwen2-0.5b-int8", "qwen2-0.5b-int4", "qwen2-0.5b-fp8",
+      "qwen2-1.5b", "qwen2-1.5b-fp16", "qwen2-1.5b-int8", "qwen2-1.5b-int4", "qwen2-1.5b-fp8",
+      "qwen2-7b",   "qwen2-7b-fp16",   "qwen2-7b-int8",   "qwen2-7b-int4",   "qwen2-7b-fp8"};
   for (size_t i = 0; i < std::size(first); ++i) EXPECT_EQ(names[i], first[i]);
   for (const std::string& name : names) {
     SCOPED_TRACE(name);

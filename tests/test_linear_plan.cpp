@@ -38,11 +38,12 @@ std::vector<ModelConfig> models() {
 }
 
 // Shapes the fast kernels cannot take (as the GPU engine test's RaggedShapes): an input of 376
-// int8 or 372 fp16 weights (not whole 16-byte chunks), int4 groups of 16.
+// int8 or fp8 or 372 fp16 weights (not whole 16-byte chunks), int4 groups of 16.
 std::vector<ModelConfig> ragged_models() {
   std::vector<ModelConfig> v;
-  for (auto [name, intermediate, group] : {std::tuple{"tiny-int8", 376, 64}, std::tuple{"tiny-fp16", 372, 64},
-                                           std::tuple{"tiny-int4", 368, 16}}) {
+  for (auto [name, intermediate, group] :
+       {std::tuple{"tiny-int8", 376, 64}, std::tuple{"tiny-fp16", 372, 64}, std::tuple{"tiny-int4", 368, 16},
+        std::tuple{"tiny-fp8", 376, 64}}) {
     ModelConfig c = load_model_config(name);
     c.intermediate_size = intermediate;
     c.quant.group_size = group;
@@ -107,11 +108,14 @@ TEST(LinearPlan, EveryKindOfMatrixIsTheStepsOwnShape) {
 
 TEST(LinearPlan, ANamedKernelRunsEveryBlockMatrixAndTheLmHeadOfItsScheme) {
   for_every_plan(models(), false,
-                 [](const ModelConfig& c, const KernelInfo& k, int64_t, int, const LinearPlan& p) {
+                 [](const ModelConfig& c, const KernelInfo& k, int64_t, int cap, const LinearPlan& p) {
                    EXPECT_TRUE(p.fallbacks().empty());
-                   EXPECT_NO_THROW(check_plan(p));
+                   // fp8.gemv below sm_89 is refused (OnlyFp8sFastKernelsDependOnTheCapability).
+                   const bool refused = k.name == "fp8.gemv" && cap < kFp8Capability;
+                   if (!refused) EXPECT_NO_THROW(check_plan(p));
                    for (const LinearChoice& l : p.linears) {
-                     EXPECT_EQ(l.refusal, "") << to_string(l.kind);
+                     if (!refused || l.shape.scheme != Scheme::fp8)
+                       EXPECT_EQ(l.refusal, "") << to_string(l.kind);
                      const bool own = !is_head(l.kind) || c.quant.lm_head == c.quant.scheme;
                      EXPECT_EQ(l.impl, own ? k.impl : LinearImpl::gemv_fast) << to_string(l.kind);
                    }
@@ -172,6 +176,7 @@ TEST(LinearPlan, AutoPicksTheFastGemvWhereItTakesTheMatrixAndTheNaiveKernelWithA
   EXPECT_EQ(kinds_falling_back(ragged[1]), std::vector<std::string>{"down_proj"});
   EXPECT_EQ(kinds_falling_back(ragged[2]),
             (std::vector<std::string>{"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}));
+  EXPECT_EQ(kinds_falling_back(ragged[3]), std::vector<std::string>{"down_proj"});
   // No preset falls back.
   for (const ModelConfig& c : models())
     EXPECT_EQ(kinds_falling_back(c), std::vector<std::string>{}) << c.name;
@@ -245,22 +250,45 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
                  });
 }
 
-TEST(LinearPlan, NoChoiceDependsOnTheCapabilityYet) {
+TEST(LinearPlan, OnlyFp8sFastKernelsDependOnTheCapability) {
   for (const ModelConfig& c : models())
     for (const KernelInfo* k : kernels_of(c.quant.scheme))
       for (int64_t batch : kBatches) {
         const LinearPlan a = plan_linears(c, *k, batch, 80, true), b = plan_linears(c, *k, batch, 90, true);
+        const LinearPlan named = plan_linears(c, *k, batch, 80, false);
         EXPECT_EQ(a.capability, 80);
         EXPECT_EQ(b.capability, 90);
         EXPECT_EQ(a.step, b.step);
         for (MatrixKind m : kAllMatrixKinds) {
           SCOPED_TRACE(c.name + " " + k->name + " " + to_string(m));
-          EXPECT_EQ(a[m].impl, b[m].impl);
           EXPECT_EQ(a[m].layout, b[m].layout);
-          EXPECT_EQ(a[m].batched, b[m].batched);
-          EXPECT_EQ(a[m].fallback, b[m].fallback);
+          const MatrixShape& s = b[m].shape;
+          if (s.scheme != Scheme::fp8 || b[m].impl != LinearImpl::gemv_fast) {
+            EXPECT_EQ(a[m].impl, b[m].impl);
+            EXPECT_EQ(a[m].batched, b[m].batched);
+            EXPECT_EQ(a[m].fallback, b[m].fallback);
+            EXPECT_EQ(named[m].refusal, "");
+            continue;
+          }
+          // fp8's fast GEMV (and so its skinny GEMM) needs the hardware conversion of sm_89:
+          // below, auto runs the naive GEMV with the reason, and the named kernel is refused.
+          EXPECT_EQ(a[m].impl, LinearImpl::gemv_naive);
+          EXPECT_EQ(a[m].batched, batch > 1 ? BatchedPath::gemv_per_sequence : BatchedPath::none);
+          EXPECT_EQ(a[m].fallback, std::string(to_string(m)) + " [" + std::to_string(s.rows) + " x " +
+                                       std::to_string(s.cols) +
+                                       "]: fp8.naive, since fp8.gemv converts E4M3 with the cvt instruction "
+                                       "of sm_89 and later");
+          EXPECT_NE(named[m].refusal.find("kernel fp8.gemv cannot run"), std::string::npos)
+              << named[m].refusal;
+          EXPECT_EQ(b[m].fallback, "");
         }
       }
+  // At sm_89 exactly the fast kernel runs.
+  const ModelConfig c = load_model_config("8b-fp8");
+  const LinearPlan p = plan_linears(c, resolve_kernel("auto", Scheme::fp8), 8, 89, false);
+  EXPECT_EQ(p[MatrixKind::down].impl, LinearImpl::gemv_fast);
+  EXPECT_EQ(p[MatrixKind::down].batched, BatchedPath::skinny_gemm);
+  EXPECT_NO_THROW(check_plan(p));
 }
 
 TEST(LinearPlan, EveryPlanRunsTheKernelPerOpStep) {

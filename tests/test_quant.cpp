@@ -69,6 +69,85 @@ TEST(Quant, Int8ErrorIsAtMostHalfAScale) {
   }
 }
 
+// E4M3 from its definition: 1 sign bit, 4 exponent bits with bias 7, 3 mantissa bits, no
+// infinities, 0x7f and 0xff NaN, exponent 0 subnormal (m / 8 * 2^-6).
+double e4m3_by_definition(int code) {
+  const int sign = code >> 7, e = (code >> 3) & 15, m = code & 7;
+  const double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+  return sign ? -v : v;
+}
+
+TEST(Fp8, EveryCodeHasItsDefinedValue) {
+  for (int code = 0; code < 256; ++code) {
+    const float v = quant::fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    if ((code & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(v)) << code;
+      continue;
+    }
+    EXPECT_EQ(static_cast<double>(v), e4m3_by_definition(code)) << code;
+    EXPECT_EQ(std::signbit(v), code >= 0x80) << code;  // -0 is 0x80
+    // Every value is exact in fp16, as the kernels' fp8x2 -> half2 conversion needs.
+    EXPECT_EQ(f16_to_f32(f32_to_f16(v)), v) << code;
+  }
+  EXPECT_EQ(quant::fp8_e4m3_to_f32(0x7e), 448.f);
+  EXPECT_EQ(quant::fp8_e4m3_to_f32(0x38), 1.f);
+  EXPECT_EQ(quant::fp8_e4m3_to_f32(0x08), 1.f / 64);   // the smallest normal
+  EXPECT_EQ(quant::fp8_e4m3_to_f32(0x01), 1.f / 512);  // the smallest subnormal
+}
+
+TEST(Fp8, EveryCodeRoundTrips) {
+  for (int code = 0; code < 256; ++code) {
+    if ((code & 0x7f) == 0x7f) continue;
+    EXPECT_EQ(quant::f32_to_fp8_e4m3(quant::fp8_e4m3_to_f32(static_cast<uint8_t>(code))), code) << code;
+  }
+}
+
+TEST(Fp8, RoundsToNearestEvenAndSaturates) {
+  // Between each two neighbouring non-negative values: the midpoint goes to the even code,
+  // a float either side of it to the nearer.
+  for (int code = 0; code < 0x7e; ++code) {
+    const float lo = quant::fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    const float hi = quant::fp8_e4m3_to_f32(static_cast<uint8_t>(code + 1));
+    const float mid = (lo + hi) / 2;  // exact: both have few bits
+    const int even = code % 2 == 0 ? code : code + 1;
+    EXPECT_EQ(quant::f32_to_fp8_e4m3(mid), even) << code;
+    EXPECT_EQ(quant::f32_to_fp8_e4m3(std::nextafter(mid, 0.f)), code) << code;
+    EXPECT_EQ(quant::f32_to_fp8_e4m3(std::nextafter(mid, 1e9f)), code + 1) << code;
+    EXPECT_EQ(quant::f32_to_fp8_e4m3(-mid), even | 0x80) << code;
+  }
+  for (float big : {448.5f, 464.f, 480.f, 1e6f, INFINITY}) {
+    EXPECT_EQ(quant::f32_to_fp8_e4m3(big), 0x7e) << big;
+    EXPECT_EQ(quant::f32_to_fp8_e4m3(-big), 0xfe) << big;
+  }
+  EXPECT_EQ(quant::f32_to_fp8_e4m3(NAN) & 0x7f, 0x7f);
+  EXPECT_EQ(quant::f32_to_fp8_e4m3(1e-30f), 0);  // below half the smallest subnormal
+}
+
+TEST(Quant, Fp8ErrorIsAtMostHalfASpacing) {
+  // Normal values carry 3 mantissa bits: half a spacing is at most 2^-4 of the value; below
+  // the smallest normal the spacing is 2^-9 scale. Plus the float rounding of w / scale and
+  // of the product (a few 2^-24).
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.f, 0.02f);
+  std::vector<float> w(64 * 96);
+  for (float& x : w) x = n(rng);
+  for (int c = 0; c < 96; ++c) w[5 * 96 + c] = 0.f;  // an all-zero row
+  const QuantMatrix m = quantize_matrix(w.data(), 64, 96, Scheme::fp8, 0, false);
+  ASSERT_EQ(m.scales.size(), 2u * 64);
+  EXPECT_EQ(m.row_scale(5), 1.f);
+  for (int r = 0; r < 64; ++r) {
+    const float s = m.row_scale(r);
+    float amax = 0.f;
+    for (int c = 0; c < 96; ++c) amax = std::max(amax, std::fabs(w[r * 96 + c]));
+    if (r != 5) EXPECT_EQ(s, amax / 448.f);
+    for (int c = 0; c < 96; ++c) {
+      const float x = w[r * 96 + c];
+      const float bound = std::max(std::fabs(x) / 16, s / 1024) * (1 + 1e-5f);
+      ASSERT_LE(std::fabs(m.at(r, c) - x), bound) << r << ", " << c;
+    }
+  }
+}
+
 TEST(Quant, Int4ErrorIsAtMostHalfAScaleWithAndWithoutZeroPoint) {
   std::mt19937 rng(2);
   std::normal_distribution<float> n(0.f, 0.02f);
@@ -108,7 +187,7 @@ TEST(Quant, SameBitsOnAnyThreadCountAndRowMatchesAt) {
   const int64_t rows = 131, cols = 192;  // rows split unevenly over 3 and 4 threads
   std::vector<float> w(static_cast<size_t>(rows * cols));
   for (float& v : w) v = d(rng);
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
     for (bool zp : {false, true}) {
       if (s != Scheme::int4 && zp) continue;
       const QuantMatrix one = quantize_matrix(w.data(), rows, cols, s, 64, zp, 1);

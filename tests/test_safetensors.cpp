@@ -247,8 +247,8 @@ TEST(SafetensorsHostile, HeaderIsAJsonArray) {
 }
 
 TEST(SafetensorsHostile, UnknownDType) {
-  expect_hostile(raw_file(R"({"a":{"dtype":"F8_E4M3","shape":[4],"data_offsets":[0,4]}})", 4),
-                 "tensor 'a' has unknown dtype 'F8_E4M3'");
+  expect_hostile(raw_file(R"({"a":{"dtype":"F8_E5M2","shape":[4],"data_offsets":[0,4]}})", 4),
+                 "tensor 'a' has unknown dtype 'F8_E5M2'");
 }
 
 TEST(SafetensorsHostile, OffsetsPastTheDataSection) {

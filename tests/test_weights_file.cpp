@@ -71,7 +71,7 @@ void expect_blocks_are_rows(const WeightSource& ws, const std::string& what) {
 class WeightsFile : public db_test::TempDirTest {};
 
 TEST_F(WeightsFile, ABlockOfRowsIsThoseRowsOfTheWholeMatrixForEveryOrigin) {
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {  // synthetic
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {  // synthetic
     const ModelConfig c = config("tiny", s);
     expect_blocks_are_rows(WeightSource(c, "", 3), std::string("synthetic ") + to_string(s));
   }
@@ -83,7 +83,7 @@ TEST_F(WeightsFile, ABlockOfRowsIsThoseRowsOfTheWholeMatrixForEveryOrigin) {
     const std::string d = kData + "/int4/" + int4;
     expect_blocks_are_rows(WeightSource(config(d, std::nullopt, d), d, 0), int4);
   }
-  for (const char* q : {"int8", "int4"}) {  // decodebench's own, and merged with an adapter
+  for (const char* q : {"int8", "int4", "fp8"}) {  // decodebench's own, and merged with an adapter
     const std::string file = path(std::string(q) + ".safetensors");
     ASSERT_EQ(db_test::run({"gen-weights", "--model", "tiny", "--quant", q, "-o", file}).code, 0);
     const ModelConfig c = config("tiny", parse_scheme(q), file);

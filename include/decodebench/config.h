@@ -16,7 +16,7 @@ namespace db {
 
 // qwen2: llama plus biases on q_proj, k_proj and v_proj; qwen3: llama plus per-head q/k RMSNorm.
 enum class Arch { llama, qwen2, qwen3 };
-enum class Scheme { fp16, int8, int4 };
+enum class Scheme { fp16, int8, int4, fp8 };  // fp8: E4M3 (quant.h)
 
 const char* to_string(Arch a);
 const char* to_string(Scheme s);
@@ -24,7 +24,7 @@ const char* to_string(Scheme s);
 Arch parse_arch(std::string_view s);
 Scheme parse_scheme(std::string_view s);
 
-// Bits a weight of this scheme occupies (16, 8, 4).
+// Bits a weight of this scheme occupies (16, 8, 4, 8).
 int scheme_bits(Scheme s);
 
 struct RopeScaling {
@@ -152,7 +152,7 @@ inline constexpr size_t kMaxExtendsDepth = 64;
 std::vector<std::string> hf_architectures(Arch a);
 
 // Preset names in display order (tiny, tiny-qwen2, 1b, 4b, 8b, 70b, qwen2-0.5b, qwen2-1.5b,
-// qwen2-7b; each with -fp16/-int8/-int4).
+// qwen2-7b; each with -fp16/-int8/-int4/-fp8).
 std::vector<std::string> preset_names();
 // The embedded JSON text of a preset, or empty when there is no such preset.
 std::string preset_text(std::string_view name);

@@ -31,7 +31,7 @@ const char* to_string(MatrixKind k);
 // How a linear runs at batch > 1, where one launch multiplies every sequence's row.
 enum class BatchedPath {
   none,               // batch 1: the implementation's own kernel
-  skinny_gemm,        // the fast kernels' int8 and int4: kernels/skinny.cu on the GEMV's layout
+  skinny_gemm,        // the fast kernels' int8, fp8 and int4: kernels/skinny.cu on the GEMV's layout
   cublas,             // fp16 weights through cuBLAS (the fast kernel's fp16, and fp16.cublas)
   fp16_copy_cublas,   // a quantized matrix the skinny GEMM does not take: dequantized from its
                       // layout into fp16 (dequantize_any_to_f16), then cuBLAS

@@ -28,15 +28,22 @@ struct MatrixShape {
 enum class MatrixLayout { canonical, int4_nibbles, int4_fragments };
 const char* to_string(MatrixLayout l);  // "canonical", "int4-nibbles", "int4-fragments"
 
-// Weights in one 16-byte chunk, the unit every fast kernel loads: fp16 8, int8 16, int4 32.
+// Weights in one 16-byte chunk, the unit every fast kernel loads: fp16 8, int8 and fp8 16, int4 32.
 constexpr int weights_per_chunk(Scheme s) {
-  return s == Scheme::fp16 ? 8 : (s == Scheme::int8 ? 16 : 32);
+  return s == Scheme::fp16 ? 8 : (s == Scheme::int4 ? 32 : 16);
 }
 
 // Whether the fast GEMV (the rows kernel) takes the matrix in `layout`: an input dimension of
 // whole chunks; int4 repacked, with a power-of-two group of at least 32 columns (a group is
 // whole chunks, located by a shift). When not, `why` says so in words a result can carry.
 bool fast_gemv_takes(const MatrixShape& m, MatrixLayout layout, const char** why);
+
+// Whether the fast kernels (the rows GEMV and the skinny GEMM) run `scheme` on a device of
+// compute capability `capability` (10 major + minor): fp8 only from sm_89 on, where the
+// fp8x2 -> half2 conversion is one instruction (cvt.rn.f16x2.e4m3x2); below, the plan runs
+// fp8 on the naive GEMV, whose conversion is CUDA's software one. When not, `why` says so.
+constexpr int kFp8Capability = 89;
+bool fast_kernels_run(Scheme scheme, int capability, const char** why);
 
 // Whether the skinny GEMM of the batched step takes the matrix in `layout`: as the fast GEMV,
 // but int4 only in the nibble order (its A operands are the nibble order's chunks).

@@ -20,7 +20,7 @@ namespace db {
 
 class AtomicFile;
 
-enum class DType { f64, f32, f16, bf16, i64, i32, i16, i8, u8, boolean };
+enum class DType { f64, f32, f16, bf16, i64, i32, i16, i8, u8, boolean, f8_e4m3 };
 
 const char* to_string(DType d);  // the safetensors spelling: "F32", "BF16", "U8", ...
 size_t dtype_size(DType d);

@@ -34,13 +34,18 @@ struct QuantMatrix {
   int64_t rows = 0, cols = 0;
   int group_size = 0;       // int4 only
   bool zero_point = false;  // int4 only
-  std::vector<uint8_t>
-      qweight;  // fp16: [rows, cols] uint16 bits (LE); int8: [rows, cols]; int4: [rows, cols/2]
-  std::vector<uint16_t> scales;  // fp16 bits; int8: [rows]; int4: [rows, cols/group]
-  std::vector<uint8_t> zeros;    // int4 with zero point: [rows, cols/group]
+  // fp16: [rows, cols] uint16 bits (LE); int8: [rows, cols]; int4: [rows, cols/2]; fp8: [rows,
+  // cols] E4M3 codes
+  std::vector<uint8_t> qweight;
+  // int8: [rows] fp16 bits; int4: [rows, cols/group] fp16 bits; fp8: [rows] floats, each as two
+  // words (LE), the bytes a file's F32 tensor and the device's float array hold
+  std::vector<uint16_t> scales;
+  std::vector<uint8_t> zeros;  // int4 with zero point: [rows, cols/group]
 
   float at(int64_t r, int64_t c) const;   // dequantized element
   void row(int64_t r, float* out) const;  // dequantized row of `cols` floats
+  float row_scale(int64_t r) const;       // fp8: row r's scale
+  void set_row_scale(int64_t r, float s);
 };
 
 // Quantizes a float matrix with the canonical arithmetic (include/decodebench/quant.h),

@@ -39,7 +39,7 @@ namespace fs = std::filesystem;
 constexpr const char* kVerbs[] = {"run",      "list",   "info",    "gen-weights",
                                   "quantize", "report", "compare", "sweep"};
 
-const std::vector<std::string> kSchemeNames = {"fp16", "int8", "int4"};
+const std::vector<std::string> kSchemeNames = {"fp16", "int8", "int4", "fp8"};
 
 bool is_verb(const std::string& s) {
   return std::find(std::begin(kVerbs), std::end(kVerbs), s) != std::end(kVerbs);

@@ -41,7 +41,7 @@ int64_t block_rows(int64_t cols) {
   return std::max<int64_t>(1, kBlockFloats / cols);
 }
 
-// One matrix in `scheme`: fp16 as "<name>" F16, int8/int4 as .qweight/.scales(/.zeros),
+// One matrix in `scheme`: fp16 as "<name>" F16, int8/int4/fp8 as .qweight/.scales(/.zeros),
 // streamed a block of rows at a time. A block is computed as the whole matrix would be
 // (host_rows: every scheme quantizes a row on its own), so the bytes are the same; its
 // weights go out at once, and its scales and zeros are kept, for the tensors that follow.
@@ -85,6 +85,11 @@ void add_matrix(SafetensorsWriter& w, const WeightSource& src, const Origin& o, 
   if (scheme == Scheme::int8) {
     w.add_streamed(m + ".qweight", DType::i8, {rows, cols}, qweight);
     w.add_streamed(m + ".scales", DType::f16, {rows}, scales);
+    return;
+  }
+  if (scheme == Scheme::fp8) {
+    w.add_streamed(m + ".qweight", DType::f8_e4m3, {rows, cols}, qweight);
+    w.add_streamed(m + ".scales", DType::f32, {rows}, scales);
     return;
   }
   const int64_t groups = cols / q.group_size;

@@ -38,9 +38,10 @@ struct DTypeInfo {
   size_t size;
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::f64, "F64", 8}, {DType::f32, "F32", 4},      {DType::f16, "F16", 2}, {DType::bf16, "BF16", 2},
-    {DType::i64, "I64", 8}, {DType::i32, "I32", 4},      {DType::i16, "I16", 2}, {DType::i8, "I8", 1},
-    {DType::u8, "U8", 1},   {DType::boolean, "BOOL", 1},
+    {DType::f64, "F64", 8},      {DType::f32, "F32", 4},         {DType::f16, "F16", 2},
+    {DType::bf16, "BF16", 2},    {DType::i64, "I64", 8},         {DType::i32, "I32", 4},
+    {DType::i16, "I16", 2},      {DType::i8, "I8", 1},           {DType::u8, "U8", 1},
+    {DType::boolean, "BOOL", 1}, {DType::f8_e4m3, "F8_E4M3", 1},
 };
 
 const DTypeInfo& dtype_info(DType d) {

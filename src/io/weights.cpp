@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <set>
 #include <utility>
 
@@ -33,8 +34,20 @@ float QuantMatrix::at(int64_t r, int64_t c) const {
       const uint8_t q = quant::unpack_int4(qweight[(r * cols + c) / 2], static_cast<int>(c));
       return quant::dequantize_int4(q, f16_to_f32(scales[g]), zero);
     }
+    case Scheme::fp8:
+      return quant::dequantize_fp8(qweight[r * cols + c], row_scale(r));
   }
   return 0.f;
+}
+
+float QuantMatrix::row_scale(int64_t r) const {
+  float s;
+  std::memcpy(&s, scales.data() + 2 * r, sizeof s);
+  return s;
+}
+
+void QuantMatrix::set_row_scale(int64_t r, float s) {
+  std::memcpy(scales.data() + 2 * r, &s, sizeof s);
 }
 
 // at() for a whole row, with each scale converted once per row or group: the same calls per
@@ -54,6 +67,12 @@ void QuantMatrix::row(int64_t r, float* out) const {
       for (int64_t c = 0; c < cols; ++c) out[c] = quant::dequantize_int8(static_cast<int8_t>(q[c]), s);
       return;
     }
+    case Scheme::fp8: {
+      const float s = row_scale(r);
+      const uint8_t* q = qweight.data() + r * cols;
+      for (int64_t c = 0; c < cols; ++c) out[c] = quant::dequantize_fp8(q[c], s);
+      return;
+    }
     case Scheme::int4: {
       const int64_t groups = cols / group_size;
       for (int64_t g = 0; g < groups; ++g) {
@@ -70,6 +89,18 @@ void QuantMatrix::row(int64_t r, float* out) const {
 }
 
 namespace {
+
+// fp8 scales as a file holds them (F32): each finite and not negative, or the run is refused
+// (a NaN scale would make every weight of its row NaN).
+void check_fp8_scales(const TensorInfo& t, const std::string& path) {
+  for (uint64_t i = 0; i < t.nbytes / 4; ++i) {
+    float s;
+    std::memcpy(&s, t.data + 4 * i, 4);
+    if (!(s >= 0.f && s <= std::numeric_limits<float>::max()))
+      fail("weights {}: tensor {} holds the scale {} at index {}; a scale must be finite and not negative",
+           path, t.name, s, i);
+  }
+}
 
 // The canonical int4 matrix that a producer (the quantizer, the GPTQ/AWQ conversion) fills:
 // qweight [rows, cols/2] zeroed, two values a byte; scales [rows, cols/group]; zeros
@@ -121,6 +152,21 @@ QuantMatrix quantize_matrix(const float* w, int64_t rows, int64_t cols, Scheme s
           const float s = f16_to_f32(m.scales[r]);
           for (int64_t c = 0; c < cols; ++c)
             m.qweight[r * cols + c] = static_cast<uint8_t>(quant::quantize_int8(row[c], s));
+        }
+      });
+      break;
+    }
+    case Scheme::fp8: {
+      m.qweight.resize(static_cast<size_t>(rows * cols));
+      m.scales.resize(static_cast<size_t>(rows) * 2);  // a float a row
+      parallel_rows(rows, threads, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* row = w + r * cols;
+          float amax = 0.f;
+          for (int64_t c = 0; c < cols; ++c) amax = std::max(amax, std::fabs(row[c]));
+          const float s = quant::fp8_scale(amax);
+          m.set_row_scale(r, s);
+          for (int64_t c = 0; c < cols; ++c) m.qweight[r * cols + c] = quant::quantize_fp8(row[c], s);
         }
       });
       break;
@@ -388,9 +434,9 @@ FileQuant decodebench_file_quant(const Checkpoint& file) {
   const auto scheme = [&](const char* key) -> std::optional<Scheme> {
     const std::string* v = find(key);
     if (!v) return std::nullopt;
-    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4})
+    for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8})
       if (*v == to_string(s)) return s;
-    bad_metadata(file, key, *v, "fp16, int8 or int4");
+    bad_metadata(file, key, *v, "fp16, int8, int4 or fp8");
   };
   q.scheme = scheme("quant");
   q.lm_head = scheme("lm_head");
@@ -487,6 +533,10 @@ Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_
     if (scheme == Scheme::int8) {
       o.qweight = &checkpoint_->get(m + ".qweight", DType::i8, {rows, cols});
       o.scales = &checkpoint_->get(m + ".scales", DType::f16, {rows});
+    } else if (scheme == Scheme::fp8) {
+      o.qweight = &checkpoint_->get(m + ".qweight", DType::f8_e4m3, {rows, cols});
+      o.scales = &checkpoint_->get(m + ".scales", DType::f32, {rows});
+      check_fp8_scales(*o.scales, path_);
     } else {
       const int g = config_.quant.group_size;
       if (cols % g != 0)

@@ -10,6 +10,7 @@ namespace db {
 namespace {
 
 constexpr uint64_t kF16 = 2;  // fp16 bytes: embedding, norms, scales, KV cache, adapters
+constexpr uint64_t kF32 = 4;  // fp8's scales
 
 uint64_t u(int64_t v) {
   return static_cast<uint64_t>(v);
@@ -47,6 +48,10 @@ MatrixBytes matrix_bytes(int64_t rows, int64_t cols, Scheme scheme, int group_si
     case Scheme::int8:
       m.weights = elements;
       m.scales = u(rows) * kF16;  // per output row
+      break;
+    case Scheme::fp8:
+      m.weights = elements;
+      m.scales = u(rows) * kF32;  // per output row, float
       break;
     case Scheme::int4: {
       if (group_size <= 0 || cols % group_size != 0)

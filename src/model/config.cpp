@@ -35,7 +35,7 @@ using json = nlohmann::json;
 // The Llama/Qwen3 presets by size, then the Qwen2 family by size.
 constexpr const char* kBasePresets[] = {"tiny", "tiny-qwen2", "1b",         "4b",      "8b",
                                         "70b",  "qwen2-0.5b", "qwen2-1.5b", "qwen2-7b"};
-constexpr const char* kSchemeSuffixes[] = {"fp16", "int8", "int4"};
+constexpr const char* kSchemeSuffixes[] = {"fp16", "int8", "int4", "fp8"};
 
 struct HfArch {
   const char* hf_name;
@@ -277,12 +277,12 @@ void reject_unknown_fields(const json& obj, const std::set<std::string>& known, 
 Scheme field_scheme(const Fields& f, const char* key, Scheme fallback) {
   const json* v = f.find(key);
   if (!v) return fallback;
-  if (!v->is_string()) f.type_error(key, "one of \"fp16\", \"int8\", \"int4\"", *v);
+  if (!v->is_string()) f.type_error(key, "one of \"fp16\", \"int8\", \"int4\", \"fp8\"", *v);
   const std::string s = v->get<std::string>();
-  for (Scheme sc : {Scheme::fp16, Scheme::int8, Scheme::int4})
+  for (Scheme sc : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8})
     if (s == to_string(sc)) return sc;
-  fail("config {}: field {}{} is '{}', not a scheme (supported: fp16, int8, int4)", f.label(), f.prefix(),
-       key, printable(s));
+  fail("config {}: field {}{} is '{}', not a scheme (supported: fp16, int8, int4, fp8)", f.label(),
+       f.prefix(), key, printable(s));
 }
 
 QuantConfig parse_quant(const json& root, const std::string& label, bool strict) {
@@ -555,6 +555,8 @@ const char* to_string(Scheme s) {
       return "int8";
     case Scheme::int4:
       return "int4";
+    case Scheme::fp8:
+      return "fp8";
   }
   return "?";
 }
@@ -565,9 +567,9 @@ Arch parse_arch(std::string_view s) {
 }
 
 Scheme parse_scheme(std::string_view s) {
-  for (Scheme sc : {Scheme::fp16, Scheme::int8, Scheme::int4})
+  for (Scheme sc : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8})
     if (s == to_string(sc)) return sc;
-  fail("unknown quantization scheme '{}' (supported: fp16, int8, int4)", s);
+  fail("unknown quantization scheme '{}' (supported: fp16, int8, int4, fp8)", s);
 }
 
 int scheme_bits(Scheme s) {
@@ -578,6 +580,8 @@ int scheme_bits(Scheme s) {
       return 8;
     case Scheme::int4:
       return 4;
+    case Scheme::fp8:
+      return 8;
   }
   return 0;
 }

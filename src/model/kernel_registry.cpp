@@ -61,6 +61,25 @@ const std::vector<KernelInfo>& kernel_registry() {
        false,
        "dequantize to an fp16 scratch matrix, then cuBLAS (the 'fast kernel not used' case)",
        {4.0}},
+      {"fp8.gemv",
+       Scheme::fp8,
+       LinearImpl::gemv_fast,
+       true,
+       "x in registers, 4 rows per group (2 on long rows), 16-byte loads, E4M3 pairs -> half2 by the fp8 "
+       "cvt of sm_89 and later, fp32 row scale",
+       {}},
+      {"fp8.naive",
+       Scheme::fp8,
+       LinearImpl::gemv_naive,
+       false,
+       "one weight at a time: load byte, convert, multiply (slow path; any GPU)",
+       {}},
+      {"fp8.dequant-cublas",
+       Scheme::fp8,
+       LinearImpl::dequant_cublas,
+       false,
+       "dequantize to an fp16 scratch matrix, then cuBLAS (the 'fast kernel not used' case)",
+       {4.0}},
   };
   return table;
 }

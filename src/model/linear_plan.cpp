@@ -46,6 +46,14 @@ bool fast_gemv_takes(const MatrixShape& m, MatrixLayout layout, const char** why
   return true;
 }
 
+bool fast_kernels_run(Scheme scheme, int capability, const char** why) {
+  if (scheme == Scheme::fp8 && capability < kFp8Capability) {
+    *why = "fp8.gemv converts E4M3 with the cvt instruction of sm_89 and later";
+    return false;
+  }
+  return true;
+}
+
 bool skinny_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** why) {
   if (m.cols % weights_per_chunk(m.scheme) != 0) {
     *why = "the skinny GEMM needs the input dimension to be a multiple of 16 bytes of weights";
@@ -182,8 +190,8 @@ MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl) {
 }
 
 // At batch > 1 every linear is one launch over all sequences' rows (docs/kernels.md#batch):
-// the fast kernels' int8 and int4 run the skinny GEMM where it takes the layout, up to the
-// sequences of one launch; fp16 runs cuBLAS, and so do int8 and int4 above that, on an fp16
+// the fast kernels' int8, fp8 and int4 run the skinny GEMM where it takes the layout, up to
+// the sequences of one launch; fp16 runs cuBLAS, and so do the others above that, on an fp16
 // copy. cuBLAS streams fp16 weights faster than the skinny GEMM at every batch above 1, and
 // past 64 sequences the skinny GEMM reads the weights once a launch of 64: the 8b-int4 step
 // at 128 sequences took 17.7 ms that way and 16.3 ms on cuBLAS over fp16 copies (H200).
@@ -222,9 +230,11 @@ LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t 
     l.impl = !head || c.quant.lm_head == c.quant.scheme ? kernel.impl : LinearImpl::gemv_fast;
     const char* why = nullptr;
     const MatrixShape& m = l.shape;
-    if (l.impl == LinearImpl::gemv_fast && !fast_gemv_takes(m, planned_layout(m, l.impl), &why)) {
-      // An input dimension that is not whole chunks, a group the kernel cannot stream: the
-      // plain GEMV takes any shape (and reads fp16 too, for this).
+    if (l.impl == LinearImpl::gemv_fast && (!fast_gemv_takes(m, planned_layout(m, l.impl), &why) ||
+                                            !fast_kernels_run(m.scheme, capability, &why))) {
+      // An input dimension that is not whole chunks, a group the kernel cannot stream, fp8
+      // below sm_89: the plain GEMV takes any shape on any device (and reads fp16 too, for
+      // this).
       if (fallback) {
         l.fallback = fmt::format("{} [{} x {}]: {}.naive, since {}", to_string(k), m.rows, m.cols,
                                  to_string(m.scheme), why);
