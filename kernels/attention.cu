@@ -10,22 +10,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxGroup = 8;  // query heads per kv head (70B: 64 / 8)
-
-// A cache of more than kWideSplits splits (8192 positions) takes the WIDE kernel: blocks that
-// stream several chunks each, merged by a kernel of their own.
-constexpr int kWideSplits = 64;
-// The WIDE grid: about kWideBlocks blocks (two an SM of the H200's 132, by their shared
-// memory and registers) over every kv head and sequence, each streaming wide_chunks() chunks.
-constexpr int kWideBlocks = 256;
-constexpr int kWideMaxChunks = 64;
-__host__ __device__ inline int wide_chunks(int max_splits, int kv_heads, int batch) {
-  const int64_t c = int64_t{max_splits} * kv_heads * batch / kWideBlocks;
-  return static_cast<int>(c < 1 ? 1 : (c > kWideMaxChunks ? kWideMaxChunks : c));
-}
-// The blocks that hold positions at `pos`: one a chunk, or one a `chunks` chunks (WIDE).
-__host__ __device__ inline int wide_splits(int pos, int chunks) {
-  return pos / kAttentionChunk / chunks + 1;
-}
 static_assert(kAttentionChunk <= kThreads, "at most one position per thread");
 static_assert(sizeof(AttentionArgs) <= 128,
               "the kernel parameter stays in the parameter space (attention.cuh)");
@@ -73,13 +57,9 @@ __device__ __forceinline__ void select_sequence(AttentionArgs& a) {
 // times without a guard, the heads past G reading zero queries (their results are unused),
 // so the heads' dot products interleave as independent chains. BIAS: qwen2's q/k/v biases,
 // a template switch so that a model without them runs exactly the kernel it would otherwise.
-// WIDE: a cache of more than kWideSplits splits. A block streams wide_chunks() consecutive
-// chunks of kAttentionChunk positions, the next chunk's K and V loads in flight while it
-// computes the current one (online softmax across its chunks), so the grid is a couple of
-// blocks an SM that keep the DRAM busy instead of thousands of blocks that each load, then
-// compute. The blocks only write their partials, and attention_wide_merge_kernel merges
-// them with many blocks (the last block of a kv head merging a thousand splits alone was
-// most of a long-context step's attention time).
+// WIDE: a cache of more than kWideSplits splits; the blocks only write their partials, and
+// attention_wide_merge_kernel merges them with many blocks (the last block of a kv head
+// merging a thousand splits alone was most of a long-context step's attention time).
 // SEQ: a batch (attention(a, s, batch) with batch > 1), sequence blockIdx.z; a template
 // switch so that batch 1 runs exactly the kernel it would otherwise.
 template <int HD, int MAXG, bool BIAS, bool WIDE, bool SEQ>
@@ -92,14 +72,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   // tail. Their writers completed before this kernel launched; pos is read through L2.
   const int pos = __ldcg(a.pos);
   const int split = blockIdx.y;
-  const int chunks = WIDE ? wide_chunks(a.max_splits, a.kv_heads, gridDim.z) : 1;  // a block's
-  const int first = split * chunks;                                                // its first
-  const int start = first * kAttentionChunk;
+  const int start = split * kAttentionChunk;
   if (start > pos) return;
-  const int n = min(pos + 1 - start, kAttentionChunk);             // positions of the first chunk
-  const int end = min(first + chunks, pos / kAttentionChunk + 1);  // WIDE: chunks first..end-1
-  const int splits = wide_splits(pos, chunks);                     // blocks holding positions
-  const bool owns_pos = WIDE ? (end - 1) * kAttentionChunk + kAttentionChunk > pos : pos < start + n;
+  const int n = min(pos + 1 - start, kAttentionChunk);
+  const int splits = pos / kAttentionChunk + 1;
+  const bool owns_pos = pos < start + n;
   const int G = a.heads / a.kv_heads;
   const int kvh = blockIdx.x;
   const int kv_dim = a.kv_heads * HD, q_dim = a.heads * HD;
@@ -112,8 +89,6 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   __shared__ float scores[MAXG][kAttentionChunk];
   __shared__ __align__(16) float probs[kAttentionChunk][MAXG];  // softmax numerators, by position
   __shared__ __align__(16) __half v_s[kAttentionChunk][HD];     // the split's V rows (HD 128: 32 KB)
-  // WIDE: the V rows of every other chunk (dynamic shared memory: static memory stops at 48 KB).
-  extern __shared__ __align__(16) unsigned char wide_smem[];
   __shared__ float m_s[kMaxGroup], l_s[kMaxGroup];
   __shared__ bool last;
 
@@ -129,7 +104,6 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   const bool cached = t < n && start + t != pos;
   const auto row_of = [&](int r) { return static_cast<int64_t>(start + r) * kv_dim + kvh * HD; };
   uint4 krow[HD / 8];
-  __half v_new = __float2half_rn(0.f);  // WIDE: the new V row's element threadIdx.x
   {
     // K: the thread's own row, 16 bytes at a time; the loads of one row share two L1 lines,
     // so a row costs two L2 requests, not one per load.
@@ -211,10 +185,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     if constexpr (BIAS) x += __half2float(a.qkv_bias[q_dim + kv_dim + kvh * HD + threadIdx.x]);
     const __half v = __float2half_rn(x);
     a.v_cache[static_cast<int64_t>(pos) * kv_dim + kvh * HD + threadIdx.x] = v;
-    if constexpr (WIDE)
-      v_new = v;  // into its chunk's V rows when that chunk is computed
-    else
-      v_s[pos - start][threadIdx.x] = v;
+    v_s[pos - start][threadIdx.x] = v;
   }
   cp_async_wait_all();
   __syncthreads();  // q_s, k_new and every V row of the split are visible to the whole block
@@ -225,19 +196,17 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   // launch_dependents is the one that counts.
   pdl_trigger();
 
-  // 3. Scores: thread t, position cs + t (a chunk's start cs, its cn positions), every query
-  //    head of the group at once (MAXG independent accumulation chains: one head after another
-  //    made each a serial chain of HD dependent multiply-adds, most of the kernel's time at
-  //    128 positions). The new token's K comes from k_new, not from its (just written) row.
-  const auto score_chunk = [&](uint4(&kr)[HD / 8], int cs, int cn) {
-    if (t >= cn) return;
-    if (cs + t == pos) {
+  // 3. Scores: thread t, position start + t, every query head of the group at once (MAXG
+  //    independent accumulation chains: one head after another made each a serial chain of
+  //    HD dependent multiply-adds, most of the kernel's time at 128 positions).
+  if (t < n) {
+    if (start + t == pos) {
 #pragma unroll
       for (int p = 0; p < HD / 8; ++p) {
         __align__(16) __half h[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) h[e] = __float2half_rn(k_new[8 * p + e]);
-        kr[p] = *reinterpret_cast<const uint4*>(h);
+        krow[p] = *reinterpret_cast<const uint4*>(h);
       }
     }
     float sc[MAXG];
@@ -245,7 +214,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     for (int g = 0; g < MAXG; ++g) sc[g] = 0.f;
 #pragma unroll
     for (int p = 0; p < HD / 8; ++p) {
-      const __half2* k2 = reinterpret_cast<const __half2*>(&kr[p]);
+      const __half2* k2 = reinterpret_cast<const __half2*>(&krow[p]);
       float k[8];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -263,21 +232,43 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     }
 #pragma unroll
     for (int g = 0; g < MAXG; ++g) scores[g][t] = sc[g];
-  };
+  }
+  __syncthreads();
+
+  // 4. Softmax within the split: warp w handles query heads w, w + 4, ... (the padding heads
+  //    past G get zero probabilities).
+  for (int g = warp; g < MAXG; g += kWarps) {
+    if (g >= G) {
+      for (int t = lane; t < n; t += kWarp) probs[t][g] = 0.f;
+      continue;
+    }
+    float m = -INFINITY;
+    for (int t = lane; t < n; t += kWarp) m = fmaxf(m, scores[g][t]);
+    m = warp_max(m);
+    float l = 0.f;
+    for (int t = lane; t < n; t += kWarp) {
+      const float p = expf(scores[g][t] - m);
+      probs[t][g] = p;
+      l += p;
+    }
+    l = warp_sum(l);
+    if (lane == 0) {
+      m_s[g] = m;
+      l_s[g] = l;
+    }
+  }
+  __syncthreads();
 
   // 5. P V: thread i owns output element i for every query head of the group; the heads'
   //    probabilities of a position are one or two 16-byte shared-memory reads.
   const int i = threadIdx.x;
   float o[MAXG];
-  const auto zero_o = [&] {
 #pragma unroll
-    for (int g = 0; g < MAXG; ++g) o[g] = 0.f;
-  };
-  const auto pv_chunk = [&](const __half(*vs)[HD], int cn) {
-    if (i >= HD) return;
+  for (int g = 0; g < MAXG; ++g) o[g] = 0.f;
+  if (i < HD) {
 #pragma unroll 8
-    for (int t = 0; t < cn; ++t) {
-      const float v = __half2float(vs[t][i]);
+    for (int t = 0; t < n; ++t) {
+      const float v = __half2float(v_s[t][i]);
       if constexpr (MAXG == 2) {
         const float2 pr = *reinterpret_cast<const float2*>(&probs[t][0]);
         o[0] += pr.x * v;
@@ -293,123 +284,6 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
         }
       }
     }
-  };
-
-  if constexpr (!WIDE) {
-    score_chunk(krow, start, n);
-    __syncthreads();
-
-    // 4. Softmax within the split: warp w handles query heads w, w + 4, ... (the padding heads
-    //    past G get zero probabilities).
-    for (int g = warp; g < MAXG; g += kWarps) {
-      if (g >= G) {
-        for (int t = lane; t < n; t += kWarp) probs[t][g] = 0.f;
-        continue;
-      }
-      float m = -INFINITY;
-      for (int t = lane; t < n; t += kWarp) m = fmaxf(m, scores[g][t]);
-      m = warp_max(m);
-      float l = 0.f;
-      for (int t = lane; t < n; t += kWarp) {
-        const float p = expf(scores[g][t] - m);
-        probs[t][g] = p;
-        l += p;
-      }
-      l = warp_sum(l);
-      if (lane == 0) {
-        m_s[g] = m;
-        l_s[g] = l;
-      }
-    }
-    __syncthreads();
-    zero_o();
-    pv_chunk(v_s, n);
-  } else {
-    // The block's chunks in turn. Chunk c's V rows lie in buffer (c - first) % 2: v_s, or the
-    // dynamic buffer; while chunk c is computed, chunk c + 1's K rows load into knext and its
-    // V rows into the other buffer. The softmax runs online: warp w keeps the running max and
-    // sum of heads w and w + 4 in registers, and each chunk rescales the outputs by
-    // exp(old max - new max) (alpha) before adding its own.
-    __half(*v_other)[HD] = reinterpret_cast<__half(*)[HD]>(wide_smem);
-    __shared__ float alpha[MAXG];
-    constexpr int kHeadsPerWarp = (MAXG + kWarps - 1) / kWarps;
-    float run_m[kHeadsPerWarp], run_l[kHeadsPerWarp];
-#pragma unroll
-    for (int k = 0; k < kHeadsPerWarp; ++k) {
-      run_m[k] = -INFINITY;
-      run_l[k] = 0.f;
-    }
-    uint4 knext[HD / 8];
-    zero_o();
-    for (int c = first; c < end; ++c) {
-      const int cs = c * kAttentionChunk, cn = min(pos + 1 - cs, kAttentionChunk);
-      __half(*vs)[HD] = ((c - first) & 1) ? v_other : v_s;
-      __half(*vn)[HD] = ((c - first) & 1) ? v_s : v_other;
-      if (c > first) {
-#pragma unroll
-        for (int p = 0; p < HD / 8; ++p) krow[p] = knext[p];
-        cp_async_wait_all();
-      }
-      if (cs + cn > pos && threadIdx.x < HD) vs[pos - cs][threadIdx.x] = v_new;
-      __syncthreads();  // chunk c's V rows are visible; chunk c - 1's P V is done with vn
-      if (c + 1 < end) {
-        const int ns = cs + kAttentionChunk, nn = min(pos + 1 - ns, kAttentionChunk);
-        const bool next_cached = t < nn && ns + t != pos;
-        const uint4* src =
-            reinterpret_cast<const uint4*>(a.k_cache + row_of(t + kAttentionChunk * (c + 1 - first)));
-#pragma unroll
-        for (int p = 0; p < HD / 8; ++p) knext[p] = next_cached ? src[p] : make_uint4(0, 0, 0, 0);
-        constexpr int kPieces = HD / 8;
-        for (int e = t; e < nn * kPieces; e += kThreads) {
-          const int r = e / kPieces, p = e % kPieces;
-          if (ns + r != pos)
-            cp_async16(&vn[r][8 * p], reinterpret_cast<const uint4*>(
-                                          a.v_cache + row_of(r + kAttentionChunk * (c + 1 - first))) +
-                                          p);
-        }
-        cp_async_commit();
-      }
-      score_chunk(krow, cs, cn);
-      __syncthreads();
-#pragma unroll
-      for (int k = 0; k < kHeadsPerWarp; ++k) {
-        const int g = warp + k * kWarps;
-        if (g >= MAXG) break;
-        if (g >= G) {
-          for (int t = lane; t < cn; t += kWarp) probs[t][g] = 0.f;
-          if (lane == 0) alpha[g] = 0.f;
-          continue;
-        }
-        float m = -INFINITY;
-        for (int t = lane; t < cn; t += kWarp) m = fmaxf(m, scores[g][t]);
-        const float M = fmaxf(run_m[k], warp_max(m));
-        float l = 0.f;
-        for (int t = lane; t < cn; t += kWarp) {
-          const float p = expf(scores[g][t] - M);
-          probs[t][g] = p;
-          l += p;
-        }
-        const float scale_old = expf(run_m[k] - M);  // 0 for the first chunk (-inf)
-        run_l[k] = run_l[k] * scale_old + warp_sum(l);
-        run_m[k] = M;
-        if (lane == 0) alpha[g] = scale_old;
-      }
-      __syncthreads();
-      if (i < HD) {
-#pragma unroll
-        for (int g = 0; g < MAXG; ++g) o[g] *= alpha[g];
-      }
-      pv_chunk(vs, cn);
-    }
-#pragma unroll
-    for (int k = 0; k < kHeadsPerWarp; ++k) {
-      const int g = warp + k * kWarps;
-      if (g < G && lane == 0) {
-        m_s[g] = run_m[k];
-        l_s[g] = run_l[k];
-      }
-    }
-    __syncthreads();
   }
 
   if (splits == 1) {  // this block saw every position: no partials to merge
@@ -689,7 +563,7 @@ template <bool SEQ>
 __global__ void __launch_bounds__(kWideWarps* kWarp) attention_wide_merge_kernel(AttentionArgs a) {
   if constexpr (SEQ) select_sequence(a);
   pdl_wait();  // the partials
-  const int splits = wide_splits(__ldcg(a.pos), wide_chunks(a.max_splits, a.kv_heads, gridDim.z));
+  const int splits = __ldcg(a.pos) / kAttentionChunk + 1;
   if (splits == 1) return;  // the attention kernel wrote the output
   __shared__ float scratch[kWarp];
   __shared__ float red[kWideWarps][kWarp];
@@ -727,38 +601,24 @@ void launch_any(const AttentionArgs& a, cudaStream_t s, int batch) {
   launch(attention_any_merge_kernel<SEQ>, dim3(a.heads, 1, batch), kThreads, 0, s, a);
 }
 
-template <int HD, int MAXG, bool BIAS, bool WIDE, bool SEQ>
-void launch_fast(const AttentionArgs& a, cudaStream_t s, int batch) {
-  auto* kernel = attention_kernel<HD, MAXG, BIAS, WIDE, SEQ>;
-  if constexpr (!WIDE) {
-    launch(kernel, dim3(a.kv_heads, a.max_splits, batch), kThreads, 0, s, a);
-  } else {
-    // The second V buffer: dynamic shared memory past the static 48 KB, allowed once.
-    constexpr size_t smem = sizeof(__half) * kAttentionChunk * HD;
-    static bool configured = false;  // per device would be exact; decodebench runs on one
-    if (!configured) {
-      CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      configured = true;
-    }
-    const int chunks = wide_chunks(a.max_splits, a.kv_heads, batch);
-    launch(kernel, dim3(a.kv_heads, (a.max_splits + chunks - 1) / chunks, batch), kThreads, smem, s, a);
-  }
-}
 template <int MAXG, bool BIAS, bool WIDE, bool SEQ>
 void launch_hd(const AttentionArgs& a, cudaStream_t s, int batch) {
+  const dim3 grid(a.kv_heads, a.max_splits, batch);
   switch (a.head_dim) {
     case 32:
-      return launch_fast<32, MAXG, BIAS, WIDE, SEQ>(a, s, batch);
+      return launch(attention_kernel<32, MAXG, BIAS, WIDE, SEQ>, grid, kThreads, 0, s, a);
     case 64:
-      return launch_fast<64, MAXG, BIAS, WIDE, SEQ>(a, s, batch);
+      return launch(attention_kernel<64, MAXG, BIAS, WIDE, SEQ>, grid, kThreads, 0, s, a);
     case 96:
-      return launch_fast<96, MAXG, BIAS, WIDE, SEQ>(a, s, batch);
+      return launch(attention_kernel<96, MAXG, BIAS, WIDE, SEQ>, grid, kThreads, 0, s, a);
     case 128:
-      return launch_fast<128, MAXG, BIAS, WIDE, SEQ>(a, s, batch);
+      return launch(attention_kernel<128, MAXG, BIAS, WIDE, SEQ>, grid, kThreads, 0, s, a);
   }
   launch_any<SEQ>(a, s, batch);
 }
+
+// A cache of more than kWideSplits splits (8192 positions) merges in a kernel of its own.
+constexpr int kWideSplits = 64;
 
 template <int MAXG, bool BIAS, bool SEQ>
 void launch_split(const AttentionArgs& a, cudaStream_t s, int batch) {

@@ -289,45 +289,6 @@ TEST(AttentionWide, ALongCacheMergesInAKernelOfItsOwn) {
   }
 }
 
-// With eight kv heads the wide kernel's blocks stream several chunks each (16384 positions:
-// 128 splits, 4 chunks a block; attention.cu's wide_chunks): against the reference with the
-// token in a block's first chunk and in a block's last, past chunks that are full (the
-// online softmax rescaling the outputs chunk by chunk), with one block and several to merge,
-// and graph replay against eager. MAXG 2, 4 and 8, every fast head size.
-TEST(AttentionWide, BlocksStreamingSeveralChunksMatchTheReference) {
-  REQUIRE_GPU();
-  struct Shape {
-    Arch arch;
-    int64_t head_dim, heads;
-  };
-  for (const Shape& sh : {Shape{Arch::llama, 128, 32}, Shape{Arch::qwen2, 64, 16}, Shape{Arch::qwen3, 96, 64},
-                          Shape{Arch::llama, 32, 8}}) {
-    ModelConfig c = tiny(Scheme::fp16);
-    c.arch = sh.arch;
-    c.head_dim = sh.head_dim;
-    c.num_attention_heads = sh.heads;
-    c.num_key_value_heads = 8;
-    c.max_position_embeddings = 16384;
-    validate(c, "test");
-    const WeightSource ws(c, "", 13);
-    const int64_t positions = 16384, steps = 6;
-    ASSERT_EQ(attention_splits(positions), 128);
-    for (int64_t context : {int64_t{90}, int64_t{700}, int64_t{1021}}) {
-      const std::string what =
-          fmt::format("{} hd {} heads {} context {}", to_string(sh.arch), sh.head_dim, sh.heads, context);
-      const Trace cpu = run_cpu(ws, context, steps);
-      std::vector<int32_t> inputs = {prompt_token(context, c.vocab_size)};
-      inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
-      Engine e(ws, resolve_kernel("auto", Scheme::fp16), positions);
-      expect_reference_logits(forced_logits(e, context, inputs), cpu, what);
-      Engine g(ws, resolve_kernel("auto", Scheme::fp16), positions);
-      Engine n(ws, resolve_kernel("auto", Scheme::fp16), positions);
-      EXPECT_EQ(run_engine(g, context, steps, true).tokens, run_engine(n, context, steps, false).tokens)
-          << what;
-    }
-  }
-}
-
 // --kernel auto never refuses a shape the CPU backend runs: a matrix the fast GEMV cannot take
 // (an input that is not a multiple of 16 bytes of weights, an int4 group under 32) runs the
 // plain GEMV, the run names it, and the tokens are the reference's. A named kernel is refused.
