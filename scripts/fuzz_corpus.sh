@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the seed corpora of the fuzz targets (tests/fuzz/corpus/<target>/) from files
 # the tool itself writes and reads: weights files from gen-weights, the presets and HF
-# configs the tests use (GPTQ and AWQ ones among them, and extends chains), adapter specs and
+# configs the tests use (GPTQ, AWQ and FP8 ones among them, and extends chains), adapter specs and
 # the PEFT test adapter's config, result files of runs, a sweep with an error entry and a
-# report array, and the micro model's GPTQ and AWQ checkpoints. Committed; rerun after a format
+# report array, and the micro model's GPTQ, AWQ and FP8 checkpoints. Committed; rerun after a format
 # changes.
 #   scripts/fuzz_corpus.sh [BUILD_DIR]    a build holding the decodebench binary (default: build)
 set -euo pipefail
@@ -48,6 +48,7 @@ for n in 8 70; do
 done
 # GPTQ and AWQ config.json files, one leaving modules unquantized.
 for f in gptq-v1-sym gptq-v1-asym gptq-v2-asym awq; do cp "tests/data/int4/$f/config.json" "$out/config/hf-$f.json"; done
+for f in fp8-channel fp8-tensor ct-channel; do cp "tests/data/fp8/$f/config.json" "$out/config/hf-$f.json"; done
 python3 - "$out/config/hf-gptq-v1-asym.json" "$out/config/hf-gptq-skip.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
@@ -60,6 +61,12 @@ PY
 python3 scripts/make_int4_checkpoints.py --micro "$tmp/int4"
 for f in gptq-v1-sym gptq-v1-asym gptq-v2-asym awq; do
   { cat "$tmp/int4/$f/config.json"; printf '\n#weights\n'; cat "$tmp/int4/$f/model.safetensors"; } \
+    >"$out/int4_checkpoint/$f"
+done
+# ... and its FP8 ones (scripts/make_fp8_checkpoints.py --micro), which the target reads alike.
+python3 scripts/make_fp8_checkpoints.py --micro "$tmp/fp8"
+for f in fp8-channel fp8-tensor ct-channel; do
+  { cat "$tmp/fp8/$f/config.json"; printf '\n#weights\n'; cat "$tmp/fp8/$f/model.safetensors"; } \
     >"$out/int4_checkpoint/$f"
 done
 

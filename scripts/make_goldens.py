@@ -44,6 +44,7 @@ on the CPU in float32 with eager attention):
     python3 scripts/make_goldens.py tests/data/int4 --int4  # the GPTQ/AWQ files' golden: greedy
                                                             # tokens and logits of transformers
                                                             # on their dequantized weights
+    python3 scripts/make_goldens.py tests/data/fp8 --fp8    # the FP8 files' golden, alike
     python3 scripts/make_goldens.py tests/data/hf --only=tiny-llama-bf16 --only=tiny-llama-sharded
 --only=NAME (repeatable) writes only the models named, and no LoRA golden.
 """
@@ -254,13 +255,14 @@ def make_lora(out_dir, base_name, cls):
     print(f"{base_name}-lora: seed {seed}, tokens {seq[new]}, min relative top-2 gap {gap:.4f}")
 
 
-def make_int4(int4_dir):
-    """transformers on the dequantized weights of the GPTQ and AWQ test files
-    (scripts/make_int4_checkpoints.py writes dequant-sym/ and dequant-asym/ beside them): the
-    golden their int4 files must decode to. The weights are fixed by that script, so there is
-    no seed to choose; the smallest top-2 gap is recorded in the metadata."""
-    for name in ("dequant-sym", "dequant-asym"):
-        d = os.path.join(int4_dir, name)
+def make_dequant(folder, names):
+    """transformers on the dequantized weights of quantized test checkpoints: the GPTQ and AWQ
+    files' (scripts/make_int4_checkpoints.py writes dequant-sym/ and dequant-asym/ beside them)
+    or the FP8 files' (scripts/make_fp8_checkpoints.py writes dequant/ and dequant-tensor/):
+    the golden the quantized files must decode to. The weights are fixed by those scripts, so
+    there is no seed to choose; the smallest top-2 gap is recorded in the metadata."""
+    for name in names:
+        d = os.path.join(folder, name)
         seq, logits = greedy(load_saved(transformers.LlamaForCausalLM, d))
         gap = min_relative_gap(logits, len(PROMPT) - 1)
         save_file({"tokens": torch.tensor(seq, dtype=torch.int32), "logits": logits.contiguous()},
@@ -277,7 +279,10 @@ def main():
     lora_only = "--lora-only" in sys.argv[1:]
     if "--int4" in sys.argv[1:]:
         torch.set_num_threads(4)
-        return make_int4(args[0] if args else "tests/data/int4")
+        return make_dequant(args[0] if args else "tests/data/int4", ("dequant-sym", "dequant-asym"))
+    if "--fp8" in sys.argv[1:]:
+        torch.set_num_threads(4)
+        return make_dequant(args[0] if args else "tests/data/fp8", ("dequant", "dequant-tensor"))
     only = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--only=")]
     out = args[0] if args else "tests/data/hf"
     torch.set_num_threads(4)

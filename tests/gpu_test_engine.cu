@@ -345,6 +345,28 @@ INSTANTIATE_TEST_SUITE_P(
       return fmt::format("{}_i{}", to_string(info.param.scheme), info.param.intermediate);
     });
 
+// The engine teacher-forced with a transformers golden's sequence (scripts/make_goldens.py)
+// from position 0, against its float32 logits: expect_reference_logits' bound and argmax rule.
+void expect_golden_logits(const WeightSource& ws, Scheme s, const std::string& golden,
+                          const std::string& what) {
+  const db_test::Golden g = db_test::read_golden(golden);
+  const int64_t n = static_cast<int64_t>(g.tokens.size()) - 1;
+  Trace hf;
+  for (int64_t pos = 0; pos < n; ++pos) {
+    hf.logits.emplace_back(g.at(pos), g.at(pos) + g.vocab);
+    hf.tokens.push_back(g.tokens[static_cast<size_t>(pos + 1)]);
+  }
+  Engine t(ws, resolve_kernel("auto", s), n);
+  t.set_first_position(0);
+  std::vector<std::vector<float>> got;
+  for (int64_t pos = 0; pos < n; ++pos) {
+    t.set_inputs(pos, {g.tokens[static_cast<size_t>(pos)]});
+    t.launch_graph();
+    got.push_back(t.logits(0));
+  }
+  expect_reference_logits(got, hf, what);
+}
+
 // GPTQ and AWQ checkpoints (tests/data/int4) converted on load: the engine's weights are the
 // host's converted matrices bit for bit, and its teacher-forced logits stay within the bound
 // of the CPU reference on the same file, with the same argmax outside a tie.
@@ -365,22 +387,47 @@ TEST(EngineInt4Checkpoint, GptqAndAwqFilesMatchTheCpuReference) {
     // teacher-forced with its sequence: the same bound and argmax rule.
     const std::string ref = std::string(DB_TEST_DATA) + "/int4/" +
                             (c.quant.zero_point ? "dequant-asym" : "dequant-sym") + "/golden.safetensors";
-    const db_test::Golden g = db_test::read_golden(ref);
-    const int64_t n = static_cast<int64_t>(g.tokens.size()) - 1;
-    Trace hf;
-    for (int64_t pos = 0; pos < n; ++pos) {
-      hf.logits.emplace_back(g.at(pos), g.at(pos) + g.vocab);
-      hf.tokens.push_back(g.tokens[static_cast<size_t>(pos + 1)]);
+    expect_golden_logits(ws, Scheme::int4, ref, std::string(model) + " vs transformers");
+  }
+}
+
+// FP8 checkpoints as published (tests/data/fp8: transformers' and AutoFP8's fp8 with
+// per-channel and per-tensor scales, compressed-tensors float8) read on load: on every fp8
+// kernel the engine's teacher-forced logits stay within the bound of the CPU reference on the
+// same file, with the same argmax outside a tie.
+TEST(EngineFp8Checkpoint, PublishedFp8FilesMatchTheCpuReferenceOnEveryKernel) {
+  REQUIRE_GPU();
+  for (const char* model : {"fp8-channel", "ct-channel", "fp8-tensor"}) {
+    const std::string d = std::string(DB_TEST_DATA) + "/fp8/" + model;
+    const ModelConfig c = config_for_weights(load_model_config(d), {}, d);
+    ASSERT_EQ(c.quant.scheme, Scheme::fp8) << model;
+    const WeightSource ws(c, d, 0);
+    const int64_t context = 8, steps = 16;
+    const Trace cpu = run_cpu(ws, context, steps);
+    std::vector<int32_t> inputs = {prompt_token(context, c.vocab_size)};
+    inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
+    for (const char* kernel : {"auto", "fp8.gemv", "fp8.naive", "fp8.dequant-cublas"}) {
+      Engine e(ws, resolve_kernel(kernel, Scheme::fp8), context + steps);
+      expect_reference_logits(forced_logits(e, context, inputs), cpu, fmt::format("{} {}", model, kernel));
     }
-    Engine t(ws, resolve_kernel("auto", Scheme::int4), n);
-    t.set_first_position(0);
-    std::vector<std::vector<float>> got;
-    for (int64_t pos = 0; pos < n; ++pos) {
-      t.set_inputs(pos, {g.tokens[static_cast<size_t>(pos)]});
-      t.launch_graph();
-      got.push_back(t.logits(0));
-    }
-    expect_reference_logits(got, hf, std::string(model) + " vs transformers");
+  }
+}
+
+// And against transformers on the dequantized weights (scripts/make_goldens.py --fp8),
+// teacher-forced with its sequence: the same bound and argmax rule.
+TEST(EngineFp8Checkpoint, PublishedFp8FilesGiveTransformersLogitsOnTheDequantizedWeights) {
+  REQUIRE_GPU();
+  for (const auto& [model, dequant] : {std::pair<const char*, const char*>{"fp8-channel", "dequant"},
+                                       {"ct-channel", "dequant"},
+                                       {"fp8-tensor", "dequant-tensor"}}) {
+    const std::string d = std::string(DB_TEST_DATA) + "/fp8/" + model;
+    const std::string ref = std::string(DB_TEST_DATA) + "/fp8/" + dequant + "/golden.safetensors";
+    if (!std::filesystem::exists(ref))
+      GTEST_SKIP() << ref
+                   << " does not exist yet: run `python3 scripts/make_goldens.py tests/data/fp8 --fp8` "
+                   << "where torch and transformers are installed";
+    const WeightSource ws(config_for_weights(load_model_config(d), {}, d), d, 0);
+    expect_golden_logits(ws, Scheme::fp8, ref, std::string(model) + " vs transformers");
   }
 }
 

@@ -50,6 +50,13 @@ struct HfInt4 {
   bool sym = false;    // gptq: every zero is 8
 };
 
+// An HF config.json's quantization_config for an FP8 (E4M3) checkpoint with per-tensor or
+// per-channel weight scales (docs/weights.md#fp8-checkpoints). `format` empty: none.
+struct HfFp8 {
+  std::string format;    // "fp8" (weight_scale_inv or weight_scale) or "compressed-tensors" (weight_scale)
+  std::string strategy;  // compressed-tensors: "channel" or "tensor" when every group says it; else ""
+};
+
 struct ModelConfig {
   std::string name;    // preset name or the path it was read from
   std::string source;  // "preset" | "file" | "hf"
@@ -70,6 +77,7 @@ struct ModelConfig {
   int64_t max_position_embeddings = 0;
   QuantConfig quant;
   HfInt4 hf_int4;  // an HF config.json's GPTQ/AWQ quantization_config; the run converts its weights
+  HfFp8 hf_fp8;    // an HF config.json's FP8 quantization_config; the run reads its codes and scales
 
   int64_t q_dim() const {
     return checked_mul(num_attention_heads, head_dim, "num_attention_heads * head_dim");
@@ -111,7 +119,8 @@ struct FileQuant {
 // Applies `asked` to a loaded config and validates the result. An HF config.json says nothing
 // about quantization, so an HF config takes what `recorded` (its weights file's) says where
 // `asked` leaves a field unset; a GPTQ/AWQ quantization_config fixes the block linears' scheme
-// and group size, and a --quant or --group-size that contradicts it is refused; a config's own
+// and group size, and a --quant or --group-size that contradicts it is refused (an FP8 one fixes
+// the scheme, and a --quant that contradicts it is refused); a config's own
 // int4 group size that does not divide an int4 matrix's input gives way to one that does
 // (group_size_note). Errors name the config and what was applied to it.
 ModelConfig apply_overrides(ModelConfig c, const QuantOverrides& asked = {}, const FileQuant& recorded = {});

@@ -6,7 +6,8 @@
 //   dense      - an f32/f16/bf16 tensor in a checkpoint, quantized on load
 //   quantized  - decodebench's own .qweight/.scales/.zeros tensors, used as they are, or a
 //                GPTQ/AWQ checkpoint's .qweight/.qzeros/.scales (packing), converted on load to
-//                the canonical int4 layout with the same integers, zeros and scales
+//                the canonical int4 layout with the same integers, zeros and scales, or an FP8
+//                checkpoint's .weight codes and their scales, a float a row on load
 // Backends turn origins into weights where they need them: the CPU reference with the
 // host functions below, the CUDA backend with device kernels that run the same arithmetic.
 // A source may carry a LoRA adapter (adapter.h): host_matrix merges it into the linears it
@@ -59,14 +60,18 @@ void dense_row(const TensorInfo& t, int64_t row, int64_t cols, float* out);
 
 enum class OriginKind { synthetic, dense, quantized };
 
-// How a quantized origin's tensors are packed (docs/weights.md#gptq-and-awq-checkpoints).
-enum class Int4Packing {
+// How a quantized origin's tensors are packed (docs/weights.md#gptq-and-awq-checkpoints,
+// docs/weights.md#fp8-checkpoints); anything but canonical is converted on load.
+enum class Packing {
   canonical,  // decodebench's own layout
   gptq,       // qweight I32 [in/8, out], qzeros I32 [in/g, out/8] holding zero - 1, scales F16 [in/g, out]
   gptq_v2,    // as gptq, the zeros stored as they are
   awq,        // qweight I32 [in, out/8], qzeros I32 [in/g, out/8], both in AWQ's nibble order
+  fp8,        // weight F8_E4M3 [out, in]; weight_scale_inv (or weight_scale) F32/BF16/F16: [] or [1]
+              // for the tensor, [out] or [out, 1] a row
+  compressed_tensors,  // as fp8, the scale named weight_scale
 };
-const char* to_string(Int4Packing p);
+const char* to_string(Packing p);  // "decodebench", "gptq", ..., "fp8", "compressed-tensors"
 
 struct Origin {
   OriginKind kind = OriginKind::synthetic;
@@ -76,11 +81,12 @@ struct Origin {
   std::vector<int64_t> shape;
   const TensorInfo* dense = nullptr;                                         // kind == dense
   const TensorInfo *qweight = nullptr, *scales = nullptr, *zeros = nullptr;  // kind == quantized
-  Int4Packing packing = Int4Packing::canonical;  // kind == quantized; not canonical: zeros is qzeros
-  const TensorInfo* g_idx = nullptr;             // gptq, where the file has one (checked: i / file_group)
-  int64_t file_group = 0;                        // gptq, awq: the file's group size (cols for -1)
-  int64_t layer = -1;                            // a transformer-block linear: its layer (else -1) ...
-  Linear linear = Linear::q;                     // ... and which one (LoRA targets)
+  Packing packing = Packing::canonical;  // kind == quantized; gptq/awq: zeros is qzeros
+  const TensorInfo* g_idx = nullptr;     // gptq, where the file has one (checked: i / file_group)
+  int64_t file_group = 0;                // gptq, awq: the file's group size (cols for -1)
+  bool tensor_scale = false;             // fp8, compressed_tensors: one scale for every row
+  int64_t layer = -1;                    // a transformer-block linear: its layer (else -1) ...
+  Linear linear = Linear::q;             // ... and which one (LoRA targets)
 };
 
 class WeightSource {
@@ -101,7 +107,7 @@ class WeightSource {
   const std::string& path() const { return path_; }
   std::string describe() const;  // "synthetic (seed 0)" or the path with its format
   // Where the values come from: "synthetic", "hf" (an f32/f16/bf16 checkpoint), "decodebench",
-  // or the int4 checkpoint's packing: "gptq", "gptq_v2", "awq".
+  // or the quantized checkpoint's packing: "gptq", "gptq_v2", "awq", "fp8", "compressed-tensors".
   std::string format() const;
   const Adapter* adapter() const { return adapter_; }  // nullptr: none
 
@@ -123,16 +129,23 @@ class WeightSource {
   QuantMatrix host_rows(const Origin& o, Scheme scheme, int64_t r0, int64_t r1) const;
   std::vector<float> host_vector(const Origin& o) const;                      // 1-D, as float
   void host_embedding_row(const Origin& o, int64_t token, float* out) const;  // fp16-rounded values
+  // A published checkpoint's linear (an origin whose packing is not canonical), rows [r0, r1)
+  // (r1 -1: to the last row), in the canonical layout of the run's scheme, never merged with an
+  // adapter: GPTQ/AWQ as convert_packed_int4; FP8 codes as they are, each row's scale as a float
+  // (the tensor's one scale for every row where it has one). A NaN code is a db::Error naming
+  // the file, the tensor and the element.
+  QuantMatrix checkpoint_rows(const Origin& o, int64_t r0 = 0, int64_t r1 = -1) const;
 
  private:
   Origin matrix_origin(const std::string& name, int64_t rows, int64_t cols, Scheme scheme) const;
   Origin packed_origin(const std::string& name, int64_t rows, int64_t cols) const;  // GPTQ/AWQ
+  Origin fp8_origin(const std::string& name, int64_t rows, int64_t cols) const;     // FP8 checkpoints
   ModelConfig config_;
   std::string path_;
   uint64_t seed_ = 0;
   std::unique_ptr<Checkpoint> checkpoint_;
   bool decodebench_format_ = false;
-  Int4Packing packing_ = Int4Packing::canonical;  // a GPTQ/AWQ checkpoint's block linears
+  Packing packing_ = Packing::canonical;  // a GPTQ/AWQ/FP8 checkpoint's block linears
   const Adapter* adapter_ = nullptr;
 };
 

@@ -53,7 +53,7 @@ class Stager {
 
 // Fills dst's rows (through `map`) from a tensor's origin: synthetic weights generated and
 // quantized on the device, a dense file's rows staged and quantized there, a quantized file's
-// rows copied as they are (a GPTQ/AWQ linear converted on the host first).
+// rows copied as they are (a GPTQ/AWQ/FP8 checkpoint's linear converted on the host first).
 void fill_matrix(const WeightSource& ws, const Origin& o, const DeviceMatrix& dst, RowMap map, Stager& stager,
                  cudaStream_t s) {
   const int64_t rows = o.shape[0], cols = o.shape[1];
@@ -84,13 +84,12 @@ void fill_matrix(const WeightSource& ws, const Origin& o, const DeviceMatrix& ds
                                        cudaMemcpyDeviceToDevice, s));
         }
       };
-      if (o.packing != Int4Packing::canonical) {
-        // A GPTQ/AWQ linear: converted on the host (one matrix at a time, never merged with an
-        // adapter here: the merge, where there is one, reads this as its base), then copied
-        // as a decodebench file's canonical tensors are (the stager copies from host memory
-        // before it returns).
-        const QuantMatrix m =
-            convert_packed_int4(o, ws.config().quant.group_size, ws.config().quant.zero_point);
+      if (o.packing != Packing::canonical) {
+        // A GPTQ/AWQ/FP8 checkpoint's linear: converted on the host (one matrix at a time, never
+        // merged with an adapter here: the merge, where there is one, reads this as its base),
+        // then copied as a decodebench file's canonical tensors are (the stager copies from host
+        // memory before it returns).
+        const QuantMatrix m = ws.checkpoint_rows(o);
         copy_rows(m.qweight.data(), m.qweight.size(), dst.qweight);
         copy_rows(reinterpret_cast<const uint8_t*>(m.scales.data()), 2 * m.scales.size(), dst.scales);
         copy_rows(m.zeros.data(), m.zeros.size(), dst.zeros);

@@ -232,16 +232,20 @@ float synthetic_value(uint64_t seed, const Origin& o, int64_t index) {
 
 // ---------------------------------------------------------------------------- GPTQ and AWQ
 
-const char* to_string(Int4Packing p) {
+const char* to_string(Packing p) {
   switch (p) {
-    case Int4Packing::canonical:
+    case Packing::canonical:
       return "decodebench";
-    case Int4Packing::gptq:
+    case Packing::gptq:
       return "gptq";
-    case Int4Packing::gptq_v2:
+    case Packing::gptq_v2:
       return "gptq_v2";
-    case Int4Packing::awq:
+    case Packing::awq:
       return "awq";
+    case Packing::fp8:
+      return "fp8";
+    case Packing::compressed_tensors:
+      return "compressed-tensors";
   }
   return "?";
 }
@@ -268,15 +272,15 @@ uint16_t half_at(const TensorInfo& t, int64_t index) {
 int packed_zero(const Origin& o, int64_t r, int64_t fg) {
   const int64_t rows = o.shape[0];
   const uint32_t w = word_at(*o.zeros, fg * (rows / 8) + r / 8);
-  const int nibble = o.packing == Int4Packing::awq ? kAwqNibble[r % 8] : static_cast<int>(r % 8);
+  const int nibble = o.packing == Packing::awq ? kAwqNibble[r % 8] : static_cast<int>(r % 8);
   const int z = static_cast<int>((w >> (4 * nibble)) & 0xf);
-  return o.packing == Int4Packing::gptq ? ((z + 1) & 0xf) : z;  // GPTQ v1 stores zero - 1
+  return o.packing == Packing::gptq ? ((z + 1) & 0xf) : z;  // GPTQ v1 stores zero - 1
 }
 
 // The integer weight of output row r, input column c.
 uint8_t packed_weight(const Origin& o, int64_t r, int64_t c) {
   const int64_t rows = o.shape[0];
-  if (o.packing == Int4Packing::awq) {
+  if (o.packing == Packing::awq) {
     const uint32_t w = word_at(*o.qweight, c * (rows / 8) + r / 8);
     return static_cast<uint8_t>((w >> (4 * kAwqNibble[r % 8])) & 0xf);
   }
@@ -291,7 +295,7 @@ QuantMatrix convert_packed_int4(const Origin& o, int group_size, bool zero_point
   if (r1 < 0) r1 = rows;
   if (r0 < 0 || r0 > r1 || r1 > rows)
     fail("tensor {}: rows [{}, {}) are not rows of [{}, {}]", o.name, r0, r1, rows, cols);
-  if (o.kind != OriginKind::quantized || o.packing == Int4Packing::canonical || !o.qweight || !o.zeros ||
+  if (o.kind != OriginKind::quantized || o.packing == Packing::canonical || !o.qweight || !o.zeros ||
       !o.scales)
     fail("tensor {}: not a GPTQ or AWQ linear", o.name);
   if (group_size <= 0 || group_size % 2 != 0 || o.file_group % group_size != 0 || cols % o.file_group != 0)
@@ -375,19 +379,31 @@ WeightSource::WeightSource(const ModelConfig& config, const std::string& path, u
            to_string(*q.lm_head), to_string(config_.quant.lm_head), to_string(*q.lm_head));
   }
   const std::string& int4 = config_.hf_int4.format;
-  if (!decodebench_format_ && !int4.empty()) {
-    packing_ = int4 == "awq"       ? Int4Packing::awq
-               : int4 == "gptq_v2" ? Int4Packing::gptq_v2
-                                   : Int4Packing::gptq;
+  const std::string& fp8 = config_.hf_fp8.format;
+  if (!decodebench_format_ && !fp8.empty()) {
+    packing_ = fp8 == "fp8" ? Packing::fp8 : Packing::compressed_tensors;
+    if (config_.quant.scheme != Scheme::fp8)
+      fail(
+          "weights {} hold {} FP8 weights but the run asks for {} (they are read as they are, not "
+          "re-quantized)",
+          path, fp8, to_string(config_.quant.scheme));
+  } else if (!decodebench_format_ && !int4.empty()) {
+    packing_ = int4 == "awq" ? Packing::awq : int4 == "gptq_v2" ? Packing::gptq_v2 : Packing::gptq;
     if (config_.quant.scheme != Scheme::int4)
       fail("weights {} hold {} int4 weights but the run asks for {} (they are converted, not re-quantized)",
            path, int4, to_string(config_.quant.scheme));
   } else if (!decodebench_format_) {
     const std::string q = module_of(linear_name(0, Linear::q));
-    if (!checkpoint_->find(q + ".weight") && checkpoint_->find(q + ".qweight"))
+    const TensorInfo* w = checkpoint_->find(q + ".weight");
+    if (!w && checkpoint_->find(q + ".qweight"))
       fail(
           "weights {} hold packed int4 tensors ({}.qweight) but config {} has no GPTQ or AWQ "
           "quantization_config (pass the checkpoint's own config.json as --model)",
+          path, q, config_.name);
+    if (w && w->dtype == DType::f8_e4m3)
+      fail(
+          "weights {} hold FP8 tensors ({}.weight is F8_E4M3) but config {} has no FP8 quantization_config "
+          "(pass the checkpoint's own config.json as --model)",
           path, q, config_.name);
   }
   // Fail at load time: resolve every tensor once now, and note the ones the model reads.
@@ -410,6 +426,10 @@ WeightSource::WeightSource(const ModelConfig& config, const std::string& path, u
       for (Linear lin : kBiasedLinears) use(bias(l, lin));
   }
   use(vector(kFinalNormName, config_.hidden_size));
+  // A static-activation FP8 checkpoint's input scales: read past, as the activations stay fp16.
+  if (packing_ == Packing::fp8 || packing_ == Packing::compressed_tensors)
+    for (int64_t l = 0; l < config_.num_hidden_layers; ++l)
+      for (Linear lin : kLinears) used.insert(module_of(linear_name(l, lin)) + ".input_scale");
   // Tensors the model does not read (an older checkpoint's rotary_emb.inv_freq, say) are
   // accepted, as transformers accepts them, but said: they may be a sign of the wrong config.
   std::vector<std::string> unused;
@@ -463,15 +483,14 @@ WeightSource::~WeightSource() = default;
 
 std::string WeightSource::describe() const {
   if (synthetic()) return fmt::format("synthetic (seed {})", seed_);
-  if (packing_ != Int4Packing::canonical)
-    return fmt::format("{} ({} checkpoint)", path_, to_string(packing_));
+  if (packing_ != Packing::canonical) return fmt::format("{} ({} checkpoint)", path_, to_string(packing_));
   return fmt::format("{} ({})", path_, decodebench_format_ ? "decodebench" : "checkpoint");
 }
 
 std::string WeightSource::format() const {
   if (synthetic()) return "synthetic";
   if (decodebench_format_) return "decodebench";
-  return packing_ == Int4Packing::canonical ? "hf" : to_string(packing_);
+  return packing_ == Packing::canonical ? "hf" : to_string(packing_);
 }
 
 Origin WeightSource::packed_origin(const std::string& name, int64_t rows, int64_t cols) const {
@@ -490,13 +509,13 @@ Origin WeightSource::packed_origin(const std::string& name, int64_t rows, int64_
     fail("weights {}: {} [{} x {}] cannot hold {} int4 groups of {} (8 values per 32-bit word)", path_, m,
          rows, cols, to_string(packing_), fg);
   o.file_group = fg;
-  if (packing_ == Int4Packing::awq)
+  if (packing_ == Packing::awq)
     o.qweight = &checkpoint_->get(m + ".qweight", DType::i32, {cols, rows / 8});
   else
     o.qweight = &checkpoint_->get(m + ".qweight", DType::i32, {cols / 8, rows});
   o.zeros = &checkpoint_->get(m + ".qzeros", DType::i32, {cols / fg, rows / 8});
   o.scales = &checkpoint_->get(m + ".scales", DType::f16, {cols / fg, rows});
-  if (packing_ != Int4Packing::awq && checkpoint_->find(m + ".g_idx")) {
+  if (packing_ != Packing::awq && checkpoint_->find(m + ".g_idx")) {
     o.g_idx = &checkpoint_->get(m + ".g_idx", DType::i32, {cols});
     for (int64_t i = 0; i < cols; ++i) {
       int32_t v;
@@ -558,8 +577,12 @@ Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_
   }
   const TensorInfo& t = checkpoint_->get(name);
   if (!is_float(t.dtype))
-    fail("weights file {}: tensor {} has dtype {}, expected F32, F16 or BF16", path_, name,
-         to_string(t.dtype));
+    fail("weights file {}: tensor {} has dtype {}, expected F32, F16 or BF16{}", path_, name,
+         to_string(t.dtype),
+         t.dtype == DType::f8_e4m3
+             ? " (FP8 is read in the block linears of a checkpoint whose config.json has an "
+               "FP8 quantization_config)"
+             : "");
   if (t.shape != std::vector<int64_t>{rows, cols})
     fail("weights file {}: tensor {} has shape {}, expected {}", path_, name, shape_string(t.shape),
          shape_string({rows, cols}));
@@ -570,9 +593,11 @@ Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_
 
 Origin WeightSource::linear(int64_t layer, Linear l) const {
   const MatShape s = linear_shape(config_, l);
-  Origin o = packing_ != Int4Packing::canonical
-                 ? packed_origin(linear_name(layer, l), s.rows, s.cols)
-                 : matrix_origin(linear_name(layer, l), s.rows, s.cols, config_.quant.scheme);
+  const std::string name = linear_name(layer, l);
+  Origin o = packing_ == Packing::fp8 || packing_ == Packing::compressed_tensors
+                 ? fp8_origin(name, s.rows, s.cols)
+             : packing_ != Packing::canonical ? packed_origin(name, s.rows, s.cols)
+                                              : matrix_origin(name, s.rows, s.cols, config_.quant.scheme);
   o.layer = layer;
   o.linear = l;
   return o;
@@ -620,6 +645,109 @@ Origin WeightSource::bias(int64_t layer, Linear l) const {
   return o;
 }
 
+namespace {
+
+// Element i of an F32, BF16 or F16 tensor as a float: F32 as it is, BF16 and F16 widened
+// (exactly).
+float float_at(const TensorInfo& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, t.data + 4 * i, 4);
+      return v;
+    }
+    case DType::bf16:
+      return bf16_to_f32(half_at(t, i));
+    case DType::f16:
+      return f16_to_f32(half_at(t, i));
+    default:
+      fail("tensor {}: dtype {} is not a float type", t.name, to_string(t.dtype));
+  }
+}
+
+}  // namespace
+
+Origin WeightSource::fp8_origin(const std::string& name, int64_t rows, int64_t cols) const {
+  Origin o;
+  o.name = name;
+  o.tensor_id = synth::tensor_id(name);
+  o.dist = synth::Dist::matrix;
+  o.shape = {rows, cols};
+  o.kind = OriginKind::quantized;
+  o.packing = packing_;
+  const std::string m = module_of(name);
+  // The shapes come from the (bounded) config: the codes must be exactly [rows, cols], so a
+  // hostile shape is refused before anything is read or allocated.
+  o.qweight = &checkpoint_->get(name, DType::f8_e4m3, {rows, cols});
+  // transformers' name is weight_scale_inv, AutoFP8's (and vLLM's for per-tensor scales)
+  // weight_scale; both multiply the codes. compressed-tensors writes weight_scale.
+  const TensorInfo* inv = packing_ == Packing::fp8 ? checkpoint_->find(m + ".weight_scale_inv") : nullptr;
+  const TensorInfo* plain = checkpoint_->find(m + ".weight_scale");
+  if (inv && plain)
+    fail(
+        "weights {}: {} has both weight_scale_inv and weight_scale (which one scales the codes is ambiguous)",
+        path_, m);
+  const TensorInfo& t =
+      inv     ? *inv
+      : plain ? *plain
+              : checkpoint_->get(m + (packing_ == Packing::fp8 ? ".weight_scale_inv" : ".weight_scale"));
+  if (!is_float(t.dtype))
+    fail("weights file {}: tensor {} has dtype {}, expected F32, BF16 or F16 (an FP8 scale)", path_, t.name,
+         to_string(t.dtype));
+  const bool tensor = t.shape.empty() || t.shape == std::vector<int64_t>{1};
+  const bool channel = t.shape == std::vector<int64_t>{rows} || t.shape == std::vector<int64_t>{rows, 1};
+  if (!tensor && !channel)
+    fail(
+        "weights file {}: tensor {} has shape {}, expected [] or [1] (one scale for the tensor) or [{}] or "
+        "[{}, 1] (one a row): block-wise and grouped FP8 scales are not supported",
+        path_, t.name, shape_string(t.shape), rows, rows);
+  const std::string& strategy = config_.hf_fp8.strategy;
+  if ((strategy == "channel" && !channel) || (strategy == "tensor" && !tensor))
+    fail("weights file {}: tensor {} has shape {}, but quantization_config says strategy {}", path_, t.name,
+         shape_string(t.shape), strategy);
+  o.tensor_scale = !channel;
+  const int64_t n = o.tensor_scale ? 1 : rows;
+  for (int64_t i = 0; i < n; ++i)
+    if (const float v = float_at(t, i); !(v > 0.f && v <= std::numeric_limits<float>::max()))
+      fail(
+          "weights file {}: tensor {} holds the scale {} at index {}; an FP8 scale must be finite and "
+          "positive",
+          path_, t.name, v, i);
+  o.scales = &t;
+  return o;
+}
+
+QuantMatrix WeightSource::checkpoint_rows(const Origin& o, int64_t r0, int64_t r1) const {
+  if (o.kind != OriginKind::quantized || o.packing == Packing::canonical)
+    fail("tensor {}: not a GPTQ, AWQ or FP8 checkpoint's linear", o.name);
+  if (o.packing != Packing::fp8 && o.packing != Packing::compressed_tensors)
+    return convert_packed_int4(o, config_.quant.group_size, config_.quant.zero_point, r0, r1);
+  const int64_t rows = o.shape.at(0), cols = o.shape.at(1);
+  if (r1 < 0) r1 = rows;
+  if (r0 < 0 || r0 > r1 || r1 > rows)
+    fail("tensor {}: rows [{}, {}) are not rows of [{}, {}]", o.name, r0, r1, rows, cols);
+  QuantMatrix m;
+  m.scheme = Scheme::fp8;
+  m.rows = r1 - r0;
+  m.cols = cols;
+  // The codes as they are: safetensors' F8_E4M3 is the E4M3 of quant.h, bit for bit. Its two
+  // NaN codes (0x7f, 0xff) would make every output they touch NaN.
+  const uint8_t* codes = o.qweight->data + r0 * cols;
+  m.qweight.assign(codes, codes + m.rows * cols);
+  const auto nan =
+      std::find_if(m.qweight.begin(), m.qweight.end(), [](uint8_t q) { return (q & 0x7f) == 0x7f; });
+  if (nan != m.qweight.end()) {
+    const int64_t at = nan - m.qweight.begin();
+    fail(
+        "weights file {}: tensor {} holds the E4M3 code 0x{:02x} (NaN) at [{}, {}]; a weight must be a "
+        "number",
+        path_, o.qweight->name, *nan, r0 + at / cols, at % cols);
+  }
+  m.scales.resize(static_cast<size_t>(m.rows) * 2);
+  for (int64_t i = 0; i < m.rows; ++i) m.set_row_scale(i, float_at(*o.scales, o.tensor_scale ? 0 : r0 + i));
+  return m;
+}
+
 QuantMatrix WeightSource::host_matrix(const Origin& o, Scheme scheme) const {
   return host_rows(o, scheme, 0, o.shape.at(0));
 }
@@ -641,11 +769,13 @@ QuantMatrix WeightSource::host_rows(const Origin& o, Scheme scheme, int64_t r0, 
     merge_adapter(*adapter_, o.layer, o.linear, w.data(), rows, cols, r0, r1);
     return quantize_matrix(w.data(), n, cols, scheme, q.group_size, q.zero_point);
   };
-  if (o.kind == OriginKind::quantized && o.packing != Int4Packing::canonical) {
-    if (scheme != Scheme::int4)
-      fail("tensor {}: a {} int4 linear cannot be read as {}", o.name, to_string(o.packing),
+  if (o.kind == OriginKind::quantized && o.packing != Packing::canonical) {
+    const Scheme stored =
+        o.packing == Packing::fp8 || o.packing == Packing::compressed_tensors ? Scheme::fp8 : Scheme::int4;
+    if (scheme != stored)
+      fail("tensor {}: a {} {} linear cannot be read as {}", o.name, to_string(o.packing), to_string(stored),
            to_string(scheme));
-    QuantMatrix m = convert_packed_int4(o, q.group_size, q.zero_point, r0, r1);
+    QuantMatrix m = checkpoint_rows(o, r0, r1);
     return merge ? merged(m) : m;
   }
   if (o.kind == OriginKind::quantized) {

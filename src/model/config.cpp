@@ -8,11 +8,13 @@
 // do not matter for decode, so only the ones read here are looked at.
 #include "decodebench/config.h"
 
+#include <re2/re2.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -393,21 +395,189 @@ ModelConfig parse_decodebench(const json& root, const std::string& label) {
   return c;
 }
 
+// Modules a quantization_config leaves unquantized (`key`: modules_to_not_convert, or
+// ignored_layers as AutoFP8 writes it): HF skips every module whose name contains an entry.
+// Those outside the blocks' linears (lm_head, a vision tower) change nothing here; a linear
+// among them would be an fp16 matrix in a quantized model, which decodebench does not run.
+void check_not_converted(const Fields& f, const char* key, const std::string& label, int64_t layers) {
+  const json* skip = f.find(key);
+  if (!skip) return;
+  if (!skip->is_array())
+    fail("config {}: field quantization_config.{} must be an array or null, got {} ({})", label, key,
+         brief(*skip), type_name(*skip));
+  for (const json& m : *skip) {
+    if (!m.is_string())
+      fail("config {}: quantization_config.{} holds {} ({}), not a module name", label, key, brief(m),
+           type_name(m));
+    const std::string name = m.get<std::string>();
+    if (const std::string module = block_linear_containing(name, layers); !module.empty())
+      fail(
+          "config {}: quantization_config.{} leaves '{}' unquantized ({} among them): decodebench runs "
+          "every linear of a model in one scheme",
+          label, key, printable(name), module);
+  }
+}
+
+// compressed-tensors names the modules of a config group (`targets`) or left out (`ignore`)
+// by entries that match a module when they are its class name ("Linear": every linear), its
+// full name, or "re:" and a regular expression that matches from the start of the name
+// (Python's re.match). RE2 matches in time linear in the name, without recursion.
+class ModuleList {
+ public:
+  ModuleList(const json& v, const std::string& label, const std::string& field) {
+    if (!v.is_array())
+      fail("config {}: field {} must be an array of module names, got {} ({})", label, field, brief(v),
+           type_name(v));
+    for (const json& e : v) {
+      if (!e.is_string())
+        fail("config {}: {} holds {} ({}), not a module name", label, field, brief(e), type_name(e));
+      const std::string& s = e.get_ref<const std::string&>();
+      if (s == "Linear") {
+        all_ = true;
+      } else if (s.rfind("re:", 0) == 0) {
+        if (s.size() - 3 > kMaxModulePatternBytes || patterns_.size() == kMaxModulePatterns)
+          fail("config {}: {} holds more than {} regular expressions or one above {} bytes", label, field,
+               kMaxModulePatterns, kMaxModulePatternBytes);
+        RE2::Options options;
+        options.set_log_errors(false);
+        auto re = std::make_unique<RE2>(s.substr(3), options);
+        if (!re->ok())
+          fail("config {}: {} entry '{}' is not a regular expression decodebench can read (RE2 syntax): {}",
+               label, field, printable(s, 80), printable(re->error(), 120));
+        patterns_.push_back(std::move(re));
+      } else {
+        names_.insert(s);
+      }
+    }
+  }
+  bool matches(const std::string& module) const {
+    if (all_ || names_.count(module)) return true;
+    for (const auto& re : patterns_)
+      if (re->Match(module, 0, module.size(), RE2::ANCHOR_START, nullptr, 0)) return true;
+    return false;
+  }
+
+ private:
+  static constexpr size_t kMaxModulePatterns = 64;
+  static constexpr size_t kMaxModulePatternBytes = 4096;
+  bool all_ = false;
+  std::set<std::string> names_;
+  std::vector<std::unique_ptr<RE2>> patterns_;
+};
+
+// The first block linear module (by layer, then kLinears order) for which `pick` holds; empty
+// when none does.
+template <class Pick>
+std::string first_block_linear(int64_t layers, Pick pick) {
+  for (int64_t l = 0; l < layers; ++l)
+    for (Linear lin : kLinears)
+      if (std::string m = fmt::format("model.layers.{}.{}", l, hf_module_name(lin)); pick(m)) return m;
+  return {};
+}
+
+// An HF config.json's quantization_config for FP8 (E4M3) weights with per-tensor or
+// per-channel scales: transformers' and vLLM's "fp8" (no weight_block_size), or a
+// compressed-tensors float8 config ("float-quantized" or "naive-quantized", 8-bit float
+// weights, channel or tensor strategy, symmetric). Activation quantization is read past:
+// decodebench times the weights in FP8 and the activations in fp16. Anything else is refused
+// naming the field.
+HfFp8 parse_fp8_config(const Fields& f, const std::string& method, const std::string& label, int64_t layers) {
+  HfFp8 q;
+  q.format = method;
+  if (method == "fp8") {
+    if (const json* b = f.find("weight_block_size"))
+      fail(
+          "config {}: quantization_config.weight_block_size {} (block-wise scales) is not supported "
+          "(decodebench reads FP8 scales per tensor or per output channel)",
+          label, brief(*b));
+    const std::string act = f.string("activation_scheme", "dynamic");
+    if (act != "dynamic" && act != "static")
+      fail("config {}: quantization_config.activation_scheme '{}' is not supported (dynamic or static)",
+           label, printable(act));
+    check_not_converted(f, "modules_to_not_convert", label, layers);
+    check_not_converted(f, "ignored_layers", label, layers);
+    return q;
+  }
+  const auto check_format = [&](const Fields& g, const std::string& field) {
+    const std::string format = g.string("format", "float-quantized");
+    if (format != "float-quantized" && format != "naive-quantized")
+      fail(
+          "config {}: {}format '{}' is not supported (decodebench reads compressed-tensors float8 weights: "
+          "float-quantized or naive-quantized)",
+          label, field, printable(format));
+  };
+  check_format(f, "quantization_config.");
+  const json& groups = f.need("config_groups");
+  if (!groups.is_object() || groups.empty())
+    fail("config {}: field quantization_config.config_groups must be a non-empty object, got {}", label,
+         brief(groups));
+  std::vector<ModuleList> targets;
+  std::set<std::string> strategies;
+  for (auto it = groups.begin(); it != groups.end(); ++it) {
+    const std::string at = fmt::format("quantization_config.config_groups.{}.", printable(it.key(), 40));
+    if (!it.value().is_object())
+      fail("config {}: field {} must be an object, got {}", label, at.substr(0, at.size() - 1),
+           brief(it.value()));
+    const Fields g(it.value(), label, at);
+    if (g.find("format")) check_format(g, at);
+    targets.emplace_back(g.need("targets"), label, at + "targets");
+    const json& wv = g.need("weights");
+    if (!wv.is_object()) g.type_error("weights", "an object", wv);
+    const Fields w(wv, label, at + "weights.");
+    const int64_t bits = w.integer("num_bits");
+    const std::string type = w.string("type");
+    if (bits != 8 || type != "float")
+      fail(
+          "config {}: {}weights are {}-bit {} (decodebench reads 8-bit float weights from a "
+          "compressed-tensors "
+          "checkpoint)",
+          label, at, bits, printable(type));
+    const std::string strategy = w.string("strategy");
+    if (strategy != "channel" && strategy != "tensor")
+      fail(
+          "config {}: {}weights.strategy '{}' is not supported (decodebench reads FP8 scales per tensor or "
+          "per "
+          "output channel: channel or tensor)",
+          label, at, printable(strategy));
+    if (const json* b = w.find("block_structure"))
+      fail("config {}: {}weights.block_structure {} (block-wise scales) is not supported", label, at,
+           brief(*b));
+    if (const json* gs = w.find("group_size"))
+      fail("config {}: {}weights.group_size {} (grouped scales) is not supported", label, at, brief(*gs));
+    if (!w.boolean("symmetric", true))
+      fail("config {}: {}weights.symmetric false (a zero point) is not supported", label, at);
+    if (w.boolean("dynamic", false))
+      fail("config {}: {}weights.dynamic true (scales computed at run time) is not supported", label, at);
+    strategies.insert(strategy);
+  }
+  if (strategies.size() == 1) q.strategy = *strategies.begin();
+  const std::string untargeted = first_block_linear(layers, [&](const std::string& m) {
+    return std::none_of(targets.begin(), targets.end(), [&](const ModuleList& t) { return t.matches(m); });
+  });
+  if (!untargeted.empty())
+    fail(
+        "config {}: quantization_config.config_groups target no group at {}: decodebench runs every linear "
+        "of a model in one scheme",
+        label, untargeted);
+  if (const json* ignore = f.find("ignore")) {
+    const ModuleList ignored(*ignore, label, "quantization_config.ignore");
+    if (const std::string m =
+            first_block_linear(layers, [&](const std::string& n) { return ignored.matches(n); });
+        !m.empty())
+      fail(
+          "config {}: quantization_config.ignore leaves {} unquantized: decodebench runs every linear of a "
+          "model in one scheme",
+          label, m);
+  }
+  return q;
+}
+
 // An HF config.json's quantization_config: GPTQ (symmetric or not, desc_act false, checkpoint
 // format gptq or gptq_v2) or AWQ (GEMM packing, zero point), 4 bits. Anything else would be
 // read wrong or timed as a different computation, and is refused naming the field.
-HfInt4 parse_quantization_config(const json& v, const std::string& label, int64_t layers) {
-  if (!v.is_object())
-    fail("config {}: field quantization_config must be an object, got {} ({})", label, brief(v),
-         type_name(v));
-  const Fields f(v, label, "quantization_config.");
+HfInt4 parse_int4_config(const Fields& f, const std::string& method, const std::string& label,
+                         int64_t layers) {
   HfInt4 q;
-  const std::string method = f.string("quant_method");
-  if (method != "gptq" && method != "awq")
-    fail(
-        "config {}: quantization_config.quant_method '{}' is not supported (decodebench reads gptq and awq "
-        "int4 checkpoints)",
-        label, printable(method));
   if (const int64_t bits = f.integer("bits", 4); bits != 4)
     fail("config {}: quantization_config.bits {} is not supported (decodebench reads 4-bit {} checkpoints)",
          label, bits, method);
@@ -444,27 +614,26 @@ HfInt4 parse_quantization_config(const json& v, const std::string& label, int64_
            label);
     q.format = "awq";
   }
-  // Modules left unquantized: HF skips every module whose name contains an entry. Those
-  // outside the blocks' linears (lm_head, a vision tower) change nothing here; a linear among
-  // them would be an fp16 matrix in an int4 model, which decodebench does not run.
-  if (const json* skip = f.find("modules_to_not_convert"); skip && !skip->is_null()) {
-    if (!skip->is_array())
-      fail(
-          "config {}: field quantization_config.modules_to_not_convert must be an array or null, got {} ({})",
-          label, brief(*skip), type_name(*skip));
-    for (const json& m : *skip) {
-      if (!m.is_string())
-        fail("config {}: quantization_config.modules_to_not_convert holds {} ({}), not a module name", label,
-             brief(m), type_name(m));
-      const std::string name = m.get<std::string>();
-      if (const std::string module = block_linear_containing(name, layers); !module.empty())
-        fail(
-            "config {}: quantization_config.modules_to_not_convert leaves '{}' unquantized ({} among them): "
-            "decodebench runs every linear of a model in one scheme",
-            label, printable(name), module);
-    }
-  }
+  check_not_converted(f, "modules_to_not_convert", label, layers);
   return q;
+}
+
+void parse_quantization_config(const json& v, const std::string& label, ModelConfig& c) {
+  if (!v.is_object())
+    fail("config {}: field quantization_config must be an object, got {} ({})", label, brief(v),
+         type_name(v));
+  const Fields f(v, label, "quantization_config.");
+  const std::string method = f.string("quant_method");
+  if (method == "fp8" || method == "compressed-tensors") {
+    c.hf_fp8 = parse_fp8_config(f, method, label, c.num_hidden_layers);
+    return;
+  }
+  if (method != "gptq" && method != "awq")
+    fail(
+        "config {}: quantization_config.quant_method '{}' is not supported (decodebench reads gptq and awq "
+        "int4, fp8 and compressed-tensors float8 checkpoints)",
+        label, printable(method));
+  c.hf_int4 = parse_int4_config(f, method, label, c.num_hidden_layers);
 }
 
 ModelConfig parse_hf(const json& root, const std::string& label) {
@@ -519,8 +688,7 @@ ModelConfig parse_hf(const json& root, const std::string& label) {
              label, printable(t.get<std::string>()));
 
   c.quant = parse_quant(root, label, /*strict=*/true);  // only present through a decodebench "extends"
-  if (const json* qc = f.find("quantization_config"))
-    c.hf_int4 = parse_quantization_config(*qc, label, c.num_hidden_layers);
+  if (const json* qc = f.find("quantization_config")) parse_quantization_config(*qc, label, c);
   return c;
 }
 
@@ -790,10 +958,26 @@ static bool quant_from_hf_int4(ModelConfig& c, const QuantOverrides& asked, std:
   return true;
 }
 
+// An FP8 config.json fixes the scheme of the block linears: fp8, with the file's codes and
+// scales read as they are, so a --quant that contradicts it is refused.
+static bool quant_from_hf_fp8(ModelConfig& c, const QuantOverrides& asked, std::string& overrides) {
+  if (c.hf_fp8.format.empty()) return false;
+  if (asked.scheme && *asked.scheme != Scheme::fp8)
+    fail(
+        "config {} holds FP8 weights (quantization_config {}): --quant {} contradicts it (they are read as "
+        "they are, not re-quantized)",
+        c.name, c.hf_fp8.format, to_string(*asked.scheme));
+  c.quant.scheme = Scheme::fp8;
+  overrides += fmt::format(" the {} quantization_config", c.hf_fp8.format);
+  return true;
+}
+
 ModelConfig apply_overrides(ModelConfig c, const QuantOverrides& asked, const FileQuant& recorded) {
   std::string overrides;
   const bool from_file =
       quant_from_weights_file(c, asked, recorded, overrides) || quant_from_hf_int4(c, asked, overrides);
+  // The scheme only: an int4 lm_head's group size stays the config's (fitted below).
+  if (!from_file) quant_from_hf_fp8(c, asked, overrides);
   if (asked.scheme) {
     c.quant.scheme = *asked.scheme;
     overrides += fmt::format(" --quant {}", to_string(*asked.scheme));

@@ -1,10 +1,12 @@
-// libFuzzer target: a GPTQ or AWQ int4 checkpoint. The input is an HF config.json (its
-// quantization_config: method, bits, group size, sym, checkpoint format, version, zero
-// point, modules_to_not_convert), then after a line "#weights" the bytes of the directory's
-// model.safetensors (qweight, qzeros, scales and g_idx of each linear: their dtypes, shapes
-// and contents). Whatever loads is read as the backends read it: every linear converted to
-// the canonical int4 form, which must equal the same conversion a few rows at a time (as the
-// file writers stream it), and the other tensors materialized.
+// libFuzzer target: a GPTQ or AWQ int4 checkpoint, or an FP8 one. The input is an HF
+// config.json (its quantization_config: method, bits, group size, sym, checkpoint format,
+// version, zero point, modules_to_not_convert; or FP8's activation scheme, block size,
+// compressed-tensors groups, targets and ignore), then after a line "#weights" the bytes of the
+// directory's model.safetensors (qweight, qzeros, scales and g_idx of each linear, or its
+// weight codes, weight_scale_inv/weight_scale and input_scale: their dtypes, shapes and
+// contents). Whatever loads is read as the backends read it: every linear converted to the
+// canonical int4 or fp8 form, which must equal the same conversion a few rows at a time (as
+// the file writers stream it), and the other tensors materialized.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
