@@ -153,7 +153,6 @@ TEST_F(EnergyRun, DefaultRepetitionsAreAlignedOnTheCountersUpdatesAndReported) {
   };
   Result r = decode({});
   ASSERT_EQ(r.energy.window, "aligned") << r.energy.window_reason;
-  ASSERT_EQ(r.energy.repetition_tail_s.size(), 5u);
   if (!r.energy.reason.empty()) {
     const std::regex needed("--tokens ([0-9]+) or more reaches it");
     std::smatch m;
