@@ -248,7 +248,8 @@ TEST(SafetensorsHostile, HeaderIsAJsonArray) {
 
 TEST(SafetensorsHostile, UnknownDType) {
   expect_hostile(raw_file(R"({"a":{"dtype":"F8_E5M2","shape":[4],"data_offsets":[0,4]}})", 4),
-                 "tensor 'a' has unknown dtype 'F8_E5M2'");
+                 "tensor 'a' has unknown dtype 'F8_E5M2' (known: F64, F32, F16, BF16, I64, I32, I16, I8, U8, "
+                 "BOOL, F8_E4M3)");
 }
 
 TEST(SafetensorsHostile, OffsetsPastTheDataSection) {

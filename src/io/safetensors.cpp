@@ -44,6 +44,13 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::boolean, "BOOL", 1}, {DType::f8_e4m3, "F8_E4M3", 1},
 };
 
+// The names kDTypes reads, for the message that refuses any other.
+std::string known_dtypes() {
+  std::string names;
+  for (const DTypeInfo& d : kDTypes) names += (names.empty() ? "" : ", ") + std::string(d.name);
+  return names;
+}
+
 const DTypeInfo& dtype_info(DType d) {
   for (const auto& t : kDTypes)
     if (t.dtype == d) return t;
@@ -235,8 +242,8 @@ TensorInfo SafetensorsFile::Impl::parse_tensor(const std::string& name, const js
     bad("tensor {} dtype is a JSON {}, expected a string such as \"F16\"", q, dt->type_name());
   const DTypeInfo* info = dtype_by_name(dt->get_ref<const std::string&>());
   if (!info)
-    bad("tensor {} has unknown dtype {} (known: F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL)", q,
-        quote_name(dt->get_ref<const std::string&>()));
+    bad("tensor {} has unknown dtype {} (known: {})", q, quote_name(dt->get_ref<const std::string&>()),
+        known_dtypes());
   t.dtype = info->dtype;
 
   const auto sh = v.find("shape");
