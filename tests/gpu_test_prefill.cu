@@ -189,4 +189,49 @@ TEST(Prefill, RepackedInt4DequantizesLikeTheCanonicalLayout) {
     }
 }
 
+// The row-wise RMSNorm (the prefill's and the batched step's) past the 8192 values a row its
+// 1024 threads hold in registers (a user's config with a hidden size above 8192 takes the
+// loop that reads the row twice), against the norm in double precision. The kernel's sum of
+// squares is a float sum of depth at most ~30 (a thread's share, then two warp trees), so
+// its relative error is under 30 * 2^-24; with rsqrtf's 2 ulp the float x * inv * w is within
+// ~4e-6 of the exact value, and the fp16 rounding of it lands on the exact value's nearest
+// fp16 or its neighbour: at most one fp16 ulp apart.
+TEST(RmsnormRows, RowsPastTheRegisterPathMatchTheNormInDoublePrecision) {
+  REQUIRE_GPU();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> xd(0.f, 2.f);
+  std::uniform_real_distribution<float> wd(0.25f, 1.75f);
+  const float eps = 1e-5f;
+  const int64_t rows = 3;
+  for (int64_t n : {int64_t{8192}, int64_t{8193}, int64_t{12288}, int64_t{16384 + 5}, int64_t{53248}}) {
+    std::vector<float> x(static_cast<size_t>(rows * n));
+    for (float& v : x) v = xd(rng);
+    std::vector<uint16_t> w(static_cast<size_t>(n));
+    for (uint16_t& v : w) v = f32_to_f16(wd(rng));
+    DeviceBuffer<float> dx(x);
+    DeviceBuffer<uint16_t> dw(w);
+    DeviceBuffer<uint16_t> dy(static_cast<size_t>(rows * n));
+    dy.poison();
+    rmsnorm_rows(dx.p, reinterpret_cast<const __half*>(dw.p), eps, rows, n, reinterpret_cast<__half*>(dy.p),
+                 0);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> y = dy.download();
+    int64_t off = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += double{x[r * n + i]} * x[r * n + i];
+      const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+      for (int64_t i = 0; i < n; ++i) {
+        const double exact = x[r * n + i] * inv * f16_to_f32(w[i]);
+        const double got = f16_to_f32(y[r * n + i]);
+        const double ulp = std::ldexp(1.0, std::max(std::ilogb(std::fabs(exact) + 1e-30), -14) - 10);
+        if (!(std::fabs(got - exact) <= 1.5 * ulp) && off++ < 5)
+          ADD_FAILURE() << "n " << n << " row " << r << " element " << i << ": " << got << " against "
+                        << exact;
+      }
+    }
+    EXPECT_EQ(off, 0) << "n " << n;
+  }
+}
+
 }  // namespace
