@@ -51,38 +51,38 @@ __global__ void quantize_fp16_kernel(DeviceMatrix d, RowMap map, int64_t rows, V
   }
 }
 
-// int8: one warp per row (max |w| over the row, then quantize).
-template <class V>
-__global__ void quantize_int8_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
-  const int lane = threadIdx.x % kWarp;
-  for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < rows;
-       r += int64_t{gridDim.x} * blockDim.x / kWarp) {
-    float amax = 0.f;
-    for (int64_t c = lane; c < d.cols; c += kWarp) amax = fmaxf(amax, fabsf(value(r, c)));
-    amax = warp_max(amax);
-    const uint16_t sbits = quant::int8_scale(amax);
-    const float s = f16_to_f32(sbits);
-    const int64_t dr = map.offset + (r + value.row_base()) * map.stride;
-    for (int64_t c = lane; c < d.cols; c += kWarp)
-      static_cast<int8_t*>(d.qweight)[dr * d.cols + c] = quant::quantize_int8(value(r, c), s);
-    if (lane == 0) reinterpret_cast<uint16_t*>(d.scales)[dr] = sbits;
+// int8's and fp8's row scale and codes: the scale from the row's max |w|, each weight's code
+// from it, and the scale as the matrix stores it (int8: fp16 bits; fp8: a float).
+struct Int8Row {
+  uint16_t bits;
+  float s;
+  __device__ explicit Int8Row(float amax) : bits(quant::int8_scale(amax)), s(f16_to_f32(bits)) {}
+  __device__ void code(DeviceMatrix& d, int64_t r, int64_t c, float w) const {
+    static_cast<int8_t*>(d.qweight)[r * d.cols + c] = quant::quantize_int8(w, s);
   }
-}
+  __device__ void scale(DeviceMatrix& d, int64_t r) const { reinterpret_cast<uint16_t*>(d.scales)[r] = bits; }
+};
+struct Fp8Row {
+  float s;
+  __device__ explicit Fp8Row(float amax) : s(quant::fp8_scale(amax)) {}
+  __device__ void code(DeviceMatrix& d, int64_t r, int64_t c, float w) const {
+    static_cast<uint8_t*>(d.qweight)[r * d.cols + c] = quant::quantize_fp8(w, s);
+  }
+  __device__ void scale(DeviceMatrix& d, int64_t r) const { fp8_scales(d)[r] = s; }
+};
 
-// fp8: one warp per row, as int8; the row's scale is a float.
-template <class V>
-__global__ void quantize_fp8_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
+// int8 and fp8: one warp per row (max |w| over the row, then quantize).
+template <class Row, class V>
+__global__ void quantize_row_kernel(DeviceMatrix d, RowMap map, int64_t rows, V value) {
   const int lane = threadIdx.x % kWarp;
   for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / kWarp; r < rows;
        r += int64_t{gridDim.x} * blockDim.x / kWarp) {
     float amax = 0.f;
     for (int64_t c = lane; c < d.cols; c += kWarp) amax = fmaxf(amax, fabsf(value(r, c)));
-    amax = warp_max(amax);
-    const float s = quant::fp8_scale(amax);
+    const Row q(warp_max(amax));
     const int64_t dr = map.offset + (r + value.row_base()) * map.stride;
-    for (int64_t c = lane; c < d.cols; c += kWarp)
-      static_cast<uint8_t*>(d.qweight)[dr * d.cols + c] = quant::quantize_fp8(value(r, c), s);
-    if (lane == 0) fp8_scales(d)[dr] = s;
+    for (int64_t c = lane; c < d.cols; c += kWarp) q.code(d, dr, c, value(r, c));
+    if (lane == 0) q.scale(d, dr);
   }
 }
 
@@ -162,13 +162,13 @@ void quantize_rows(const DeviceMatrix& d, RowMap map, int64_t rows, V value, cud
       quantize_fp16_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
       break;
     case Scheme::int8:
-      quantize_int8_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
+      quantize_row_kernel<Int8Row><<<grid, kThreads, 0, s>>>(d, map, rows, value);
       break;
     case Scheme::int4:
       quantize_int4_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
       break;
     case Scheme::fp8:
-      quantize_fp8_kernel<<<grid, kThreads, 0, s>>>(d, map, rows, value);
+      quantize_row_kernel<Fp8Row><<<grid, kThreads, 0, s>>>(d, map, rows, value);
       break;
   }
   CUDA_CHECK_LAUNCH();

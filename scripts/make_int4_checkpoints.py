@@ -30,55 +30,13 @@ model.safetensors. Run: python3 scripts/make_int4_checkpoints.py [--micro] [OUT]
 1 layer, 2 heads, 1 kv head, head_dim 8, intermediate 32, vocab 32), in groups of 16 (sym)
 and 8 (asym), a few KB each (scripts/fuzz_corpus.sh seeds fuzz_int4_checkpoint with them).
 """
-import json
 import os
 import struct
-import sys
 
-HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB = 128, 2, 4, 2, 32, 256, 512
+from checkpoint_writer import MICRO, f16_bits, f16_value, parse_args, rand, write_model
+
 SEED_SYM, SEED_ASYM = 1, 2
-MASK = (1 << 64) - 1
 AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]  # nibble k of a word holds output column 8 * word + AWQ_ORDER[k]
-
-
-def fnv1a64(s):
-    h = 0xCBF29CE484222325
-    for b in s.encode():
-        h = ((h ^ b) * 0x100000001B3) & MASK
-    return h
-
-
-def mix(z):
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return z ^ (z >> 31)
-
-
-def rand(seed, tag, i):
-    return mix((fnv1a64(tag) + seed + (i + 1) * 0x9E3779B97F4A7C15) & MASK)
-
-
-def f16_bits(x):
-    return struct.unpack("<H", struct.pack("<e", x))[0]
-
-
-def f16_value(bits):
-    return struct.unpack("<e", struct.pack("<H", bits))[0]
-
-
-def linears():  # (module, rows = out, cols = in) at the current shape
-    return [
-        ("self_attn.q_proj", HEADS * HEAD_DIM, HIDDEN),
-        ("self_attn.k_proj", KV_HEADS * HEAD_DIM, HIDDEN),
-        ("self_attn.v_proj", KV_HEADS * HEAD_DIM, HIDDEN),
-        ("self_attn.o_proj", HIDDEN, HEADS * HEAD_DIM),
-        ("mlp.gate_proj", INTER, HIDDEN),
-        ("mlp.up_proj", INTER, HIDDEN),
-        ("mlp.down_proj", HIDDEN, INTER),
-    ]
-
-
-LINEARS = linears()
 
 
 class Linear:
@@ -133,65 +91,13 @@ def awq_tensors(m):
     }
 
 
-def dense_tensor(m):
-    w = [f16_bits(m.dequant(r, c)) for r in range(m.rows) for c in range(m.cols)]
-    return {m.name + ".weight": ("F16", [m.rows, m.cols], struct.pack("<%dH" % len(w), *w))}
-
-
-def shared_tensors(seed):
+def shared_tensors(shape, seed):
     """Embedding (tied lm_head) and norms: fp16 values, the same in every format."""
-    t = {}
-    emb = [f16_bits(((rand(seed, "embed", i) & 2047) - 1024) / 1024.0 * 0.05) for i in range(VOCAB * HIDDEN)]
-    t["model.embed_tokens.weight"] = ("F16", [VOCAB, HIDDEN], struct.pack("<%dH" % len(emb), *emb))
-
-    def norm(name):
-        v = [f16_bits(0.9 + (rand(seed, name, i) & 1023) / 1024.0 * 0.2) for i in range(HIDDEN)]
-        t[name] = ("F16", [HIDDEN], struct.pack("<%dH" % HIDDEN, *v))
-
-    for l in range(LAYERS):
-        norm("model.layers.%d.input_layernorm.weight" % l)
-        norm("model.layers.%d.post_attention_layernorm.weight" % l)
-    norm("model.norm.weight")
+    t = shape.norms(seed)
+    emb = [f16_bits(((rand(seed, "embed", i) & 2047) - 1024) / 1024.0 * 0.05)
+           for i in range(shape.vocab * shape.hidden)]
+    t["model.embed_tokens.weight"] = ("F16", [shape.vocab, shape.hidden], struct.pack("<%dH" % len(emb), *emb))
     return t
-
-
-def write_safetensors(path, tensors):
-    header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
-    for name in sorted(tensors):
-        dtype, shape, data = tensors[name]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-
-
-def config(quantization_config):
-    c = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_act": "silu",
-        "hidden_size": HIDDEN,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS,
-        "head_dim": HEAD_DIM,
-        "intermediate_size": INTER,
-        "vocab_size": VOCAB,
-        "max_position_embeddings": 256,
-        "rms_norm_eps": 1e-05,
-        "rope_theta": 10000.0,
-        "tie_word_embeddings": True,
-        "torch_dtype": "float16",
-    }
-    if quantization_config:
-        c["quantization_config"] = quantization_config
-    return c
 
 
 def gptq_config(group, sym, fmt):
@@ -199,58 +105,18 @@ def gptq_config(group, sym, fmt):
             "checkpoint_format": fmt, "damp_percent": 0.01, "static_groups": False, "true_sequential": True}
 
 
-def save(out, name, cfg, tensors):
-    d = os.path.join(out, name)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
-    write_safetensors(os.path.join(d, "model.safetensors"), tensors)
-
-
-def model(seed, group, sym):
-    return [Linear(seed, "model.layers.%d.%s" % (l, mod), rows, cols, group, sym)
-            for l in range(LAYERS) for (mod, rows, cols) in LINEARS]
-
-
-def use_micro_shape():
-    global HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB, LINEARS
-    HIDDEN, LAYERS, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB = 16, 1, 2, 1, 8, 32, 32
-    LINEARS = linears()
-
-
 def main():
-    args = sys.argv[1:]
-    if "-h" in args or "--help" in args:
-        print(__doc__.strip())
-        return
-    micro = "--micro" in args
-    args = [a for a in args if a != "--micro"]
-    unknown = [a for a in args if a.startswith("-")]
-    if unknown or len(args) > 1:
-        sys.exit(f"make_int4_checkpoints.py: usage: [--micro] [OUT]; not understood: {' '.join(unknown or args[1:])}")
-    out = args[0] if args else os.path.join("tests", "data", "int4")
-    groups = (16, 8) if micro else (64, 32)
-    if micro:
-        use_micro_shape()
+    shape, out = parse_args("make_int4_checkpoints.py", __doc__, os.path.join("tests", "data", "int4"))
+    groups = (16, 8) if shape is MICRO else (64, 32)
     for seed, group, sym in ((SEED_SYM, groups[0], True), (SEED_ASYM, groups[1], False)):
-        linears = model(seed, group, sym)
-        shared = shared_tensors(seed)
         kind = "sym" if sym else "asym"
-        dense = dict(shared)
-        for m in linears:
-            dense.update(dense_tensor(m))
-        save(out, "dequant-" + kind, config(None), dense)
         formats = [("gptq-v1-" + kind, gptq_config(group, sym, "gptq"), lambda m: gptq_tensors(m, True))]
         if not sym:
             formats.append(("gptq-v2-asym", gptq_config(group, sym, "gptq_v2"), lambda m: gptq_tensors(m, False)))
             formats.append(("awq", {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": True,
                                     "version": "gemm", "modules_to_not_convert": None}, awq_tensors))
-        for name, qc, pack in formats:
-            t = dict(shared)
-            for m in linears:
-                t.update(pack(m))
-            save(out, name, config(qc), t)
+        linears = shape.model(lambda name, rows, cols: Linear(seed, name, rows, cols, group, sym))
+        write_model(out, shape, linears, shared_tensors(shape, seed), True, "dequant-" + kind, formats)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <initializer_list>
 
 #include "attention.cuh"
 #include "decodebench/backend.h"
@@ -367,6 +368,21 @@ void expect_golden_logits(const WeightSource& ws, Scheme s, const std::string& g
   expect_reference_logits(got, hf, what);
 }
 
+// A checkpoint's weights read on load: on each of `kernels` the engine's logits, teacher-forced
+// with the CPU reference's greedy tokens after the backends' prompt, stay within the bound of
+// the reference's on the same file, with the same argmax outside a tie.
+void expect_checkpoint_logits(const WeightSource& ws, std::initializer_list<const char*> kernels,
+                              const std::string& label) {
+  const int64_t context = 8, steps = 16;
+  const Trace cpu = run_cpu(ws, context, steps);
+  std::vector<int32_t> inputs = {prompt_token(context, ws.config().vocab_size)};
+  inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
+  for (const char* kernel : kernels) {
+    Engine e(ws, resolve_kernel(kernel, ws.config().quant.scheme), context + steps);
+    expect_reference_logits(forced_logits(e, context, inputs), cpu, fmt::format("{} {}", label, kernel));
+  }
+}
+
 // GPTQ and AWQ checkpoints (tests/data/int4) converted on load: the engine's weights are the
 // host's converted matrices bit for bit, and its teacher-forced logits stay within the bound
 // of the CPU reference on the same file, with the same argmax outside a tie.
@@ -377,12 +393,7 @@ TEST(EngineInt4Checkpoint, GptqAndAwqFilesMatchTheCpuReference) {
     const ModelConfig c = config_for_weights(load_model_config(d), {}, d);
     ASSERT_EQ(c.quant.scheme, Scheme::int4) << model;
     const WeightSource ws(c, d, 0);
-    const int64_t context = 8, steps = 16;
-    const Trace cpu = run_cpu(ws, context, steps);
-    std::vector<int32_t> inputs = {prompt_token(context, c.vocab_size)};
-    inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
-    Engine e(ws, resolve_kernel("auto", Scheme::int4), context + steps);
-    expect_reference_logits(forced_logits(e, context, inputs), cpu, model);
+    expect_checkpoint_logits(ws, {"auto"}, model);
     // And against transformers on the dequantized weights (scripts/make_goldens.py --int4),
     // teacher-forced with its sequence: the same bound and argmax rule.
     const std::string ref = std::string(DB_TEST_DATA) + "/int4/" +
@@ -402,14 +413,7 @@ TEST(EngineFp8Checkpoint, PublishedFp8FilesMatchTheCpuReferenceOnEveryKernel) {
     const ModelConfig c = config_for_weights(load_model_config(d), {}, d);
     ASSERT_EQ(c.quant.scheme, Scheme::fp8) << model;
     const WeightSource ws(c, d, 0);
-    const int64_t context = 8, steps = 16;
-    const Trace cpu = run_cpu(ws, context, steps);
-    std::vector<int32_t> inputs = {prompt_token(context, c.vocab_size)};
-    inputs.insert(inputs.end(), cpu.tokens.begin(), cpu.tokens.end() - 1);
-    for (const char* kernel : {"auto", "fp8.gemv", "fp8.naive", "fp8.dequant-cublas"}) {
-      Engine e(ws, resolve_kernel(kernel, Scheme::fp8), context + steps);
-      expect_reference_logits(forced_logits(e, context, inputs), cpu, fmt::format("{} {}", model, kernel));
-    }
+    expect_checkpoint_logits(ws, {"auto", "fp8.gemv", "fp8.naive", "fp8.dequant-cublas"}, model);
   }
 }
 

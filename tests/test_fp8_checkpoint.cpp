@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "checkpoint_test_util.h"
 #include "cli_helpers.h"
 #include "decodebench/error.h"
 #include "decodebench/half.h"
@@ -29,24 +30,15 @@
 #include "temp_dir.h"
 
 using namespace db;
+using db_test::config_of;
+using db_test::error_of;
+using db_test::expect_one_line;
+using db_test::rand_at;
 
 namespace {
 
 std::string data(const std::string& name) {
   return std::string(DB_TEST_DATA) + "/fp8/" + name;
-}
-
-// The script's generator: the splitmix64 finalizer of fnv1a64(tag) + seed + (i + 1) * golden.
-uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char b : s) h = (h ^ b) * 0x100000001B3ull;
-  return h;
-}
-uint64_t rand_at(uint64_t seed, const std::string& tag, uint64_t i) {
-  uint64_t z = fnv1a64(tag) + seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 struct Model {
@@ -64,24 +56,6 @@ const Model kModels[] = {
 
 void PrintTo(const Model& m, std::ostream* os) {
   *os << m.dir;
-}
-
-ModelConfig config_of(const std::string& dir, const QuantOverrides& asked = {}) {
-  return config_for_weights(load_model_config(dir), asked, dir);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-void expect_one_line(const std::string& e, const std::string& phrase) {
-  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
-  EXPECT_NE(e.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << e;
 }
 
 // The code and scale the script draws for module `name` (no ".weight") at [r, c].
@@ -160,23 +134,7 @@ TEST_P(Fp8Checkpoint, CpuDecodeEqualsTheDequantizedCheckpointInFp16) {
   const WeightSource ws(config_of(data(p.dir)), data(p.dir), 0);
   const WeightSource ref(config_of(data(p.dequant)), data(p.dequant), 0);
   EXPECT_EQ(ref.format(), "hf");
-  const std::vector<int32_t> prompt = {1, 17, 250, 3, 99, 411, 7, 42};
-  constexpr int64_t kSteps = 24;
-  const db_test::Trace a = db_test::cpu_trace(ws, prompt, kSteps);
-  const db_test::Trace b = db_test::cpu_trace(ref, prompt, kSteps);
-  ASSERT_EQ(a.logits.size(), size_t{kSteps});
-  ASSERT_EQ(b.logits.size(), size_t{kSteps});
-  double moved = 0;  // how far the logits move from position 0: the comparison is not of a constant
-  for (size_t pos = 0; pos < a.logits.size(); ++pos) {
-    ASSERT_EQ(a.logits[pos].size(), b.logits[pos].size());
-    for (size_t i = 0; i < a.logits[pos].size(); ++i) {
-      ASSERT_EQ(float_bits(a.logits[pos][i]), float_bits(b.logits[pos][i]))
-          << p.dir << " position " << pos << " logit " << i;
-      moved = std::max(moved, double(std::fabs(a.logits[pos][i] - a.logits[0][i])));
-    }
-    ASSERT_EQ(a.tokens[pos], b.tokens[pos]) << p.dir << " position " << pos;
-  }
-  EXPECT_GT(moved, 1e-3) << p.dir;
+  db_test::expect_same_cpu_decode(ws, ref, p.dir);
 }
 
 // Against transformers (scripts/make_goldens.py --fp8) on the dequantized weights: the fp8
@@ -190,34 +148,11 @@ TEST_P(Fp8Checkpoint, CpuDecodeGivesTransformersTokensOnTheDequantizedWeights) {
     GTEST_SKIP() << golden
                  << " does not exist yet: run `python3 scripts/make_goldens.py tests/data/fp8 --fp8` "
                  << "where torch and transformers are installed";
-  const db_test::Golden g = db_test::read_golden(golden);
   const WeightSource ws(config_of(data(p.dir)), data(p.dir), 0);
-  const int64_t steps = static_cast<int64_t>(g.tokens.size()) - 1;
-  CpuModel m(ws, steps, 1);
-  for (int64_t pos = 0; pos < steps; ++pos) {
-    const std::vector<float>& l = m.step(g.tokens[static_cast<size_t>(pos)], pos);
-    const float* want = g.at(pos);
-    double d = 0, mx = 0;
-    for (int64_t i = 0; i < g.vocab; ++i) {
-      d = std::max(d, double(std::fabs(l[static_cast<size_t>(i)] - want[i])));
-      mx = std::max(mx, double(std::fabs(want[i])));
-    }
-    ASSERT_LE(d, 1e-4 * mx) << p.dir << " position " << pos;
-    if (pos < g.prompt - 1) continue;
-    std::vector<float> sorted(want, want + g.vocab);
-    std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
-    if (sorted[0] - sorted[1] > 1e-4 * mx)
-      EXPECT_EQ(CpuModel::argmax(l), g.tokens[static_cast<size_t>(pos + 1)]) << p.dir << " position " << pos;
-  }
+  db_test::expect_transformers_logits(ws, golden, p.dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, Fp8Checkpoint, ::testing::ValuesIn(kModels),
-                         [](const ::testing::TestParamInfo<Model>& i) {
-                           std::string n = i.param.dir;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Formats, Fp8Checkpoint, ::testing::ValuesIn(kModels), db_test::dir_test_name<Model>);
 
 // A copy of a checkpoint with its config.json edited and some tensors replaced: `tensor`
 // returns the replacement (dtype, shape, bytes) of a tensor, or nothing to keep it; `extra`
@@ -538,42 +473,21 @@ TEST(Fp8Overrides, Fp8TensorsWithoutQuantizationConfigAreRefusedWithAHint) {
 // without a warning, and a contradicting --quant is one line.
 TEST(Fp8Cli, ResultRecordsTheSourceFormatAndContradictionsAreOneLine) {
   for (const Model& p : kModels) {
-    const std::string out = (std::filesystem::temp_directory_path() /
-                             ("decodebench_fp8_" + std::to_string(::getpid()) + "_" + p.dir + ".json"))
-                                .string();
-    const db_test::Outcome o = db_test::run({"--weights", data(p.dir), "--backend", "cpu", "--tokens", "4",
-                                             "--warmup", "1", "--repeat", "1", "-o", out});
-    ASSERT_EQ(o.code, 0) << o.err;
-    EXPECT_EQ(o.err.find("does not use"), std::string::npos) << o.err;
-    const std::vector<Result> r = read_results(out);
-    std::filesystem::remove(out);
+    std::string err;
+    const std::vector<Result> r = db_test::cli_results(data(p.dir), std::string("fp8_") + p.dir, &err);
+    EXPECT_EQ(err.find("does not use"), std::string::npos) << err;
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(r[0].config.weights_format, p.format);
     EXPECT_EQ(r[0].config.scheme, "fp8");
   }
-  const db_test::Outcome bad = db_test::run(
-      {"--weights", data("fp8-channel"), "--backend", "cpu", "--quant", "int4", "--tokens", "4"});
-  EXPECT_NE(bad.code, 0);
-  ASSERT_FALSE(bad.err.empty());
-  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
-  EXPECT_NE(bad.err.find("--quant int4 contradicts it"), std::string::npos) << bad.err;
+  db_test::expect_cli_refuses_quant(data("fp8-channel"), "int4");
 }
 
 // The committed files are what the script writes: run it again and compare byte for byte.
 class Fp8Script : public db_test::TempDirTest {};
 
 TEST_F(Fp8Script, RegeneratesTheCommittedFilesByteForByte) {
-  const db_test::Outcome o = db_test::run_script("make_fp8_checkpoints.py", {path("out")});
-  ASSERT_EQ(o.code, 0) << o.err;
-  int files = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(data(""))) {
-    // golden.safetensors is transformers' (scripts/make_goldens.py --fp8), not this script's.
-    if (!e.is_regular_file() || e.path().filename() == "golden.safetensors") continue;
-    const std::string rel = std::filesystem::relative(e.path(), data("")).string();
-    EXPECT_EQ(db_test::slurp(path("out") + "/" + rel), db_test::slurp(e.path().string())) << rel;
-    ++files;
-  }
-  EXPECT_EQ(files, 10);
+  db_test::expect_script_regenerates("make_fp8_checkpoints.py", data(""), path("out"), 10);
 }
 
 }  // namespace

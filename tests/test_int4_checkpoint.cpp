@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "checkpoint_test_util.h"
 #include "cli_helpers.h"
 #include "decodebench/error.h"
 #include "decodebench/half.h"
@@ -26,24 +27,15 @@
 #include "temp_dir.h"
 
 using namespace db;
+using db_test::config_of;
+using db_test::error_of;
+using db_test::expect_one_line;
+using db_test::rand_at;
 
 namespace {
 
 std::string data(const std::string& name) {
   return std::string(DB_TEST_DATA) + "/int4/" + name;
-}
-
-// The script's generator: the splitmix64 finalizer of fnv1a64(tag) + seed + (i + 1) * golden.
-uint64_t fnv1a64(const std::string& s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char b : s) h = (h ^ b) * 0x100000001B3ull;
-  return h;
-}
-uint64_t rand_at(uint64_t seed, const std::string& tag, uint64_t i) {
-  uint64_t z = fnv1a64(tag) + seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 struct Model {
@@ -62,24 +54,6 @@ const Model kModels[] = {
 
 void PrintTo(const Model& m, std::ostream* os) {
   *os << m.dir;
-}
-
-ModelConfig config_of(const std::string& dir, const QuantOverrides& asked = {}) {
-  return config_for_weights(load_model_config(dir), asked, dir);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-void expect_one_line(const std::string& e, const std::string& phrase) {
-  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
-  EXPECT_NE(e.find(phrase), std::string::npos) << "expected '" << phrase << "' in: " << e;
 }
 
 class Int4Checkpoint : public ::testing::TestWithParam<Model> {};
@@ -140,24 +114,7 @@ TEST_P(Int4Checkpoint, CpuDecodeEqualsTheDequantizedCheckpointInFp16) {
   ASSERT_EQ(rc.quant.scheme, Scheme::fp16);
   const WeightSource ws(c, data(p.dir), 0), ref(rc, ref_dir, 0);
   EXPECT_EQ(ref.format(), "hf");
-  // A prompt, then greedy tokens: both runs must choose the same ones.
-  const std::vector<int32_t> prompt = {1, 17, 250, 3, 99, 411, 7, 42};
-  constexpr int64_t kSteps = 24;
-  const db_test::Trace a = db_test::cpu_trace(ws, prompt, kSteps);
-  const db_test::Trace b = db_test::cpu_trace(ref, prompt, kSteps);
-  ASSERT_EQ(a.logits.size(), size_t{kSteps});
-  ASSERT_EQ(b.logits.size(), size_t{kSteps});
-  double moved = 0;  // how far the logits move from position 0: the comparison is not of a constant
-  for (size_t pos = 0; pos < a.logits.size(); ++pos) {
-    const std::vector<float>& la = a.logits[pos];
-    const std::vector<float>& lb = b.logits[pos];
-    ASSERT_EQ(la.size(), lb.size());
-    for (size_t i = 0; i < la.size(); ++i)
-      ASSERT_EQ(la[i], lb[i]) << p.dir << " position " << pos << " logit " << i;
-    for (size_t i = 0; i < la.size(); ++i) moved = std::max(moved, double(std::fabs(la[i] - a.logits[0][i])));
-    ASSERT_EQ(a.tokens[pos], b.tokens[pos]) << p.dir << " position " << pos;
-  }
-  EXPECT_GT(moved, 1e-3) << p.dir;
+  db_test::expect_same_cpu_decode(ws, ref, p.dir);
 }
 
 // Against transformers (scripts/make_goldens.py --int4) on the dequantized weights: the int4
@@ -169,35 +126,12 @@ TEST_P(Int4Checkpoint, CpuDecodeGivesTransformersTokensOnTheDequantizedWeights) 
   const std::string golden = data(p.sym ? "dequant-sym" : "dequant-asym") + "/golden.safetensors";
   ASSERT_TRUE(std::filesystem::exists(golden))
       << golden << ": run `python3 scripts/make_goldens.py tests/data/int4 --int4`";
-  const db_test::Golden g = db_test::read_golden(golden);
-  const ModelConfig c = config_of(data(p.dir));
-  const WeightSource ws(c, data(p.dir), 0);
-  const int64_t steps = static_cast<int64_t>(g.tokens.size()) - 1;
-  CpuModel m(ws, steps, 1);
-  for (int64_t pos = 0; pos < steps; ++pos) {
-    const std::vector<float>& l = m.step(g.tokens[static_cast<size_t>(pos)], pos);
-    const float* want = g.at(pos);
-    double d = 0, mx = 0;
-    for (int64_t i = 0; i < g.vocab; ++i) {
-      d = std::max(d, double(std::fabs(l[static_cast<size_t>(i)] - want[i])));
-      mx = std::max(mx, double(std::fabs(want[i])));
-    }
-    ASSERT_LE(d, 1e-4 * mx) << p.dir << " position " << pos;
-    if (pos < g.prompt - 1) continue;
-    std::vector<float> sorted(want, want + g.vocab);
-    std::nth_element(sorted.begin(), sorted.begin() + 1, sorted.end(), std::greater<float>());
-    if (sorted[0] - sorted[1] > 1e-4 * mx)
-      EXPECT_EQ(CpuModel::argmax(l), g.tokens[static_cast<size_t>(pos + 1)]) << p.dir << " position " << pos;
-  }
+  const WeightSource ws(config_of(data(p.dir)), data(p.dir), 0);
+  db_test::expect_transformers_logits(ws, golden, p.dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, Int4Checkpoint, ::testing::ValuesIn(kModels),
-                         [](const ::testing::TestParamInfo<Model>& i) {
-                           std::string n = i.param.dir;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+                         db_test::dir_test_name<Model>);
 
 // A copy of a checkpoint with its config.json edited, or one tensor's bytes replaced.
 class Int4Refusal : public db_test::TempDirTest {
@@ -459,26 +393,15 @@ TEST(Int4Overrides, PackedTensorsWithoutQuantizationConfigAreRefusedWithAHint) {
 // or 1 as the CLI's other config errors.
 TEST(Int4Cli, ResultRecordsTheSourceFormatAndContradictionsAreOneLine) {
   for (const Model& p : kModels) {
-    const std::string out = (std::filesystem::temp_directory_path() /
-                             ("decodebench_int4_" + std::to_string(::getpid()) + "_" + p.dir + ".json"))
-                                .string();
-    const db_test::Outcome o = db_test::run({"--weights", data(p.dir), "--backend", "cpu", "--tokens", "4",
-                                             "--warmup", "1", "--repeat", "1", "-o", out});
-    ASSERT_EQ(o.code, 0) << o.err;
-    const std::vector<Result> r = read_results(out);
-    std::filesystem::remove(out);
+    std::string err;
+    const std::vector<Result> r = db_test::cli_results(data(p.dir), std::string("int4_") + p.dir, &err);
     ASSERT_EQ(r.size(), 1u);
     EXPECT_EQ(r[0].config.weights_format, p.format);
     EXPECT_EQ(r[0].config.scheme, "int4");
     EXPECT_EQ(r[0].config.group_size, p.group);
     EXPECT_EQ(r[0].config.zero_point, !p.sym);
   }
-  const db_test::Outcome bad = db_test::run(
-      {"--weights", data("gptq-v1-sym"), "--backend", "cpu", "--quant", "int8", "--tokens", "4"});
-  EXPECT_NE(bad.code, 0);
-  ASSERT_FALSE(bad.err.empty());
-  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
-  EXPECT_NE(bad.err.find("--quant int8 contradicts it"), std::string::npos) << bad.err;
+  db_test::expect_cli_refuses_quant(data("gptq-v1-sym"), "int8");
 }
 
 }  // namespace
@@ -489,17 +412,7 @@ namespace {
 class Int4Script : public db_test::TempDirTest {};
 
 TEST_F(Int4Script, RegeneratesTheCommittedFilesByteForByte) {
-  const db_test::Outcome o = db_test::run_script("make_int4_checkpoints.py", {path("out")});
-  ASSERT_EQ(o.code, 0) << o.err;
-  int files = 0;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(data(""))) {
-    // golden.safetensors is transformers' (scripts/make_goldens.py --int4), not this script's.
-    if (!e.is_regular_file() || e.path().filename() == "golden.safetensors") continue;
-    const std::string rel = std::filesystem::relative(e.path(), data("")).string();
-    EXPECT_EQ(db_test::slurp(path("out") + "/" + rel), db_test::slurp(e.path().string())) << rel;
-    ++files;
-  }
-  EXPECT_EQ(files, 12);
+  db_test::expect_script_regenerates("make_int4_checkpoints.py", data(""), path("out"), 12);
 }
 
 }  // namespace

@@ -493,14 +493,31 @@ std::string WeightSource::format() const {
   return packing_ == Packing::canonical ? "hf" : to_string(packing_);
 }
 
-Origin WeightSource::packed_origin(const std::string& name, int64_t rows, int64_t cols) const {
+namespace {
+
+// What every matrix's Origin starts with: its name, the synthetic generator's id and
+// distribution for it, and its shape.
+Origin matrix_head(const std::string& name, int64_t rows, int64_t cols) {
   Origin o;
   o.name = name;
   o.tensor_id = synth::tensor_id(name);
   o.dist = synth::Dist::matrix;
   o.shape = {rows, cols};
+  return o;
+}
+
+// ... and a checkpoint's quantized matrix's, in its file's packing.
+Origin quantized_head(const std::string& name, int64_t rows, int64_t cols, Packing packing) {
+  Origin o = matrix_head(name, rows, cols);
   o.kind = OriginKind::quantized;
-  o.packing = packing_;
+  o.packing = packing;
+  return o;
+}
+
+}  // namespace
+
+Origin WeightSource::packed_origin(const std::string& name, int64_t rows, int64_t cols) const {
+  Origin o = quantized_head(name, rows, cols, packing_);
   const std::string m = module_of(name);
   const int64_t fg = config_.hf_int4.group_size == -1 ? cols : config_.hf_int4.group_size;
   // The shapes come from the (bounded) config: a file's tensor must match them exactly, so a
@@ -540,11 +557,7 @@ Origin WeightSource::packed_origin(const std::string& name, int64_t rows, int64_
 }
 
 Origin WeightSource::matrix_origin(const std::string& name, int64_t rows, int64_t cols, Scheme scheme) const {
-  Origin o;
-  o.name = name;
-  o.tensor_id = synth::tensor_id(name);
-  o.dist = synth::Dist::matrix;
-  o.shape = {rows, cols};
+  Origin o = matrix_head(name, rows, cols);
   if (synthetic()) return o;
   if (decodebench_format_ && scheme != Scheme::fp16) {
     const std::string m = module_of(name);
@@ -668,13 +681,7 @@ float float_at(const TensorInfo& t, int64_t i) {
 }  // namespace
 
 Origin WeightSource::fp8_origin(const std::string& name, int64_t rows, int64_t cols) const {
-  Origin o;
-  o.name = name;
-  o.tensor_id = synth::tensor_id(name);
-  o.dist = synth::Dist::matrix;
-  o.shape = {rows, cols};
-  o.kind = OriginKind::quantized;
-  o.packing = packing_;
+  Origin o = quantized_head(name, rows, cols, packing_);
   const std::string m = module_of(name);
   // The shapes come from the (bounded) config: the codes must be exactly [rows, cols], so a
   // hostile shape is refused before anything is read or allocated.
