@@ -285,7 +285,10 @@ TEST(EnergySummary, TheDefaultRunOfTheH200IsResolvedAlignedAndNotUnaligned) {
 TEST(EnergySummary, AnAlignedWindowTooShortForItsErrorIsNullAndSaysHowManyTokensReachIt) {
   db::EnergyMeasurement m = three_repetitions();
   // 10 J of steps (a 1 ms head, a 95 ms tail at 80 W: 7.68 J subtracted) against an error of
-  // 80 x (1.05 x 1 ms + 0.05 x 96 ms) = 0.468 J: 4.68%; with 0.7 J of steps, 66.9%.
+  // 80 x (1.05 x 1 ms + 0.05 x 96 ms) = 0.468 J: 4.68%; with 0.7 J of steps, 66.9%. The tokens
+  // named plan for twice the slowest detection and head and tail of at least two update
+  // intervals (here the 96 ms seen, over 2 x 10 ms): 80 x (1.05 x 2 ms + 0.05 x 96 ms) =
+  // 0.552 J, 5% of 0.7 J x N / 100 from N = 1578 (the run's own error alone says 1338).
   m.windows = {aligned(0.2, 10 + 80 * 0.096, 0.001, 0.095, 0.001)};
   EXPECT_EQ(db::summarize_energy(m, 100, 1).reason, "");
   m.windows = {aligned(0.2, 0.7 + 80 * 0.096, 0.001, 0.095, 0.001)};
@@ -294,7 +297,7 @@ TEST(EnergySummary, AnAlignedWindowTooShortForItsErrorIsNullAndSaysHowManyTokens
       e,
       "repetition 1's error, 0.468 J (its idle head and tail of 96 ms at the idle 80.0 W, known to "
       "5%, and its ends' updates seen within 1 ms), is 66.9% of its 0.7 J, coarser than the 5% "
-      "energy is reported at; --tokens 1338 or more reaches it");
+      "energy is reported at; --tokens 1578 or more reaches it");
   // No more than the head and tail's idle energy: the steps' is not resolved at all.
   m.windows = {aligned(0.2, 7, 0.001, 0.095, 0.001)};
   expect_no_energy(
