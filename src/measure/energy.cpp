@@ -444,7 +444,8 @@ Energy summarize_energy(const EnergyMeasurement& m, int64_t tokens, int64_t batc
         "update interval, and so the resolution, is unknown; lengthen the repetitions with --tokens{}",
         shortest_unaligned, unaligned_note);
   else if (!(resolution <= kEnergyResolution)) {
-    auto needed = static_cast<int64_t>(std::ceil(static_cast<double>(tokens) * resolution / kEnergyResolution));
+    auto needed =
+        static_cast<int64_t>(std::ceil(static_cast<double>(tokens) * resolution / kEnergyResolution));
     if (ww.aligned) {
       // The advice plans for the error's bound, not this run's draw of it: a head and a tail
       // of an update interval each, and the ends' updates seen at twice the slowest detection
@@ -457,7 +458,7 @@ Energy summarize_energy(const EnergyMeasurement& m, int64_t tokens, int64_t batc
       const double ends_s = std::max(std::isfinite(update_s) ? 2 * update_s : 0.0, ww.head_s + ww.tail_s);
       const double planned_j = *idle_w * ((1 + kIdleUncertainty) * 2 * slowest + kIdleUncertainty * ends_s);
       needed = std::max(needed, static_cast<int64_t>(std::ceil(static_cast<double>(tokens) * planned_j /
-                                                              (kEnergyResolution * steps[worst].j))));
+                                                               (kEnergyResolution * steps[worst].j))));
     }
     if (ww.aligned)
       e.reason = fmt::format(
