@@ -17,12 +17,17 @@ namespace db {
 // qwen2: llama plus biases on q_proj, k_proj and v_proj; qwen3: llama plus per-head q/k RMSNorm.
 enum class Arch { llama, qwen2, qwen3 };
 enum class Scheme { fp16, int8, int4, fp8 };  // fp8: E4M3 (quant.h)
+// How the KV cache stores K and V (--kv-cache): fp16 as computed, or fp8 (E4M3) / int8 codes
+// with one float scale per token and kv head (decodebench/kv_quant.h).
+enum class KvScheme { fp16, fp8, int8 };
 
 const char* to_string(Arch a);
 const char* to_string(Scheme s);
+const char* to_string(KvScheme s);
 // Throws db::Error naming the accepted values.
 Arch parse_arch(std::string_view s);
 Scheme parse_scheme(std::string_view s);
+KvScheme parse_kv_scheme(std::string_view s);
 
 // Bits a weight of this scheme occupies (16, 8, 4, 8).
 int scheme_bits(Scheme s);
@@ -78,6 +83,7 @@ struct ModelConfig {
   QuantConfig quant;
   HfInt4 hf_int4;  // an HF config.json's GPTQ/AWQ quantization_config; the run converts its weights
   HfFp8 hf_fp8;    // an HF config.json's FP8 quantization_config; the run reads its codes and scales
+  KvScheme kv_cache = KvScheme::fp16;  // --kv-cache: a run's choice, not the config file's
 
   int64_t q_dim() const {
     return checked_mul(num_attention_heads, head_dim, "num_attention_heads * head_dim");

@@ -7,6 +7,7 @@
 #include "decodebench/accounting.h"
 #include "decodebench/error.h"
 #include "decodebench/host_memory.h"
+#include "decodebench/kv_quant.h"
 #include "decodebench/parallel.h"
 #include "decodebench/rope.h"
 
@@ -263,6 +264,10 @@ void CpuModel::step_batch(const std::vector<int32_t>& tokens, int64_t pos) {
       }
       rope(q, heads, pos);
       rope(k, c_.num_key_value_heads, pos);
+      for (int64_t h = 0; h < c_.num_key_value_heads; ++h) {  // as --kv-cache stores them
+        kvq::round_trip(&k[h * hd], hd, c_.kv_cache);
+        kvq::round_trip(&v[h * hd], hd, c_.kv_cache);
+      }
       const int64_t cache = (s * c_.num_hidden_layers + l) * max_positions_ * kvd;
       std::copy(k, k + kvd, k_cache_.data() + cache + pos * kvd);
       std::copy(v, v + kvd, v_cache_.data() + cache + pos * kvd);

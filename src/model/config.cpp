@@ -729,6 +729,24 @@ const char* to_string(Scheme s) {
   return "?";
 }
 
+const char* to_string(KvScheme s) {
+  switch (s) {
+    case KvScheme::fp16:
+      return "fp16";
+    case KvScheme::fp8:
+      return "fp8";
+    case KvScheme::int8:
+      return "int8";
+  }
+  return "?";
+}
+
+KvScheme parse_kv_scheme(std::string_view s) {
+  for (KvScheme k : {KvScheme::fp16, KvScheme::fp8, KvScheme::int8})
+    if (s == to_string(k)) return k;
+  fail("unknown KV cache scheme '{}' (supported: fp16, fp8, int8)", printable(s));
+}
+
 Arch parse_arch(std::string_view s) {
   if (const std::optional<Arch> a = find_arch(s)) return *a;
   fail("unknown architecture '{}' (supported: {})", printable(s), supported_arch_list());
