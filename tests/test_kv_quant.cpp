@@ -58,7 +58,8 @@ TEST(KvQuant, RoundTripWithinTheSchemesStep) {
         if (s == KvScheme::int8)
           ASSERT_LE(err, 0.5f * scale * (1 + 1e-6f)) << i;
         else
-          ASSERT_LE(err, std::fmax(std::ldexp(std::fabs(v[i]), -4), std::ldexp(scale, -10)) * (1 + 1e-6f)) << i;
+          ASSERT_LE(err, std::fmax(std::ldexp(std::fabs(v[i]), -4), std::ldexp(scale, -10)) * (1 + 1e-6f))
+              << i;
         if (std::fabs(v[i]) == amax) ASSERT_NEAR(r[i], v[i], amax * 1e-6f) << "the largest value is exact";
       }
     }
