@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "common.cuh"
 #include "probe.cuh"
@@ -59,7 +60,21 @@ void check_cublas(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS) fail("compute probe: {} failed ({})", what, cublasGetStatusName(st));
 }
 
-ComputePeak run_gemm_probe() {
+// Uniform halves in [-1, 1), from a hash of the index (a fixed sequence: every probe
+// multiplies the same matrices).
+__global__ void random_fill_kernel(__half* p, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) ^ static_cast<uint32_t>(i >> 32) * 0x9e3779b9u;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    p[i] = __float2half_rn(static_cast<float>(h >> 8) * (2.f / 16777216.f) - 1.f);
+  }
+}
+
+ComputePeak run_gemm_probe(ProbeFill fill) {
   constexpr int kMaxN = 8192, kMinN = 256;
   size_t free_b = 0, total_b = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -70,16 +85,24 @@ ComputePeak run_gemm_probe() {
   if (bytes_at(n) > free_b / 4)
     fail("compute probe: {} MiB of GPU memory free, too little for a {} x {} x {} GEMM in a quarter of it",
          free_b >> 20, n, n, n);
-  const size_t half_bytes = size_t{2} * static_cast<size_t>(n) * static_cast<size_t>(n);
+  const size_t elements = static_cast<size_t>(n) * static_cast<size_t>(n), half_bytes = 2 * elements;
   GemmOperands g;
   g.a = alloc_operand(half_bytes, n);
   g.b = alloc_operand(half_bytes, n);
   g.c = alloc_operand(2 * half_bytes, n);
-  // Every half 0x2020 (about 0.00806): each C element sums n products of about 6.5e-5, far
+  // constant: every half 0x2020 (about 0.00806); each C element sums n products of about
+  // 6.5e-5. random: uniform in [-1, 1), sums of n products within about sqrt(n). Either is far
   // from fp16's or fp32's range, so no inf or NaN slows or spoils a pass.
   constexpr uint16_t kFill = 0x2020;
-  CUDA_CHECK(cudaMemset(g.a, kFill & 0xff, half_bytes));
-  CUDA_CHECK(cudaMemset(g.b, kFill & 0xff, half_bytes));
+  if (fill == ProbeFill::constant) {
+    CUDA_CHECK(cudaMemset(g.a, kFill & 0xff, half_bytes));
+    CUDA_CHECK(cudaMemset(g.b, kFill & 0xff, half_bytes));
+  } else {
+    random_fill_kernel<<<1024, 256>>>(static_cast<__half*>(g.a), elements);
+    CUDA_CHECK_LAUNCH();
+    random_fill_kernel<<<1024, 256>>>(static_cast<__half*>(g.b), elements);
+    CUDA_CHECK_LAUNCH();
+  }
   CUDA_CHECK(cudaMemset(g.c, 0, 2 * half_bytes));
   check_cublas(cublasCreate(&g.h), "cublasCreate");
   // Small matrices take several GEMMs a pass, so each pass is a few milliseconds of work.
@@ -99,18 +122,27 @@ ComputePeak run_gemm_probe() {
     CUDA_CHECK(cudaEventSynchronize(ev.b));
     if (pass >= 2) best_ms = std::min(best_ms, static_cast<double>(ev.ms()));
   }
-  // The GEMM computed what it was given: C[0] is n times the square of the fill.
+  // The GEMM computed what it was given: C[0] = sum_k A[k] B[k] (column 0 of A, of B), in
+  // double on the host from the operands' first n halves. fp32 accumulation of n products
+  // (each exact in fp32) errs by at most n units of 2^-23 of the sum of their magnitudes
+  // (twice the rounding bound, for accumulation that truncates).
   float c0 = 0;
   CUDA_CHECK(cudaMemcpy(&c0, g.c, sizeof c0, cudaMemcpyDeviceToHost));
-  __half_raw fill;
-  fill.x = kFill;
-  const double v = static_cast<double>(__half2float(__half(fill)));
-  const double want = static_cast<double>(n) * v * v;
-  if (!std::isfinite(c0) || std::abs(c0 - want) > 1e-2 * want)
+  std::vector<__half> a0(n), b0(n);
+  CUDA_CHECK(cudaMemcpy(a0.data(), g.a, 2 * static_cast<size_t>(n), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(b0.data(), g.b, 2 * static_cast<size_t>(n), cudaMemcpyDeviceToHost));
+  double want = 0, magnitude = 0;
+  for (int k = 0; k < n; ++k) {
+    const double p = static_cast<double>(__half2float(a0[k])) * static_cast<double>(__half2float(b0[k]));
+    want += p;
+    magnitude += std::abs(p);
+  }
+  if (!std::isfinite(c0) || std::abs(c0 - want) > n * std::ldexp(1.0, -23) * magnitude)
     fail("compute probe: its {} x {} x {} GEMM computed {} where {} was expected", n, n, n, c0, want);
   const double flops = 2.0 * n * n * n * per_pass;
   return {flops / (best_ms * 1e-3) / 1e12,
-          fmt::format("cublasGemmEx fp16 {0} x {0} x {0}, fp32 accumulate", n)};
+          fmt::format("cublasGemmEx fp16 {0} x {0} x {0}, fp32 accumulate, {1} operands", n,
+                      fill == ProbeFill::random ? "random" : "constant")};
 }
 
 }  // namespace
@@ -122,8 +154,12 @@ ComputePeak measure_gemm_peak() {
   CUDA_CHECK(cudaGetDevice(&dev));
   const std::lock_guard<std::mutex> lock(mu);
   auto it = measured.find(dev);
-  if (it == measured.end()) it = measured.emplace(dev, run_gemm_probe()).first;
+  if (it == measured.end()) it = measured.emplace(dev, run_gemm_probe(ProbeFill::random)).first;
   return it->second;
+}
+
+ComputePeak measure_gemm_peak_filled(ProbeFill fill) {
+  return run_gemm_probe(fill);
 }
 
 double measure_read_GBps(size_t bytes) {

@@ -4,6 +4,7 @@
 // device.peak_compute_TFLOPS with the compute floor it gives. Nothing here is timed against
 // a figure: only that a measurement exists and is reused.
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,22 @@ TEST(ComputeProbe, GemmPeakIsFinitePositiveAndNamesCublasGemmEx) {
   EXPECT_GT(p.TFLOPS, 0);
   EXPECT_NE(p.probe.find("cublasGemmEx"), std::string::npos) << p.probe;
   EXPECT_NE(p.probe.find("fp32 accumulate"), std::string::npos) << p.probe;
+}
+
+// Both fills compute their product (the probe checks C[0] against the host's sum and fails
+// otherwise); the run's probe is the random one. Both figures are printed for the lab notes.
+TEST(ComputeProbe, RandomAndConstantOperandsBothComputeTheirProduct) {
+  REQUIRE_GPU();
+  CUDA_CHECK(cudaSetDevice(0));
+  const ComputePeak random = cuda::measure_gemm_peak_filled(cuda::ProbeFill::random);
+  const ComputePeak constant = cuda::measure_gemm_peak_filled(cuda::ProbeFill::constant);
+  EXPECT_GT(random.TFLOPS, 0);
+  EXPECT_GT(constant.TFLOPS, 0);
+  EXPECT_NE(random.probe.find("random operands"), std::string::npos) << random.probe;
+  EXPECT_NE(constant.probe.find("constant operands"), std::string::npos) << constant.probe;
+  EXPECT_NE(cuda::measure_gemm_peak().probe.find("random operands"), std::string::npos);
+  std::printf("compute probe: random %.1f TFLOP/s (%s), constant %.1f TFLOP/s\n", random.TFLOPS,
+              random.probe.c_str(), constant.TFLOPS);
 }
 
 TEST(ComputeProbe, MeasuredOncePerProcessAndTheSameForEveryScheme) {
