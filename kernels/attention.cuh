@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "decodebench/config.h"
+
 namespace db::cuda {
 
 // 128 bytes, no more: a larger kernel parameter makes nvcc copy it to local memory and read
@@ -19,7 +21,12 @@ struct AttentionArgs {
   const __half* k_norm = nullptr;
   const float* rope = nullptr;  // rope_table(): [positions, hd/2] cos, then [positions, hd/2] sin
   int64_t rope_positions = 0;
-  __half* k_cache = nullptr;  // this layer's [positions, kv_dim]
+  // This layer's cache of `rope_positions` rows in the scheme attention() is given, laid out as
+  // decodebench/kv_quant.h says: fp16 [positions, kv_dim] halves; fp8 and int8 [positions,
+  // kv_dim] one-byte codes, then [positions, kv_heads] float scales, which the kernels of those
+  // schemes reach through a byte pointer (kv_bytes). Typed as fp16's: with a void* or byte
+  // pointer here (or a union), nvcc compiles the fp16 kernels to different code.
+  __half* k_cache = nullptr;
   __half* v_cache = nullptr;
   const int32_t* pos = nullptr;  // device: the position of this token
   int heads = 0, kv_heads = 0, head_dim = 0;
@@ -45,10 +52,14 @@ bool attention_fast_path(int head_dim, int heads, int kv_heads);
 // `batch` sequences at once (--batch), one grid z index each, all at position *pos: every
 // pointer of `a` but the model's (rope, q_norm, k_norm, qkv_bias) is sequence 0's, and
 // sequence z's lies at a fixed stride from it: qkv + z (q_dim + 2 kv_dim), the caches
-// + z rope_positions kv_dim (each sequence's cache holds rope_positions rows), part_o
-// + z heads max_splits head_dim, part_ml + z heads max_splits 2, counters + z kv_heads,
-// out + z q_dim. No field of its own: one more int would take AttentionArgs past 128 bytes.
-// Batch 1 runs the kernels it always has.
-void attention(const AttentionArgs& a, cudaStream_t s, int batch = 1);
+// + z kvq::sequence_bytes(kv, rope_positions, kv_heads, head_dim) bytes (each sequence's cache
+// holds rope_positions rows), part_o + z heads max_splits head_dim, part_ml + z heads
+// max_splits 2, counters + z kv_heads, out + z q_dim. No field of its own: one more int would
+// take AttentionArgs past 128 bytes. Batch 1 runs the kernels it always has.
+// `kv`: the cache's scheme, a template switch of every kernel that reads or writes the cache
+// (a launch argument for the same reason). fp8 and int8 quantize the new token's K and V
+// vectors where they are written (kv_quant.h) and read every position back as codes times
+// scale; fp16 runs the kernels it always has.
+void attention(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv);
 
 }  // namespace db::cuda

@@ -3,6 +3,7 @@
 #include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
 #include "int4_meta.h"
+#include "kv_cache.cuh"
 #include "pdl.cuh"
 #include "prefill.cuh"
 #include "weights.cuh"
@@ -73,6 +74,22 @@ __global__ void __launch_bounds__(kNormThreads)
 constexpr int kQkvWarps = 4;
 constexpr int kMaxHeadDim = 256;
 
+// KV fp8, int8: a K or V vector of the row, lane l holding elements l, l + 32, ... (n of
+// them), quantized as kv_quant.h says (amax over the warp, the scale, the codes) into the
+// cache's row `pos`, kv head `kvh`.
+template <KvScheme KV>
+__device__ __forceinline__ void store_quantized(const float (&x)[kMaxHeadDim / kWarp], int n, __half* cache,
+                                                int64_t positions, int kv_dim, int kv_heads, int64_t pos,
+                                                int kvh, int hd, int lane) {
+  float amax = 0.f;
+  for (int k = 0; k < n; ++k) amax = fmaxf(amax, fabsf(x[k]));
+  const float s = kvq::scale_of(warp_max(amax), KV);
+  uint8_t* codes = kv_bytes(cache) + pos * kv_dim + int64_t{kvh} * hd;
+  for (int k = 0; k < n; ++k) codes[lane + kWarp * k] = kv_quantize<KV>(x[k], s);
+  if (lane == 0) kv_scales(cache, positions, kv_dim)[pos * kv_heads + kvh] = s;
+}
+
+template <KvScheme KV>
 __global__ void __launch_bounds__(kQkvWarps* kWarp) prefill_qkv_kernel(PrefillQkvArgs a) {
   __shared__ float vec[kQkvWarps][kMaxHeadDim];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -93,8 +110,16 @@ __global__ void __launch_bounds__(kQkvWarps* kWarp) prefill_qkv_kernel(PrefillQk
     }
     __syncwarp();
     if (item >= a.heads + a.kv_heads) {  // v: the bias only
-      const int64_t dst = pos * kv_dim + (base - q_dim - kv_dim);
-      for (int i = lane; i < hd; i += kWarp) a.v_cache[dst + i] = __float2half_rn(v[i]);
+      if constexpr (KV == KvScheme::fp16) {
+        const int64_t dst = pos * kv_dim + (base - q_dim - kv_dim);
+        for (int i = lane; i < hd; i += kWarp) a.v_cache[dst + i] = __float2half_rn(v[i]);
+      } else {
+        float x[kMaxHeadDim / kWarp];
+        int n = 0;
+        for (int i = lane; i < hd; i += kWarp, ++n) x[n] = v[i];
+        store_quantized<KV>(x, n, a.v_cache, a.cache_positions, kv_dim, a.kv_heads, pos,
+                            item - a.heads - a.kv_heads, hd, lane);
+      }
       __syncwarp();
       continue;
     }
@@ -119,9 +144,12 @@ __global__ void __launch_bounds__(kQkvWarps* kWarp) prefill_qkv_kernel(PrefillQk
     if (is_q) {
       __half* dst = a.q + t * q_dim + base;
       for (int i = lane; i < hd; i += kWarp, ++n) dst[i] = __float2half_rn(out[n] * scale);
-    } else {
+    } else if constexpr (KV == KvScheme::fp16) {
       __half* dst = a.k_cache + pos * kv_dim + (base - q_dim);
       for (int i = lane; i < hd; i += kWarp, ++n) dst[i] = __float2half_rn(out[n]);
+    } else {
+      store_quantized<KV>(out, (hd - lane + kWarp - 1) / kWarp, a.k_cache, a.cache_positions, kv_dim,
+                          a.kv_heads, pos, item - a.heads, hd, lane);
     }
   }
 }
@@ -183,7 +211,10 @@ constexpr size_t flash_smem() {
 // columns, read by ldmatrix; P V takes the score accumulators, rounded to fp16, as the A
 // operand directly (the accumulator of two adjacent 8-key tiles is the A fragment of their
 // 16 keys), and V through ldmatrix.trans.
-template <int HD>
+// KV fp8, int8: the tiles are filled by ordinary loads instead of cp.async, 16 codes and the
+// row's scale a thread at a time, dequantized (codes times scale, rounded to fp16) into the
+// same fp16 tiles.
+template <int HD, KvScheme KV>
 __global__ void __launch_bounds__(kFlashWarps* kWarp) flash_prefill_kernel(PrefillAttentionArgs a) {
   constexpr int kStride = flash_stride<HD>();
   constexpr int KS = HD / 16;  // k-steps of Q K^T
@@ -225,19 +256,51 @@ __global__ void __launch_bounds__(kFlashWarps* kWarp) flash_prefill_kernel(Prefi
     constexpr int kPieces = HD / 8;  // 16-byte pieces of a row
     __half* kd = k_s + buf * kBN * kStride;
     __half* vd = v_s + buf * kBN * kStride;
-    for (int e = threadIdx.x; e < kBN * kPieces; e += kFlashWarps * kWarp) {
-      const int r = e / kPieces, p = e % kPieces;
-      const int64_t key = int64_t{tile} * kBN + r;
-      if (key < keys) {
-        const int64_t src = key * kv_dim + kvh * HD + 8 * p;
-        cp_async16(kd + r * kStride + 8 * p, a.k_cache + src);
-        cp_async16(vd + r * kStride + 8 * p, a.v_cache + src);
-      } else {  // zeros, not whatever the cache holds there: 0 x NaN would reach the output
-        *reinterpret_cast<uint4*>(kd + r * kStride + 8 * p) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(vd + r * kStride + 8 * p) = make_uint4(0, 0, 0, 0);
+    if constexpr (KV != KvScheme::fp16) {
+      constexpr int kLoads = HD / 16;  // 16-byte loads of a row's codes
+      const float* k_scales = kv_scales(a.k_cache, a.cache_positions, kv_dim);
+      const float* v_scales = kv_scales(a.v_cache, a.cache_positions, kv_dim);
+      const auto dequantize = [](uint4 codes, float scale, __half* dst) {
+        float x[16];
+        kv_codes16<KV>(codes, x);
+        uint32_t h[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) h[j] = pack_half2(x[2 * j] * scale, x[2 * j + 1] * scale);
+        reinterpret_cast<uint4*>(dst)[0] = make_uint4(h[0], h[1], h[2], h[3]);
+        reinterpret_cast<uint4*>(dst)[1] = make_uint4(h[4], h[5], h[6], h[7]);
+      };
+      for (int e = threadIdx.x; e < kBN * kLoads; e += kFlashWarps * kWarp) {
+        const int r = e / kLoads, p = e % kLoads;
+        const int64_t key = int64_t{tile} * kBN + r;
+        if (key < keys) {
+          const int64_t src = key * kv_dim + kvh * HD + 16 * p, si = key * a.kv_heads + kvh;
+          const uint4 kq = *reinterpret_cast<const uint4*>(kv_bytes(a.k_cache) + src);
+          const uint4 vq = *reinterpret_cast<const uint4*>(kv_bytes(a.v_cache) + src);
+          dequantize(kq, k_scales[si], kd + r * kStride + 16 * p);
+          dequantize(vq, v_scales[si], vd + r * kStride + 16 * p);
+        } else {
+          const uint4 z = make_uint4(0, 0, 0, 0);
+          reinterpret_cast<uint4*>(kd + r * kStride + 16 * p)[0] = z;
+          reinterpret_cast<uint4*>(kd + r * kStride + 16 * p)[1] = z;
+          reinterpret_cast<uint4*>(vd + r * kStride + 16 * p)[0] = z;
+          reinterpret_cast<uint4*>(vd + r * kStride + 16 * p)[1] = z;
+        }
+      }
+    } else {
+      for (int e = threadIdx.x; e < kBN * kPieces; e += kFlashWarps * kWarp) {
+        const int r = e / kPieces, p = e % kPieces;
+        const int64_t key = int64_t{tile} * kBN + r;
+        if (key < keys) {
+          const int64_t src = key * kv_dim + kvh * HD + 8 * p;
+          cp_async16(kd + r * kStride + 8 * p, a.k_cache + src);
+          cp_async16(vd + r * kStride + 8 * p, a.v_cache + src);
+        } else {  // zeros, not whatever the cache holds there: 0 x NaN would reach the output
+          *reinterpret_cast<uint4*>(kd + r * kStride + 8 * p) = make_uint4(0, 0, 0, 0);
+          *reinterpret_cast<uint4*>(vd + r * kStride + 8 * p) = make_uint4(0, 0, 0, 0);
+        }
       }
     }
-    cp_async_commit();
+    cp_async_commit();  // fp8, int8: an empty group, so that the waits below count alike
   };
 
   float o[NT][4];
@@ -341,7 +404,9 @@ __global__ void __launch_bounds__(kFlashWarps* kWarp) flash_prefill_kernel(Prefi
 }
 
 // Any head size (a multiple of 8 up to 256): one warp per query and head, a key at a time,
-// fp32 throughout. For the shapes the tensor-core kernel does not take (small models).
+// fp32 throughout. For the shapes the tensor-core kernel does not take (small models). KV
+// fp8, int8: a key's dot product times its K scale, its V values times its V scale.
+template <KvScheme KV>
 __global__ void plain_prefill_attention_kernel(PrefillAttentionArgs a) {
   constexpr int E = kMaxHeadDim / kWarp;
   const int lane = threadIdx.x % kWarp;
@@ -359,22 +424,44 @@ __global__ void plain_prefill_attention_kernel(PrefillAttentionArgs a) {
   }
   float m = -INFINITY, l = 0.f;
   for (int64_t key = 0; key <= pos; ++key) {
-    const __half* k = a.k_cache + key * kv_dim + kvh * hd;
-    float dot = 0.f;
+    if constexpr (KV == KvScheme::fp16) {
+      const __half* k = a.k_cache + key * kv_dim + kvh * hd;
+      float dot = 0.f;
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int i = lane + kWarp * e;
-      if (i < hd) dot += q[e] * __half2float(k[i]);
-    }
-    dot = warp_sum(dot);
-    const float m_new = fmaxf(m, dot), corr = expf(m - m_new), p = expf(dot - m_new);
-    m = m_new;
-    l = l * corr + p;
-    const __half* v = a.v_cache + key * kv_dim + kvh * hd;
+      for (int e = 0; e < E; ++e) {
+        const int i = lane + kWarp * e;
+        if (i < hd) dot += q[e] * __half2float(k[i]);
+      }
+      dot = warp_sum(dot);
+      const float m_new = fmaxf(m, dot), corr = expf(m - m_new), p = expf(dot - m_new);
+      m = m_new;
+      l = l * corr + p;
+      const __half* v = a.v_cache + key * kv_dim + kvh * hd;
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int i = lane + kWarp * e;
-      o[e] = o[e] * corr + (i < hd ? p * __half2float(v[i]) : 0.f);
+      for (int e = 0; e < E; ++e) {
+        const int i = lane + kWarp * e;
+        o[e] = o[e] * corr + (i < hd ? p * __half2float(v[i]) : 0.f);
+      }
+    } else {
+      const uint8_t* k = kv_bytes(a.k_cache) + key * kv_dim + kvh * hd;
+      const int64_t si = key * a.kv_heads + kvh;
+      float dot = 0.f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int i = lane + kWarp * e;
+        if (i < hd) dot += q[e] * kv_value<KV>(k[i]);
+      }
+      dot = warp_sum(dot) * kv_scales(a.k_cache, a.cache_positions, kv_dim)[si];
+      const float m_new = fmaxf(m, dot), corr = expf(m - m_new), p = expf(dot - m_new);
+      m = m_new;
+      l = l * corr + p;
+      const uint8_t* v = kv_bytes(a.v_cache) + key * kv_dim + kvh * hd;
+      const float pv = p * kv_scales(a.v_cache, a.cache_positions, kv_dim)[si];
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int i = lane + kWarp * e;
+        o[e] = o[e] * corr + (i < hd ? pv * kv_value<KV>(v[i]) : 0.f);
+      }
     }
   }
 #pragma unroll
@@ -469,7 +556,10 @@ void rmsnorm_rows(const float* resid, const __half* w, float eps, int64_t rows, 
 void prefill_qkv(const PrefillQkvArgs& a, cudaStream_t s) {
   if (a.head_dim > kMaxHeadDim || a.head_dim % 2 != 0)
     fail("prefill: head_dim {} is not supported", a.head_dim);
-  prefill_qkv_kernel<<<static_cast<unsigned>(a.rows), kQkvWarps * kWarp, 0, s>>>(a);
+  const auto kernel = a.kv == KvScheme::fp8    ? prefill_qkv_kernel<KvScheme::fp8>
+                      : a.kv == KvScheme::int8 ? prefill_qkv_kernel<KvScheme::int8>
+                                               : prefill_qkv_kernel<KvScheme::fp16>;
+  kernel<<<static_cast<unsigned>(a.rows), kQkvWarps * kWarp, 0, s>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -478,43 +568,56 @@ bool prefill_attention_mma(int head_dim) {
 }
 
 namespace {
-template <int HD>
+template <int HD, KvScheme KV>
 void launch_flash(const PrefillAttentionArgs& a, cudaStream_t s) {
   constexpr size_t smem = flash_smem<HD>();
   static bool configured = false;  // per device would be exact; decodebench runs on one
   if (!configured) {
-    CUDA_CHECK(cudaFuncSetAttribute(flash_prefill_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    CUDA_CHECK(cudaFuncSetAttribute(flash_prefill_kernel<HD, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     static_cast<int>(smem)));
     configured = true;
   }
   const dim3 grid(static_cast<unsigned>((a.rows + kBM - 1) / kBM), static_cast<unsigned>(a.heads));
-  flash_prefill_kernel<HD><<<grid, kFlashWarps * kWarp, smem, s>>>(a);
+  flash_prefill_kernel<HD, KV><<<grid, kFlashWarps * kWarp, smem, s>>>(a);
   CUDA_CHECK_LAUNCH();
 }
-}  // namespace
 
-void prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s) {
-  if (a.rows <= 0) return;
+template <KvScheme KV>
+void launch_prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s) {
   switch (a.head_dim) {
     case 32:
-      return launch_flash<32>(a, s);
+      return launch_flash<32, KV>(a, s);
     case 64:
-      return launch_flash<64>(a, s);
+      return launch_flash<64, KV>(a, s);
     case 80:
-      return launch_flash<80>(a, s);
+      return launch_flash<80, KV>(a, s);
     case 96:
-      return launch_flash<96>(a, s);
+      return launch_flash<96, KV>(a, s);
     case 128:
-      return launch_flash<128>(a, s);
+      return launch_flash<128, KV>(a, s);
     default:
       break;
   }
   if (a.head_dim > kMaxHeadDim) fail("prefill: head_dim {} is not supported", a.head_dim);
   const int64_t warps = a.rows * a.heads;
   const int per_block = 4;
-  plain_prefill_attention_kernel<<<static_cast<unsigned>((warps + per_block - 1) / per_block),
-                                   per_block * kWarp, 0, s>>>(a);
+  plain_prefill_attention_kernel<KV>
+      <<<static_cast<unsigned>((warps + per_block - 1) / per_block), per_block * kWarp, 0, s>>>(a);
   CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
+void prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s) {
+  if (a.rows <= 0) return;
+  switch (a.kv) {
+    case KvScheme::fp16:
+      return launch_prefill_attention<KvScheme::fp16>(a, s);
+    case KvScheme::fp8:
+      return launch_prefill_attention<KvScheme::fp8>(a, s);
+    case KvScheme::int8:
+      return launch_prefill_attention<KvScheme::int8>(a, s);
+  }
+  fail("prefill: an unknown KV cache scheme");
 }
 
 void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {

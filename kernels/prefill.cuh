@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "decodebench/config.h"
 #include "gemv.cuh"
 #include "lora.cuh"
 
@@ -34,21 +35,31 @@ struct PrefillQkvArgs {
   int64_t p0 = 0;  // position of row 0
   int64_t rows = 0;
   int heads = 0, kv_heads = 0, head_dim = 0;
-  __half* q = nullptr;        // [rows, q_dim]: the queries after norm and RoPE, times 1/sqrt(head_dim)
-  __half* k_cache = nullptr;  // [positions, kv_dim]: rows p0 .. p0 + rows - 1 are written
+  __half* q = nullptr;  // [rows, q_dim]: the queries after norm and RoPE, times 1/sqrt(head_dim)
+  // One sequence's cache of `cache_positions` rows in scheme `kv`, laid out as
+  // decodebench/kv_quant.h says (fp8, int8: codes, then scales, reached as bytes); rows p0 ..
+  // p0 + rows - 1 are written, fp8's and int8's each (token, kv head) vector quantized with a
+  // warp as the decode step does.
+  __half* k_cache = nullptr;
   __half* v_cache = nullptr;
+  int64_t cache_positions = 0;
+  KvScheme kv = KvScheme::fp16;
 };
 // The decode attention's prologue (attention.cu) for every row of the chunk at once.
 void prefill_qkv(const PrefillQkvArgs& a, cudaStream_t s);
 
 struct PrefillAttentionArgs {
   const __half* q = nullptr;  // [rows, q_dim], as prefill_qkv leaves it
+  // The cache as PrefillQkvArgs's; fp8's and int8's positions are read back as codes times
+  // scale, as the decode step reads them.
   const __half* k_cache = nullptr;
   const __half* v_cache = nullptr;
   int64_t p0 = 0;  // row t is the query at position p0 + t; it attends to positions 0 .. p0 + t
   int64_t rows = 0;
   int heads = 0, kv_heads = 0, head_dim = 0;
   __half* out = nullptr;  // [rows, q_dim]
+  int64_t cache_positions = 0;
+  KvScheme kv = KvScheme::fp16;
 };
 // Whether prefill_attention() runs the tensor-core kernel for this head size (32, 64, 80, 96
 // or 128); any other takes a plain kernel, one warp per query and head.

@@ -74,3 +74,24 @@ TEST(KvQuant, LayoutSizes) {
   EXPECT_EQ(kvq::sequence_bytes(KvScheme::int8, 1000, 8, 128), 1000u * 1024 + 4u * 1000 * 8);
   EXPECT_EQ(kvq::scales_bytes(KvScheme::fp16, 1000, 8), 0u);
 }
+
+// Each sequence's cache starts 16-byte aligned (the kernels load 16 bytes at a time): the
+// codes and scales of 21 positions of 2 kv heads of 64 take 2688 + 168 bytes, padded to 2864;
+// fp16's rows are a multiple of 16 bytes already, and so is every fp8 or int8 cache whose
+// scales are.
+TEST(KvQuant, SequencesStartSixteenByteAligned) {
+  EXPECT_EQ(kvq::sequence_bytes(KvScheme::fp8, 21, 2, 64), 2864u);
+  EXPECT_EQ(kvq::sequence_bytes(KvScheme::int8, 21, 2, 64), 2864u);
+  EXPECT_EQ(kvq::sequence_bytes(KvScheme::fp16, 21, 2, 64), 2u * 21 * 128);
+  for (KvScheme s : {KvScheme::fp16, KvScheme::fp8, KvScheme::int8})
+    for (int64_t positions : {1, 2, 3, 5, 21, 4097})
+      for (int64_t kv_heads : {1, 2, 3, 8})
+        for (int64_t head_dim : {8, 24, 64, 80, 128, 256}) {
+          const uint64_t b = kvq::sequence_bytes(s, positions, kv_heads, head_dim);
+          const uint64_t used =
+              kvq::data_bytes(s, positions, kv_heads, head_dim) + kvq::scales_bytes(s, positions, kv_heads);
+          EXPECT_EQ(b % 16, 0u);
+          EXPECT_GE(b, used);
+          EXPECT_LT(b, used + 16);
+        }
+}

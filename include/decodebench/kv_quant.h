@@ -17,7 +17,9 @@
 //   fp16:      [P, kv_dim] halves
 //   fp8, int8: [P, kv_dim] one-byte codes, then [P, kv_heads] float scales at byte offset
 //              P * kv_dim (a multiple of 8: head_dim is)
-// and sequence s's lies at s * kv_sequence_bytes(...) from sequence 0's.
+// and sequence s's lies at s * sequence_bytes(...) from sequence 0's: the codes and scales
+// rounded up to a multiple of 16 bytes, so that every sequence's rows start 16-byte aligned
+// for the kernels' 16-byte loads (fp16's rows always do).
 #pragma once
 
 #include <cmath>
@@ -62,7 +64,8 @@ inline void round_trip(float* v, int64_t n, KvScheme s) {
 }
 
 // Bytes of one layer's K (or V) cache of one sequence at `positions` positions: the codes
-// and the scales.
+// (data_bytes) and the scales (scales_bytes); sequence_bytes, the distance from one sequence's
+// cache to the next, also its padding to 16 bytes.
 DB_HOST_DEVICE uint64_t data_bytes(KvScheme s, int64_t positions, int64_t kv_heads, int64_t head_dim) {
   return static_cast<uint64_t>(element_bytes(s)) * static_cast<uint64_t>(positions) *
          static_cast<uint64_t>(kv_heads) * static_cast<uint64_t>(head_dim);
@@ -72,7 +75,7 @@ DB_HOST_DEVICE uint64_t scales_bytes(KvScheme s, int64_t positions, int64_t kv_h
          static_cast<uint64_t>(kv_heads);
 }
 DB_HOST_DEVICE uint64_t sequence_bytes(KvScheme s, int64_t positions, int64_t kv_heads, int64_t head_dim) {
-  return data_bytes(s, positions, kv_heads, head_dim) + scales_bytes(s, positions, kv_heads);
+  return (data_bytes(s, positions, kv_heads, head_dim) + scales_bytes(s, positions, kv_heads) + 15) / 16 * 16;
 }
 
 }  // namespace db::kvq

@@ -128,9 +128,10 @@ class EventClock final : public StepClock {
 
 class CudaDecoder final : public Decoder {
  public:
+  // `kv`: the run's KV cache scheme (reused weights carry the config of the run that loaded them).
   CudaDecoder(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, const DecoderSpec& spec,
-              bool weights_reused, Clock::time_point load_start)
-      : engine_(std::move(weights), kernel, spec.positions, spec.kernel_fallback, spec.batch),
+              KvScheme kv, bool weights_reused, Clock::time_point load_start)
+      : engine_(std::move(weights), kernel, spec.positions, spec.kernel_fallback, spec.batch, kv),
         graph_(spec.graph),
         cublas_(runs_cublas(kernel.impl)),
         weights_reused_(weights_reused),
@@ -207,7 +208,8 @@ class CudaBackend final : public Backend {
     const auto load0 = Clock::now();
     bool reused = false;
     auto w = device_weights(spec, weights, kernel, reuse, reused);
-    return std::make_unique<CudaDecoder>(std::move(w), kernel, spec, reused, load0);
+    return std::make_unique<CudaDecoder>(std::move(w), kernel, spec, weights.config().kv_cache, reused,
+                                         load0);
   }
 
   // The compute floor's throughput (device.peak_compute_TFLOPS): a cuBLAS GEMM at the math a

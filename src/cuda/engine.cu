@@ -8,6 +8,7 @@
 #include "attention.cuh"
 #include "common.cuh"
 #include "decodebench/accounting.h"
+#include "decodebench/kv_quant.h"
 #include "decodebench/rope.h"
 #include "engine.cuh"
 #include "engine_buffers.cuh"
@@ -80,7 +81,8 @@ MemoryUse Engine::memory_use(const LinearPlan& plan, const ModelConfig& c, int64
   const uint64_t B = static_cast<uint64_t>(std::max<int64_t>(plan.batch, 1));
   const bool cublas = plan.uses_cublas() || (B > 1 && lora_rank > 0);  // the shrink is a GEMM
   MemoryUse m;
-  m.kv_cache_bytes = 2ull * L * positions * kvd * 2 * B;
+  // K and V of every layer and sequence, as kv_quant.h lays them out (fp16: 2 bytes an element).
+  m.kv_cache_bytes = 2ull * L * B * kvq::sequence_bytes(c.kv_cache, positions, c.num_key_value_heads, hd);
   m.scratch_bytes =
       B * (4 * H + 4 * (qd + 2 * kvd) + 2 * qd + 2 * I + 4 * V + 2 * max_in + 4 * 2 * I) +
       4ull * positions * hd + B * 4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
@@ -118,9 +120,16 @@ Engine::Engine(const WeightSource& ws, const KernelInfo& kernel, int64_t positio
   load_s_ += weights_->load_seconds();  // it loaded them for itself
 }
 
+namespace {
+ModelConfig with_kv(ModelConfig c, std::optional<KvScheme> kv) {
+  if (kv) c.kv_cache = *kv;
+  return c;
+}
+}  // namespace
+
 Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions,
-               bool fallback, int64_t batch)
-    : c_(non_null(weights).config()),
+               bool fallback, int64_t batch, std::optional<KvScheme> kv)
+    : c_(with_kv(non_null(weights).config(), kv)),
       positions_(positions),
       batch_(batch),
       plan_(plan_linears(c_, kernel, batch, device_capability(), fallback)),
@@ -190,10 +199,12 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
     d.o = {src.o, MatrixKind::o};
     d.gate_up = {src.gate_up, MatrixKind::gate_up};
     d.down = {src.down, MatrixKind::down};
-    // Sequence s's rows at s * positions: the stride attention derives from rope_positions,
-    // which is positions_ too (one rope table of the cache's length).
-    d.k_cache = static_cast<__half*>(alloc(B * positions * kvd * 2));
-    d.v_cache = static_cast<__half*>(alloc(B * positions * kvd * 2));
+    // Sequence s's cache of `positions` rows at s * sequence_bytes: the stride attention
+    // derives from rope_positions, which is positions_ too (one rope table of the cache's
+    // length).
+    const uint64_t cache = kvq::sequence_bytes(c_.kv_cache, positions, c_.num_key_value_heads, hd);
+    d.k_cache = static_cast<__half*>(alloc(B * cache));
+    d.v_cache = static_cast<__half*>(alloc(B * cache));
   }
   embedding_ = w.embedding();
   lm_head_ = {w.lm_head(), MatrixKind::lm_head};
@@ -390,7 +401,7 @@ void Engine::enqueue_step_single() {
 
     AttentionArgs a = attention_args(d, step_state_.pos);
     a.early_launch = plan_.attention_triggers_early();
-    attention(a, stream_);
+    attention(a, stream_, 1, c_.kv_cache);
 
     GemvOutput o_out{Epilogue::residual, nullptr, b.resid};
     o_out.sumsq = stats(2 * l + 1);

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,7 +72,10 @@ struct DeviceLayer {
   LinearOp o;                        // [hidden, q_dim]
   LinearOp gate_up;                  // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
   LinearOp down;                     // [hidden, intermediate]
-  __half* k_cache = nullptr;         // [batch, positions, kv_dim]: sequence s's at s * positions * kv_dim
+  // [batch] caches of `positions` rows in the engine's KV scheme (decodebench/kv_quant.h):
+  // sequence s's at s * kvq::sequence_bytes(...) bytes; fp16 rows of halves, fp8 and int8
+  // codes then scales, reached as bytes (attention.cuh says why the type is fp16's).
+  __half* k_cache = nullptr;
   __half* v_cache = nullptr;
 };
 
@@ -95,8 +99,10 @@ class Engine {
   // `batch` (--batch): sequences decoded in lockstep, each with a KV cache of its own, all at
   // one position; a step decodes one token of each (enqueue_step_batch). Batch 1 is the
   // single-sequence step.
+  // `kv` (--kv-cache): the KV cache's scheme; unset, the weights' config's. Weights shared
+  // between runs carry the config of the run that loaded them, so a run passes its own.
   Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions,
-         bool fallback = false, int64_t batch = 1);
+         bool fallback = false, int64_t batch = 1, std::optional<KvScheme> kv = std::nullopt);
   // The same with weights of its own (load_device_weights), freed with the engine.
   Engine(const WeightSource& weights, const KernelInfo& kernel, int64_t positions, bool fallback = false,
          int64_t batch = 1);
@@ -131,9 +137,10 @@ class Engine {
   static constexpr int64_t kMaxBatch = 4096;  // grid dimensions and scratch stay far from limits
   int64_t batch() const { return batch_; }
 
-  // Device memory an engine takes beside its weights: KV cache and scratch (weights_bytes 0).
-  // `lora_rank`: an external adapter's rank, 0 without one. `batch` and `fallback`: as the
-  // constructor's (the KV cache and activations B-fold, and the batched step's scratch).
+  // Device memory an engine takes beside its weights: KV cache (in c.kv_cache's scheme) and
+  // scratch (weights_bytes 0). `lora_rank`: an external adapter's rank, 0 without one. `batch`
+  // and `fallback`: as the constructor's (the KV cache and activations B-fold, and the batched
+  // step's scratch).
   static MemoryUse plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank,
                         int64_t batch = 1, bool fallback = false);
   // Fails with the reason when `kernel` cannot run the weights of `c` (the attention's head
@@ -156,7 +163,7 @@ class Engine {
   // Seconds the constructor took: the engine's own setup (allocation, graph capture), plus
   // loading the weights when it loaded them itself.
   double load_seconds() const { return load_s_; }
-  const ModelConfig& config() const { return c_; }
+  const ModelConfig& config() const { return c_; }  // kv_cache: the engine's KV scheme
   const DeviceWeights& weights() const { return *weights_; }
   // The layers' weights as the kernels read them (tests compare merged weights with the host's).
   const std::vector<DeviceLayer>& device_layers() const { return layers_; }

@@ -2,11 +2,13 @@
 // chunk through every layer at once. The linears are cuBLAS GEMMs on fp16 weights (a
 // quantized matrix is dequantized into scratch first, whatever layout its kernel reads), the
 // attention is kernels/prefill.cu's causal tensor-core kernel over the cache, and the K and V
-// rows of the chunk go to the cache the decode step reads. No lm_head: a prefill leaves the
-// cache, and the first decode step feeds the next prompt token itself.
+// rows of the chunk go to the cache the decode step reads, in the engine's KV scheme. No
+// lm_head: a prefill leaves the cache, and the first decode step feeds the next prompt token
+// itself.
 #include <algorithm>
 
 #include "common.cuh"
+#include "decodebench/kv_quant.h"
 #include "decodebench/rope.h"
 #include "engine.cuh"
 #include "prefill.cuh"
@@ -67,8 +69,12 @@ void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t 
   if (n == 0) return;
   if (n > positions_) fail("prefill of {} tokens: the KV cache holds {} positions", n, positions_);
   if (sequence < 0 || sequence >= batch_) fail("prefill of sequence {}: the batch has {}", sequence, batch_);
-  // The sequence's slice of each layer's cache.
-  const int64_t cache_offset = sequence * positions_ * c_.kv_dim();
+  // The sequence's slice of each layer's cache, in bytes (decodebench/kv_quant.h).
+  const int64_t cache_offset = sequence * static_cast<int64_t>(kvq::sequence_bytes(
+                                              c_.kv_cache, positions_, c_.num_key_value_heads, c_.head_dim));
+  const auto slice = [&](__half* cache) {
+    return reinterpret_cast<__half*>(reinterpret_cast<uint8_t*>(cache) + cache_offset);
+  };
   // The chunk: as asked, else the default, halved while its scratch would take more than half
   // of what is free (a long context leaves less room beside its cache).
   size_t free_b = 0, total_b = 0;
@@ -152,13 +158,17 @@ void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t 
       qa.kv_heads = static_cast<int>(c_.num_key_value_heads);
       qa.head_dim = static_cast<int>(c_.head_dim);
       qa.q = b.q;
-      qa.k_cache = d.k_cache + cache_offset;
-      qa.v_cache = d.v_cache + cache_offset;
+      qa.k_cache = slice(d.k_cache);
+      qa.v_cache = slice(d.v_cache);
+      qa.cache_positions = positions_;
+      qa.kv = c_.kv_cache;
       prefill_qkv(qa, stream_);
       PrefillAttentionArgs aa;
       aa.q = b.q;
-      aa.k_cache = d.k_cache + cache_offset;
-      aa.v_cache = d.v_cache + cache_offset;
+      aa.k_cache = qa.k_cache;
+      aa.v_cache = qa.v_cache;
+      aa.cache_positions = positions_;
+      aa.kv = c_.kv_cache;
       aa.p0 = p0;
       aa.rows = m;
       aa.heads = qa.heads;
