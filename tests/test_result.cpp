@@ -91,6 +91,7 @@ db::Result populated_result() {
   r.config.weights_format = "gptq";
   r.config.batch = 4;
   r.config.kernel_shapes = {"gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)"};
+  r.config.kv_cache = "int8";
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
   r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576,   8192,    532'480,   258'048,
@@ -320,7 +321,8 @@ TEST(Result, EveryDocumentedFieldExistsAndEveryFieldIsDocumented) {
 
 // Fields added to v1 after result files were first written: files of earlier writers lack
 // them, and a reader must still take those files.
-const std::vector<std::string> kAddedFields = {"timing.weights_reused",
+const std::vector<std::string> kAddedFields = {"config.kv_cache",
+                                               "timing.weights_reused",
                                                "timing.repetition_medians_ms",
                                                "timing.noise",
                                                "timing.repetitions",
