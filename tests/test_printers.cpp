@@ -465,6 +465,16 @@ TEST(Printers, TheKvCacheSchemeHasAColumnWhereACacheIsNotFp16) {
   EXPECT_NE(db::summary_text(fp8).find("  int4 g128 asym, lm_head fp16, KV cache fp8\n"), std::string::npos)
       << db::summary_text(fp8);
   EXPECT_EQ(db::summary_text(sample_result("8b-int4", 1.5)).find("KV cache fp16"), std::string::npos);
+  // The bytes line: the KV part with its scales, split into the codes and the scales.
+  db::PerTokenBytes& b = fp8.bytes.per_token;
+  b.kv_read = 33'587'200;  // half of fp16's
+  b.kv_write = 65'536;
+  b.kv_read_scales = 1'049'600;
+  b.kv_write_scales = 2'048;
+  b.total = 5'170'216'960 - 67'174'400 - 131'072 + 33'587'200 + 65'536 + 1'049'600 + 2'048;
+  EXPECT_NE(db::summary_text(fp8).find(" + KV 0.03 (fp8 0.03 + scales 0.0011) + other "), std::string::npos)
+      << db::summary_text(fp8);
+  EXPECT_NE(db::summary_text(sample_result("8b-int4", 1.5)).find(" + KV 0.07 + other "), std::string::npos);
   const std::string csv = db::format_results({sample_result("8b-int4", 1.5), fp8}, db::OutputFormat::csv);
   const std::vector<std::string> rows = split_lines(csv);
   ASSERT_EQ(rows.size(), 3u) << csv;

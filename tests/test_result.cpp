@@ -94,8 +94,9 @@ db::Result populated_result() {
   r.config.kv_cache = "int8";
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
-  r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576,   8192,    532'480,   258'048,
-                       41'943'040,    67'174'400,  131'072,    4'701'270'016, 123'456, 14'188'544};
+  r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576, 8192,
+                       532'480,       258'048,     41'943'040, 67'174'400,  131'072,
+                       4'701'270'016, 123'456,     14'188'544, 1'049'600,   2'048};
   r.flops = {64'424'509'440, 4'303'355'904, 285'212'672, 2'097'152, 69'015'175'168};
   r.bytes.stored = {4'051'697'664, 525'336'576, 1'050'673'152, 532'480, 258'048, 41'943'040, 5'670'441'048};
   r.timing.samples_ms = {1.5, 1.25, 1.375, 1.625, 1.5, 1.3125, 1.4375, 1.75};
@@ -342,6 +343,8 @@ const std::vector<std::string> kAddedFields = {"config.kv_cache",
                                                "device.peak_compute_TFLOPS",
                                                "device.compute_probe",
                                                "bytes.per_token.activations",
+                                               "bytes.per_token.kv_read_scales",
+                                               "bytes.per_token.kv_write_scales",
                                                "flops",
                                                "timing.aggregate_tokens_per_s",
                                                "roofline.bandwidth_floor_tpot_ms",

@@ -463,7 +463,12 @@ std::string summary_text(const Result& r) {
   std::string bytes = fmt::format(
       "{} {}/{} = linear {} (weights {} + scales {} + zeros {}) + lm_head {} + KV {}", in_unit(b.total, u),
       u.name, per, in_unit(b.linear_weights + b.scales + b.zeros, u), in_unit(b.linear_weights, u),
-      in_unit(b.scales, u), in_unit(b.zeros, u), in_unit(b.lm_head, u), in_unit(b.kv_read + b.kv_write, u));
+      in_unit(b.scales, u), in_unit(b.zeros, u), in_unit(b.lm_head, u),
+      in_unit(b.kv_read + b.kv_write + b.kv_read_scales + b.kv_write_scales, u));
+  const uint64_t kv_scales = b.kv_read_scales + b.kv_write_scales;
+  if (kv_scales > 0)  // an fp8 or int8 cache: its codes and their scales
+    bytes += fmt::format(" ({} {} + scales {})", c.kv_cache, in_unit(b.kv_read + b.kv_write, u),
+                         in_unit(kv_scales, u));
   if (b.adapter > 0) bytes += " + adapter " + in_unit(b.adapter, u);
   if (b.activations > 0) bytes += " + activations " + in_unit(b.activations, u);
   bytes += " + other " + in_unit(b.embedding_row + b.norms + b.biases, u);

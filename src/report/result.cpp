@@ -133,6 +133,8 @@ void fields(V& v, PerTokenBytes& p) {
   v("total", p.total);
   v("kernel_extra", p.kernel_extra);
   v("activations", p.activations, Added{});
+  v("kv_read_scales", p.kv_read_scales, Added{});
+  v("kv_write_scales", p.kv_write_scales, Added{});
 }
 
 template <class V>
