@@ -16,6 +16,7 @@
 #include "decodebench/decoder.h"
 #include "decodebench/kernel_registry.h"
 #include "decodebench/protocol.h"
+#include "kv_cache_bound.h"
 #include "reference_trace.h"
 
 using namespace db;
@@ -64,28 +65,6 @@ double rms_rel(const std::vector<float>& got, const std::vector<float>& ref) {
   return std::sqrt(d / m);
 }
 
-// The bound on the logits' move, from the scheme's rounding of one stored (token, kv head)
-// vector v of head_dim d values (kv_quant.h), as a relative error e = ||v' - v|| / ||v||:
-//   int8: every value within half a step, scale / 2 = amax / 254, and the largest exact, so
-//         ||v' - v|| <= sqrt(d - 1) amax / 254 while ||v|| >= amax: e <= sqrt(d - 1) / 254
-//         (0.0219 at d = 32).
-//   fp8:  E4M3 keeps 3 mantissa bits: a normal value within half a unit, 2^-4 of itself; one
-//         below the normal range (|v / scale| < 2^-6) within half the subnormal step, 2^-10
-//         scale = 2^-10 amax / 448: e <= 2^-4 + sqrt(d) 2^-10 / 448 (0.0626 at d = 32).
-// Each layer's attention reads its cache twice: K through the scores (q . k moved by at most
-// e ||q|| ||k||) and V through their weighted sum (a convex combination of vectors each moved
-// by at most e of itself), so each of the 2 L reads moves that layer's attention output by
-// about e of itself. Independent roundings add in quadrature: the logits move by about
-// e sqrt(2 L) of themselves. As the weights' quantized golden test does with its estimate,
-// this allows 3x that, both for the RMS of the move and for its largest element against the
-// largest logit. Both measure well inside it (printed below).
-double logits_bound(const ModelConfig& c, KvScheme s) {
-  const double d = static_cast<double>(c.head_dim);
-  const double e = s == KvScheme::int8 ? std::sqrt(d - 1) / 254
-                                       : std::ldexp(1.0, -4) + std::sqrt(d) * std::ldexp(1.0, -10) / 448;
-  return 3 * e * std::sqrt(2.0 * static_cast<double>(c.num_hidden_layers));
-}
-
 // The top logit's lead over the next, relative to the largest logit.
 double top2_gap(const std::vector<float>& l) {
   std::vector<float> s = l;
@@ -106,14 +85,15 @@ struct Move {
 };
 
 // The logits of a `scheme` cache against an fp16 cache's, step by step on the same inputs
-// (teacher forcing), each position's move held to the bound; where the fp16 logits' top two
+// (teacher forcing), each position's move held to the bound of kv_cache_bound.h (3 e sqrt(2 L),
+// e the scheme's relative rounding error of one stored vector); where the fp16 logits' top two
 // are further apart than twice the bound allows either to move, the argmax must not change.
 Move logits_move(const ModelConfig& c, const std::string& weights, KvScheme scheme,
                  const std::vector<int32_t>& inputs) {
   const WeightSource w16(with_cache(c, KvScheme::fp16), weights, 0), wq(with_cache(c, scheme), weights, 0);
   const int64_t steps = static_cast<int64_t>(inputs.size());
   CpuModel ref(w16, steps), got(wq, steps);
-  const double bound = logits_bound(c, scheme);
+  const double bound = db_test::kv_logits_bound(c, scheme);
   Move mv;
   mv.steps = steps;
   for (int64_t p = 0; p < steps; ++p) {
@@ -142,7 +122,8 @@ void print(const std::string& model, KvScheme s, const ModelConfig& c, const Mov
       "%s %s cache: logits against fp16's, %lld positions: RMS move max %.4f mean %.4f, largest %.4f "
       "(bound %.4f); argmax the same at %lld (promised at %lld)\n",
       model.c_str(), to_string(s), static_cast<long long>(mv.steps), mv.worst_rms, mv.mean_rms, mv.worst_max,
-      logits_bound(c, s), static_cast<long long>(mv.argmax_same), static_cast<long long>(mv.promised));
+      db_test::kv_logits_bound(c, s), static_cast<long long>(mv.argmax_same),
+      static_cast<long long>(mv.promised));
 }
 
 // A small preset's synthetic weights over 256 positions.
