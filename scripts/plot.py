@@ -15,6 +15,14 @@
       on stdout: the first batch whose TPOT is at least 1.5x its batch-1 TPOT, with its
       multiple there and at the batch before, beside the first batch whose floor is (the
       knee the two floors predict).
+  scripts/plot.py context OUT.png FILES...
+      TPOT against the KV depth (config.context), one line per model, weights, KV cache
+      scheme (config.kv_cache; a result without it is fp16), kernel and setting, with its
+      bandwidth floor (dashed): a context sweep over --kv-cache fp16,fp8,int8 draws each
+      scheme and the floor its bytes set. Prints each line from its least context to its
+      largest, and where it has a context-0 run, its KV part (TPOT minus context 0's) and the
+      rate it streams the KV bytes at (their growth over the KV part) against the measured
+      read bandwidth.
   scripts/plot.py energy OUT.png FILES...
       Joules per token (median; bars the least and largest repetition) against the bytes a
       token reads (bytes per step / batch), one point per run as in roofline (left); and
@@ -51,6 +59,8 @@ FAMILIES = [
 ]
 OTHER_MARKER = "X"
 SCHEME_COLORS = {"fp16": "tab:blue", "int8": "tab:orange", "int4": "tab:green"}
+# Lines of the context plot, by KV cache scheme.
+KV_COLORS = {"fp16": "tab:blue", "fp8": "tab:red", "int8": "tab:green"}
 OTHER_COLOR = "tab:purple"
 # Lines of the position plot, one per run.
 LINE_COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
@@ -136,6 +146,8 @@ def check_result(obj, where):
     r["model"] = field(obj, "config.model", where, "str")
     r["scheme"] = field(obj, "config.scheme", where, "str")
     r["kernel"] = field(obj, "config.kernel", where, "str")
+    # Added with --kv-cache: a result from before it ran an fp16 cache.
+    r["kv_cache"] = optional_field(obj, "config.kv_cache", where, "str", "fp16")
     r["graph"] = field(obj, "config.graph", where, "bool")
     r["sync"] = field(obj, "config.sync_per_token", where, "bool")
     r["context"] = field(obj, "config.context", where, "int")
@@ -196,6 +208,8 @@ def marker_of(kernel):
 
 def label_of(r):
     label = f"{r['model']} {r['kernel']}"
+    if r["kv_cache"] != "fp16":
+        label += f" KV {r['kv_cache']}"
     if r["sync"]:
         label += " sync-per-token"
     if r["context"]:
@@ -468,7 +482,8 @@ def batch_curves(runs):
     with the median of the runs at that batch (--runs gives several)."""
     curves = {}
     for r in runs:
-        key = (r["device_name"], r["model"], r["scheme"], r["kernel"], r["graph"], r["sync"], r["context"])
+        key = (r["device_name"], r["model"], r["scheme"], r["kv_cache"], r["kernel"], r["graph"], r["sync"],
+               r["context"])
         curves.setdefault(key, []).append(r)
     out = []
     for key, rs in curves.items():
@@ -576,6 +591,97 @@ def plot_batch(runs, out):
         print(line)
 
 
+def context_curves(runs):
+    """The runs as curves of one setting each (the KV cache scheme among it), in order of first
+    appearance: (label, kv_cache, points), points sorted by context, each (context, median
+    TPOT, bandwidth floor, bytes per step, measured read GB/s), the median of the runs at that
+    context (--runs gives several); a floor or bandwidth not measured is None."""
+    curves = {}
+    for r in runs:
+        key = (r["device_name"], r["model"], r["scheme"], r["kv_cache"], r["kernel"], r["graph"], r["sync"],
+               r["batch"])
+        curves.setdefault(key, []).append(r)
+    out = []
+    for key, rs in curves.items():
+        by_context = {}
+        for r in rs:
+            by_context.setdefault(r["context"], []).append(r)
+        points = []
+        for c in sorted(by_context):
+            group = by_context[c]
+            bw = [r["bw_floor"] for r in group if positive(r["bw_floor"])]
+            peak = [r["peak_GBps"] for r in group if positive(r["peak_GBps"])]
+            points.append((c, statistics.median(r["median"] for r in group), statistics.median(bw) if bw else None,
+                           statistics.median(r["bytes"] for r in group), statistics.median(peak) if peak else None))
+        first = rs[0]
+        label = f"{first['model']} {first['kernel']} KV {first['kv_cache']}"
+        if first["sync"]:
+            label += " sync-per-token"
+        if first["batch"] != 1:
+            label += f" B={first['batch']}"
+        if not first["graph"]:
+            label += " (graph off)"
+        if len({k[0] for k in curves}) > 1:
+            label += f" ({first['device_name']})"
+        out.append((label, first["kv_cache"], points))
+    return out
+
+
+def context_text(points):
+    """A curve from its least context to its largest; with a context-0 point, the KV part of
+    the largest context's TPOT and the rate its KV bytes stream at."""
+    (c0, t0, f0, b0, _), (c1, t1, f1, b1, bw) = points[0], points[-1]
+    floors = f", floor {f0:.3f} -> {f1:.3f} ms" if f0 is not None and f1 is not None else ""
+    text = f"context {c0} -> {c1}: TPOT {t0:.3f} -> {t1:.3f} ms{floors}"
+    if c0 == 0 and c1 > 0:
+        part, kv = t1 - t0, b1 - b0
+        text += f"; KV part {part:.3f} ms for {kv / 1e9:.3g} GB"
+        if part > 0:
+            rate = kv / (part * 1e-3) / 1e9
+            text += f": {rate:.0f} GB/s"
+            if bw:
+                text += f", {rate / bw:.2f} of the measured {bw:.0f} GB/s"
+    return text
+
+
+def plot_context(runs, out):
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    curves = context_curves(runs)
+    fig, ax = plt.subplots(figsize=(12, 7), dpi=110)
+    colors, used = [], set()
+    spare = [c for c in LINE_COLORS if c not in KV_COLORS.values()]
+    for _, kv, _ in curves:
+        c = KV_COLORS.get(kv)
+        if c is None or c in used:
+            c = spare.pop(0) if spare else LINE_COLORS[len(colors) % len(LINE_COLORS)]
+        used.add(c)
+        colors.append(c)
+    lines = []
+    for (label, _, points), color in zip(curves, colors):
+        cs = [p[0] for p in points]
+        lines.append(f"{label}: {context_text(points)}")
+        ax.plot(cs, [p[1] for p in points], color=color, lw=1.8, marker="o", markersize=5, label=label, zorder=3)
+        fb = [(p[0], p[2]) for p in points if p[2] is not None]
+        if fb:
+            ax.plot([c for c, _ in fb], [f for _, f in fb], color=color, lw=1.1, ls="--", zorder=2)
+    ax.set_xlabel("context (KV depth of the first timed step, config.context)")
+    ax.set_ylabel("TPOT (ms per step, median)")
+    ax.set_title(f"TPOT vs context, each KV cache scheme with its floor: {device_names(runs)}")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, color="0.9")
+    handles, _ = ax.get_legend_handles_labels()
+    handles.append(Line2D([], [], color="0.3", lw=1.1, ls="--",
+                          label="its floor: bytes (weights, K and V with their scales) / measured read bandwidth"))
+    ax.legend(handles=handles, loc="upper left", fontsize=8.5, framealpha=0.95)
+    fig.tight_layout()
+    save(fig, out)
+    for line in lines:
+        print(line)
+
+
 def with_energy(runs):
     """The runs that measured energy; one stderr line for each that did not."""
     kept = []
@@ -594,7 +700,8 @@ def energy_curves(runs):
     """As batch_curves: one curve a setting, points (batch, median J/token, median TPOT)."""
     curves = {}
     for r in runs:
-        key = (r["device_name"], r["model"], r["scheme"], r["kernel"], r["graph"], r["sync"], r["context"])
+        key = (r["device_name"], r["model"], r["scheme"], r["kv_cache"], r["kernel"], r["graph"], r["sync"],
+               r["context"])
         curves.setdefault(key, []).append(r)
     out = []
     for key, rs in curves.items():
@@ -688,8 +795,8 @@ def plot_energy(runs, out):
 
 # ----------------------------------------------------------------------------- main
 
-VERBS = ("roofline", "position", "batch", "energy")
-USAGE = ("usage: plot.py roofline|position|batch|energy OUT.png FILES...  "
+VERBS = ("roofline", "position", "batch", "context", "energy")
+USAGE = ("usage: plot.py roofline|position|batch|context|energy OUT.png FILES...  "
          "(FILES: decodebench result JSON, JSON arrays or JSONL)")
 
 
@@ -719,6 +826,8 @@ def main(argv):
             plot_roofline(runs, out)
         elif verb == "batch":
             plot_batch(runs, out)
+        elif verb == "context":
+            plot_context(runs, out)
         elif verb == "energy":
             plot_energy(runs, out)
         else:

@@ -155,6 +155,42 @@ TEST(Accounting, KvReadGrowsLinearlyWithPosition) {
   EXPECT_EQ(r.per_token.kv_read, k8bKvPerPos * 329 / 2);
 }
 
+// The KV cache's scheme sets its bytes. 8b at context 32768, one timed token: the step reads K
+// and V of positions 0..32768 (32769 of them) and writes those of one. fp16 stores 2 bytes an
+// element: 2 (K, V) x 32 layers x 8 kv heads x 128 = 131,072 bytes a position, 4.29 GB read.
+// fp8 and int8 store one byte an element (half of fp16's) and, for each position, layer, kv
+// head and K|V, a float scale: 4 x 8 x 32 x 2 = 2,048 bytes a position.
+TEST(Accounting, KvCacheBytesAreTheSchemesElementsAndScales) {
+  constexpr uint64_t positions = 32769;
+  constexpr uint64_t fp16_per_position = 2ull * 32 * 8 * 128 * 2;  // 131,072
+  constexpr uint64_t scales_per_position = 4ull * 8 * 32 * 2;      // 2,048
+  ModelConfig c = llama8b(Scheme::int4);
+  const ByteAccount h = account_bytes(c, {}, {}, 32768, 32768);
+  EXPECT_EQ(h.per_token.kv_read, fp16_per_position * positions);
+  EXPECT_NEAR(h.per_token.kv_read / 1e9, 4.29, 0.01);
+  EXPECT_EQ(h.per_token.kv_read_scales, 0u);
+  EXPECT_EQ(h.per_token.kv_write_scales, 0u);
+  for (KvScheme s : {KvScheme::fp8, KvScheme::int8}) {
+    c.kv_cache = s;
+    const ByteAccount q = account_bytes(c, {}, {}, 32768, 32768);
+    EXPECT_EQ(q.per_token.kv_read, fp16_per_position / 2 * positions) << to_string(s);
+    EXPECT_EQ(q.per_token.kv_read_scales, scales_per_position * positions) << to_string(s);
+    EXPECT_EQ(q.per_token.kv_write, fp16_per_position / 2) << to_string(s);
+    EXPECT_EQ(q.per_token.kv_write_scales, scales_per_position) << to_string(s);
+    EXPECT_NEAR((q.per_token.kv_read + q.per_token.kv_read_scales) / 1e9, 2.21, 0.01) << to_string(s);
+    // The total, and so the floor, counts them all; nothing else changes.
+    EXPECT_EQ(h.per_token.total - q.per_token.total,
+              (fp16_per_position / 2 - scales_per_position) * (positions + 1))
+        << to_string(s);
+    EXPECT_EQ(q.per_token.linear_weights, h.per_token.linear_weights);
+    EXPECT_EQ(q.stored.total, h.stored.total);  // the cache is not the weights
+  }
+  // At batch B every sequence reads and writes its own cache, scales included.
+  const ByteAccount b = account_bytes(c, {}, {}, 32768, 32768, 4);
+  EXPECT_EQ(b.per_token.kv_read_scales, 4 * scales_per_position * positions);
+  EXPECT_EQ(b.per_token.kv_write_scales, 4 * scales_per_position);
+}
+
 TEST(Accounting, ExternalAdapterAddsItsBytesMergedDoesNot) {
   AdapterShape a;
   a.rank = 16;

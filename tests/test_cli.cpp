@@ -31,6 +31,36 @@ TEST(Cli, BadQuantValue) {
   expect_one_line_error(run({"--model", "tiny", "--quant", "int3"}), 2, "--quant");
 }
 
+// --kv-cache takes fp16, fp8 or int8: anything else is one line naming them; on `run` a list
+// points at sweep.
+TEST(Cli, KvCacheTakesOneOfItsSchemes) {
+  expect_one_line_error(run({"--model", "tiny", "--kv-cache", "int4"}), 2, "{fp16,fp8,int8}");
+  expect_one_line_error(run({"--model", "tiny", "--kv-cache", ""}), 2, "{fp16,fp8,int8}");
+  expect_one_line_error(run({"--model", "tiny", "--kv-cache", "FP8"}), 2, "{fp16,fp8,int8}");
+  expect_one_line_error(run({"--model", "tiny", "--kv-cache", "fp8,int8"}), 2,
+                        "--kv-cache: 'fp8,int8' is a list");
+  expect_one_line_error(run({"sweep", "--model", "tiny", "--kv-cache", "fp8,e5m2", "--backend", "cpu"}), 2,
+                        "--kv-cache e5m2: not one of fp16, fp8, int8");
+}
+
+// Each scheme runs on the CPU backend and is recorded in the result's config and command;
+// without the option the cache is fp16 and the command does not name it.
+TEST(Cli, KvCacheIsRecordedInTheResult) {
+  for (const char* scheme : {"fp16", "fp8", "int8"}) {
+    const Outcome o = run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "2", "--warmup", "0",
+                           "--repeat", "1", "--kv-cache", scheme, "-o", "-"});
+    ASSERT_EQ(o.code, 0) << o.err;
+    const auto doc = nlohmann::json::parse(o.out);
+    EXPECT_EQ(doc.at("config").at("kv_cache"), scheme);
+    EXPECT_NE(doc.at("command").get<std::string>().find(std::string("--kv-cache ") + scheme),
+              std::string::npos);
+  }
+  const Outcome plain = run({"--model", "tiny-int4", "--backend", "cpu", "--tokens", "2", "--warmup", "0",
+                             "--repeat", "1", "-o", "-"});
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out).at("config").at("kv_cache"), "fp16");
+}
+
 TEST(Cli, NegativeTokens) {
   expect_one_line_error(run({"--model", "tiny", "--tokens", "-5"}), 2, "--tokens must be at least 1");
 }

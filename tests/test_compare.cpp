@@ -468,6 +468,41 @@ TEST(CompareResults, MarkdownShowsTheKeyColumnsAndTheOtherKeyFieldsWhenNeeded) {
       << db::format_comparison_md(three);
 }
 
+// A KV cache scheme is a config difference, as a weight scheme is: runs that differ in it do
+// not match (each side's key names it), --pair-by kv_cache pairs them, and the tables show it.
+TEST(CompareResults, AKvCacheSchemeIsAConfigDifference) {
+  const db::Result fp16 = full_result("a", normal_samples(200, 3.5, 0.005, 95));
+  db::Result fp8 = full_result("a", normal_samples(200, 2.4, 0.005, 96));
+  fp8.config.kv_cache = "fp8";
+
+  const db::Comparison c = db::compare_results({fp16}, {fp8}, 0.03);
+  EXPECT_TRUE(c.pairs.empty());
+  ASSERT_EQ(c.unmatched_base.size(), 1u);
+  ASSERT_EQ(c.unmatched_new.size(), 1u);
+  EXPECT_EQ(db::to_string(c.unmatched_new[0]),
+            "model=a scheme=int4 group_size=128 lm_head_scheme=fp16 kv_cache=fp8 "
+            "kernel=int4.gemv graph=on adapter=none adapter_mode=- context=512 "
+            "tokens=40 sync_per_token=off weights=synthetic");
+  EXPECT_EQ(db::to_string(c.unmatched_base[0]).find("kv_cache"), std::string::npos);
+  EXPECT_EQ(c.exit_code(), db::kExitIncomplete);
+  const std::string md = db::format_comparison_md(c);
+  EXPECT_NE(md.find("- " + db::to_string(c.unmatched_new[0]) + "\n"), std::string::npos) << md;
+  const nlohmann::json j = nlohmann::json::parse(db::format_comparison_json(c));
+  EXPECT_EQ(j.at("unmatched_new").at(0).at("kv_cache"), "fp8");
+  EXPECT_FALSE(j.at("unmatched_base").at(0).contains("kv_cache"));
+
+  const db::Comparison paired = db::compare_by_field({fp16, fp8}, "kv_cache", "", 0.03);
+  ASSERT_EQ(paired.pairs.size(), 1u);
+  EXPECT_EQ(paired.pairs[0].label, "kv_cache fp16 -> fp8");
+  EXPECT_LT(paired.pairs[0].delta, -0.25);
+  EXPECT_TRUE(paired.pairs[0].significant);
+
+  // Matched runs of an fp8 cache: a kv cache column beside the weights' scheme.
+  const std::string same = db::format_comparison_md(db::compare_results({fp8}, {fp8}, 0.03));
+  EXPECT_EQ(same.rfind("| model | scheme | kv cache | kernel | graph | context | tokens |", 0), 0u) << same;
+  EXPECT_NE(same.find("| a | int4 | fp8 | int4.gemv | on | 512 | 40 |"), std::string::npos) << same;
+}
+
 // --- --metric energy ------------------------------------------------------------------------
 
 // The same test and verdicts on the repetitions' J/step as on their TPOT: a run whose energy

@@ -451,7 +451,7 @@ TEST_F(Hostile, AbsurdSweepsAreRefusedBeforeAnythingIsExpanded) {
       run({"sweep", "--model", "tiny,tiny-int4", "--backend", "cpu", "--seed", "1,2,3", "--lm-head",
            "fp16,int8", "--runs", "1000"}),
       2,
-      "sweep: 2 models x 1 quants x 1 group sizes x 2 lm-heads x 1 kernels x 1 graphs x 1 "
+      "sweep: 2 models x 1 quants x 1 group sizes x 2 lm-heads x 1 KV caches x 1 kernels x 1 graphs x 1 "
       "adapter modes x 1 sync-per-token x 3 seeds x 1 batches x 1 contexts x 1 tokens x 1000 "
       "runs (--runs) is more than the 10000 instances a sweep may run");
   // Duplicates are dropped in linear time: 10,000 copies of one value are one value.

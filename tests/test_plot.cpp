@@ -1,6 +1,7 @@
 // scripts/plot.py on the committed H200 results: the roofline plot comes out as a PNG, and
 // a file that is not JSON fails with exit 2, one stderr line and no PNG (nor its .tmp). The
-// batch plot on results made here, with the knee it names.
+// batch plot on results made here, with the knee it names, and the context plot with each KV
+// cache scheme's KV part.
 // matplotlib missing is a failure, not a skip: scripts/install_deps.sh installs it.
 #include <gtest/gtest.h>
 #include "temp_dir.h"
@@ -108,6 +109,46 @@ TEST_F(Plot, BatchDrawsEachLineWithItsFloorsAndNamesItsKnee) {
       // a result from before --batch: batch 1, one point, its floor the bandwidth's
       "8b-fp16 fp16.gemv: no knee up to the largest batch run (TPOT 1.00x batch 1's at 1); the floors "
       "predict none up to it\n");
+  EXPECT_EQ(slurp(out).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << "not a PNG";
+  EXPECT_FALSE(fs::exists(out + ".tmp"));
+}
+
+// A context sweep of two KV cache schemes: one line each with its floor, and on stdout each
+// line's KV part at its largest context (TPOT minus context 0's) and the rate its KV bytes
+// stream at: 4 GB more in 2 ms is 2000 GB/s, half the measured 4000. A result from before
+// --kv-cache is an fp16 cache.
+TEST_F(Plot, ContextDrawsOneLinePerKvSchemeWithItsFloor) {
+  const int64_t contexts[] = {0, 4096, 32768};
+  const double fp16_gb[] = {4.0, 4.5, 8.0}, fp16_ms[] = {1.0, 1.2, 3.0};
+  const double fp8_gb[] = {4.0, 4.25, 6.0}, fp8_ms[] = {1.0, 1.1, 2.0};
+  std::string lines;
+  for (const char* kv : {"fp16", "fp8"})
+    for (int i = 0; i < 3; ++i) {
+      const bool fp8 = std::string(kv) == "fp8";
+      const double gb = fp8 ? fp8_gb[i] : fp16_gb[i];
+      db::Result r = batch_result("8b-int4", 1, fp8 ? fp8_ms[i] : fp16_ms[i], gb / 4000 * 1000, 0);
+      r.device.peak_read_GBps = 4000;
+      r.config.kv_cache = kv;
+      r.config.context = contexts[i];
+      r.bytes.per_token.total = static_cast<uint64_t>(gb * 1e9);
+      lines += db::result_to_json_text(r, -1) + "\n";
+    }
+  { std::ofstream(path("c.jsonl")) << lines; }
+  const std::string out = path("c.png");
+  const db_test::Outcome o =
+      run_script("plot.py", {"context", out, path("c.jsonl"), kResults + "8b-fp16-graph-on.json"});
+  ASSERT_EQ(o.code, 0) << "stderr: " << o.err;
+  EXPECT_TRUE(o.err.empty()) << o.err;
+  const std::vector<std::string> printed = {
+      "8b-int4 int4.gemv KV fp16: context 0 -> 32768: TPOT 1.000 -> 3.000 ms, floor 1.000 -> 2.000 ms; KV "
+      "part "
+      "2.000 ms for 4 GB: 2000 GB/s, 0.50 of the measured 4000 GB/s",
+      "8b-int4 int4.gemv KV fp8: context 0 -> 32768: TPOT 1.000 -> 2.000 ms, floor 1.000 -> 1.500 ms; KV "
+      "part "
+      "1.000 ms for 2 GB: 2000 GB/s, 0.50 of the measured 4000 GB/s",
+      "8b-fp16 fp16.gemv KV fp16: context 0 -> 0: TPOT 3.702 -> 3.702 ms, floor 3.248 -> 3.248 ms"};
+  for (const std::string& line : printed) EXPECT_NE(o.out.find(line + "\n"), std::string::npos) << o.out;
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 3) << o.out;
   EXPECT_EQ(slurp(out).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << "not a PNG";
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }

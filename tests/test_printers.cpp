@@ -448,3 +448,37 @@ TEST(Printers, MarkdownShowsAKeyFieldColumnWhereTheRowsDifferInIt) {
                 .find("config.sync_per_token"),
             std::string::npos);
 }
+
+// The KV cache's scheme: an md column where a row's cache is not fp16 (a lone fp8 run says
+// so) or the rows differ in it, none for a table of fp16 caches; csv always has it.
+TEST(Printers, TheKvCacheSchemeHasAColumnWhereACacheIsNotFp16) {
+  db::Result fp8 = sample_result("8b-int4", 1.2);
+  fp8.config.kv_cache = "fp8";
+  const std::string plain = db::format_results({sample_result("8b-int4", 1.5)}, db::OutputFormat::md);
+  EXPECT_EQ(plain.find("KV cache"), std::string::npos) << plain;
+  const std::string alone = db::format_results({fp8}, db::OutputFormat::md);
+  EXPECT_NE(alone.find("| KV cache |"), std::string::npos) << alone;
+  EXPECT_NE(alone.find("| fp8      |"), std::string::npos) << alone;
+  const std::string both = db::format_results({sample_result("8b-int4", 1.5), fp8}, db::OutputFormat::md);
+  EXPECT_NE(both.find("| fp16     |"), std::string::npos) << both;
+  EXPECT_NE(both.find("| fp8      |"), std::string::npos) << both;
+  EXPECT_NE(db::summary_text(fp8).find("  int4 g128 asym, lm_head fp16, KV cache fp8\n"), std::string::npos)
+      << db::summary_text(fp8);
+  EXPECT_EQ(db::summary_text(sample_result("8b-int4", 1.5)).find("KV cache fp16"), std::string::npos);
+  // The bytes line: the KV part with its scales, split into the codes and the scales.
+  db::PerTokenBytes& b = fp8.bytes.per_token;
+  b.kv_read = 33'587'200;  // half of fp16's
+  b.kv_write = 65'536;
+  b.kv_read_scales = 1'049'600;
+  b.kv_write_scales = 2'048;
+  b.total = 5'170'216'960 - 67'174'400 - 131'072 + 33'587'200 + 65'536 + 1'049'600 + 2'048;
+  EXPECT_NE(db::summary_text(fp8).find(" + KV 0.03 (fp8 0.03 + scales 0.0011) + other "), std::string::npos)
+      << db::summary_text(fp8);
+  EXPECT_NE(db::summary_text(sample_result("8b-int4", 1.5)).find(" + KV 0.07 + other "), std::string::npos);
+  const std::string csv = db::format_results({sample_result("8b-int4", 1.5), fp8}, db::OutputFormat::csv);
+  const std::vector<std::string> rows = split_lines(csv);
+  ASSERT_EQ(rows.size(), 3u) << csv;
+  EXPECT_NE(rows[0].find(",config.kv_cache,"), std::string::npos) << csv;
+  EXPECT_NE(rows[1].find(",fp16,"), std::string::npos) << csv;
+  EXPECT_NE(rows[2].find(",fp8,"), std::string::npos) << csv;
+}

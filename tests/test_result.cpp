@@ -91,10 +91,12 @@ db::Result populated_result() {
   r.config.weights_format = "gptq";
   r.config.batch = 4;
   r.config.kernel_shapes = {"gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)"};
+  r.config.kv_cache = "int8";
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
-  r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576,   8192,    532'480,   258'048,
-                       41'943'040,    67'174'400,  131'072,    4'701'270'016, 123'456, 14'188'544};
+  r.bytes.per_token = {3'758'096'384, 234'881'024, 58'720'256, 525'336'576, 8192,
+                       532'480,       258'048,     41'943'040, 67'174'400,  131'072,
+                       4'701'270'016, 123'456,     14'188'544, 1'049'600,   2'048};
   r.flops = {64'424'509'440, 4'303'355'904, 285'212'672, 2'097'152, 69'015'175'168};
   r.bytes.stored = {4'051'697'664, 525'336'576, 1'050'673'152, 532'480, 258'048, 41'943'040, 5'670'441'048};
   r.timing.samples_ms = {1.5, 1.25, 1.375, 1.625, 1.5, 1.3125, 1.4375, 1.75};
@@ -320,7 +322,8 @@ TEST(Result, EveryDocumentedFieldExistsAndEveryFieldIsDocumented) {
 
 // Fields added to v1 after result files were first written: files of earlier writers lack
 // them, and a reader must still take those files.
-const std::vector<std::string> kAddedFields = {"timing.weights_reused",
+const std::vector<std::string> kAddedFields = {"config.kv_cache",
+                                               "timing.weights_reused",
                                                "timing.repetition_medians_ms",
                                                "timing.noise",
                                                "timing.repetitions",
@@ -340,6 +343,8 @@ const std::vector<std::string> kAddedFields = {"timing.weights_reused",
                                                "device.peak_compute_TFLOPS",
                                                "device.compute_probe",
                                                "bytes.per_token.activations",
+                                               "bytes.per_token.kv_read_scales",
+                                               "bytes.per_token.kv_write_scales",
                                                "flops",
                                                "timing.aggregate_tokens_per_s",
                                                "roofline.bandwidth_floor_tpot_ms",

@@ -121,6 +121,38 @@ TEST(SweepExpand, BatchesExpandBetweenSeedAndContext) {
   EXPECT_EQ(db::instance_summary(v[0]), "model m, kernel auto, graph on, context 0, tokens 128");
 }
 
+// The KV cache sits between lm_head and kernel; an fp16 cache leaves the command as it was.
+TEST(SweepExpand, KvCachesExpandBetweenLmHeadAndKernel) {
+  db::SweepSpec sp;
+  sp.models = {"m"};
+  sp.base.backend = db::BackendKind::cpu;
+  sp.lm_heads = {db::Scheme::int8, db::Scheme::fp16};
+  sp.kv_caches = {db::KvScheme::fp16, db::KvScheme::fp8, db::KvScheme::int8};
+  sp.kernels = {"auto", "k"};
+  const std::vector<db::RunSpec> v = db::expand_sweep(sp);
+  ASSERT_EQ(v.size(), 12u);
+  size_t i = 0;
+  for (db::Scheme h : {db::Scheme::int8, db::Scheme::fp16})
+    for (db::KvScheme kv : {db::KvScheme::fp16, db::KvScheme::fp8, db::KvScheme::int8})
+      for (const char* k : {"auto", "k"}) {
+        const db::RunSpec& s = v[i++];
+        EXPECT_EQ(s.lm_head, h);
+        EXPECT_EQ(s.kv_cache, kv);
+        EXPECT_EQ(s.kernel, k);
+        EXPECT_EQ(s.command_line.find("--kv-cache") != std::string::npos, kv != db::KvScheme::fp16)
+            << s.command_line;
+      }
+  EXPECT_EQ(v[2].command_line,
+            "decodebench run --model m --seed 0 --lm-head int8 --kv-cache fp8 --kernel auto --context 0 "
+            "--tokens 128 --warmup 16 --repeat 5 --backend cpu");
+  EXPECT_EQ(db::instance_summary(v[2]),
+            "model m, lm-head int8, kv-cache fp8, kernel auto, graph on, context 0, tokens 128");
+  EXPECT_EQ(db::instance_summary(v[0]),
+            "model m, lm-head int8, kernel auto, graph on, context 0, tokens 128");
+  sp.kv_caches.assign(10001, db::KvScheme::fp8);
+  EXPECT_THROW(db::check_sweep_size(sp), db::UsageError);
+}
+
 TEST(SweepExpand, CartesianProductInTheDocumentedOrder) {
   db::SweepSpec sp;
   sp.base.backend = db::BackendKind::cpu;
@@ -509,4 +541,29 @@ TEST_F(Sweep, BatchesFromTheCommandLine) {
   const Outcome old = run({"report", "results/h200/8b-int4-graph-on.json", "--format", "csv"});
   ASSERT_EQ(old.code, 0) << old.err;
   EXPECT_EQ(old.out.find("batch"), std::string::npos) << old.out;
+}
+
+// A sweep over the KV cache on the CPU backend: each result is its scheme's, named in the
+// progress line, and each scheme's instances share their own WeightSource (whose config
+// carries the scheme), never another scheme's.
+TEST_F(Sweep, KvCachesFromTheCommandLine) {
+  const Outcome o =
+      run({"sweep", "--model", "tiny-int4", "--kv-cache", "fp16,fp8,int8", "--context", "2", "--tokens",
+           "2,3", "--warmup", "0", "--repeat", "1", "--backend", "cpu", "-o", path("kv.jsonl")});
+  ASSERT_EQ(o.code, 0) << o.err;
+  const std::vector<db::Result> r = db::read_results(path("kv.jsonl"));
+  ASSERT_EQ(r.size(), 6u);
+  const char* expected[] = {"fp16", "fp16", "fp8", "fp8", "int8", "int8"};
+  for (size_t i = 0; i < r.size(); ++i) {
+    EXPECT_EQ(r[i].config.kv_cache, expected[i]) << i;
+    EXPECT_EQ(r[i].command.find("--kv-cache") != std::string::npos, i >= 2) << r[i].command;
+  }
+  EXPECT_NE(o.err.find("[3/6] model tiny-int4, int4 g64, lm_head fp16, KV cache fp8, kernel cpu.reference"),
+            std::string::npos)
+      << o.err;
+  EXPECT_NE(o.err.find("3 of 6 instances reused a WeightSource"), std::string::npos) << o.err;
+  // compare pairs the schemes against fp16 with --pair-by.
+  const Outcome pair = run({"compare", path("kv.jsonl"), "--pair-by", "kv_cache"});
+  EXPECT_NE(pair.out.find("kv_cache fp16 -> fp8"), std::string::npos) << pair.out;
+  EXPECT_NE(pair.out.find("kv_cache fp16 -> int8"), std::string::npos) << pair.out;
 }

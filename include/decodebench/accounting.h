@@ -39,11 +39,16 @@ struct PerTokenBytes {
   uint64_t norms = 0;           // fp16 RMSNorm weights (and qwen3 q/k norms)
   uint64_t biases = 0;          // fp16 q/k/v biases (qwen2)
   uint64_t adapter = 0;         // LoRA A and B, external mode only
-  uint64_t kv_read = 0;         // fp16 K and V for positions 0..pos, per sequence
-  uint64_t kv_write = 0;        // fp16 K and V of the new token, per sequence
-  uint64_t total = 0;           // the sum of the fields above and activations
-  uint64_t kernel_extra = 0;    // moved by the chosen kernel beyond `total` (not in total)
-  uint64_t activations = 0;     // batch > 1: the matrix multiplies' fp16 inputs and outputs, per sequence
+  // K and V in the KV cache's scheme (--kv-cache, kv_quant.h): their elements (2 bytes for
+  // fp16, 1 for fp8 and int8) and their scales (a float per position, layer, kv head and K|V;
+  // none for fp16)
+  uint64_t kv_read = 0;          // the elements of positions 0..pos, per sequence
+  uint64_t kv_write = 0;         // the elements of the new token, per sequence
+  uint64_t total = 0;            // the sum of the fields above and below but kernel_extra
+  uint64_t kernel_extra = 0;     // moved by the chosen kernel beyond `total` (not in total)
+  uint64_t activations = 0;      // batch > 1: the matrix multiplies' fp16 inputs and outputs, per sequence
+  uint64_t kv_read_scales = 0;   // the scales of positions 0..pos, per sequence
+  uint64_t kv_write_scales = 0;  // the scales of the new token, per sequence
 };
 
 // One decode step's floating-point operations, a multiply-add counting 2: the matrix

@@ -103,11 +103,13 @@ ModelConfig load_model_config(const std::string& name_or_path);
 ModelConfig parse_model_config(const std::string& json_text, const std::string& origin);
 
 // What a run asks of its config's quantization, each field unset where the config's own
-// stands: --quant, --group-size, --lm-head.
+// stands: --quant, --group-size, --lm-head, and --kv-cache (a config file has no KV cache
+// scheme of its own: unset, it is fp16).
 struct QuantOverrides {
   std::optional<Scheme> scheme;
   std::optional<int> group_size;
   std::optional<Scheme> lm_head;
+  std::optional<KvScheme> kv_cache;
 };
 
 // The quantization a decodebench weights file records in its __metadata__ ("format":

@@ -38,6 +38,9 @@ struct ResultField {
   // md and csv have the column only when a row ran at a batch other than 1 (config.batch):
   // a table of batch-1 results is what it was before --batch.
   bool when_batched = false;
+  // With when_differs: md shows the column also where a row's value is not this one, so a
+  // lone run of an fp8 KV cache says so. nullptr: only where the rows differ.
+  const char* usual = nullptr;
 };
 
 // The columns of the md and csv tables, in order.

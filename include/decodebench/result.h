@@ -69,6 +69,9 @@ struct RunConfig {
   std::string group_size_note;  // why group_size is not the config's own; "" when it is
   bool zero_point = false;      // int4 only
   std::string lm_head_scheme;
+  // --kv-cache: how the KV cache stores K and V, "fp16" | "fp8" | "int8"; "fp16" in a result
+  // from before the field, which ran with an fp16 cache
+  std::string kv_cache = "fp16";
   std::string kernel;  // resolved kernel name, e.g. "int4.gemv"
   // --kernel auto: the matrices the kernel cannot take and what ran them instead, one line each
   std::vector<std::string> kernel_fallbacks;

@@ -18,6 +18,7 @@ struct RunKey {
   std::string scheme;
   int group_size = 0;
   std::string lm_head_scheme;
+  std::string kv_cache = "fp16";  // a result from before --kv-cache ran an fp16 cache
   std::string kernel;
   bool graph = false;
   std::string adapter;
@@ -39,8 +40,9 @@ RunKey run_key(const Result& r);
 // names, values as the md table shows them (booleans "on"/"off").
 std::vector<std::pair<std::string, std::string>> key_fields(const RunKey& k);
 
-// "model=8b-int4 scheme=int4 group_size=128 ...": every field, one line; batch only when it
-// is not 1, so that a batch-1 key reads as it did before --batch.
+// "model=8b-int4 scheme=int4 group_size=128 ...": every field, one line; kv_cache only when
+// it is not fp16 and batch only when it is not 1, so that a key of an fp16 cache at batch 1
+// reads as it did before --kv-cache and --batch.
 std::string to_string(const RunKey& k);
 
 // The key fields by name (those of key_fields), for --pair-by: the value of one, and the key

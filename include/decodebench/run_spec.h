@@ -34,7 +34,8 @@ struct RunSpec {
   uint64_t seed = 0;
   std::optional<Scheme> quant;  // overrides the config's scheme
   std::optional<int> group_size;
-  std::optional<Scheme> lm_head;  // overrides the lm_head scheme
+  std::optional<Scheme> lm_head;       // overrides the lm_head scheme
+  KvScheme kv_cache = KvScheme::fp16;  // --kv-cache: how the KV cache stores K and V
   std::string kernel = "auto";
   bool graph = true;
   std::string adapter;  // empty: none

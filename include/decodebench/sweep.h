@@ -27,6 +27,7 @@ struct SweepSpec {
   std::vector<bool> graphs{true};
   std::vector<std::optional<int>> group_sizes{std::nullopt};  // nullopt: the config's
   std::vector<std::optional<Scheme>> lm_heads{std::nullopt};  // nullopt: the config's
+  std::vector<KvScheme> kv_caches{KvScheme::fp16};
   std::vector<AdapterMode> adapter_modes{AdapterMode::merged};
   std::vector<bool> sync_per_token{false};
   std::vector<uint64_t> seeds{0};
@@ -59,19 +60,22 @@ std::vector<int64_t> expand_int_list(const std::string& option, const std::strin
 // kMaxSweepInstances instances, naming every factor.
 void check_sweep_size(const SweepSpec& spec);
 
-// The instances in the fixed order: model outermost, then quant, group size, lm_head,
-// kernel, graph, adapter-mode, sync-per-token, seed, batch, context, tokens (innermost). Each is `base` with
-// those fields set and its command_line the equivalent `decodebench run ...`. Pure: nothing is loaded or
+// The instances in the fixed order: model outermost, then quant, group size, lm_head, KV
+// cache, kernel, graph, adapter-mode, sync-per-token, seed, batch, context, tokens (innermost):
+// the options that change the weights or their config (the weights_key, run.h) outside the
+// others, so that instances sharing weights are neighbours. Each is `base` with those fields
+// set and its command_line the equivalent `decodebench run ...`. Pure: nothing is loaded or
 // checked.
 std::vector<RunSpec> expand_sweep(const SweepSpec& spec);
 
 // "model tiny-int4, quant int4, kernel auto, graph on, context 0, tokens 8" (quant,
-// group-size, lm-head, adapter-mode, sync per token and a batch other than 1 only when
-// given): what was asked.
+// group-size, lm-head, a KV cache other than fp16, adapter-mode, sync per token and a batch
+// other than 1 only when given): what was asked.
 std::string instance_summary(const RunSpec& s);
 
-// "model tiny-int4, int4 g64, kernel cpu.reference, graph off, context 0, tokens 8" (", batch
-// B" before the context when B is not 1): what ran.
+// "model tiny-int4, int4 g64, kernel cpu.reference, graph off, context 0, tokens 8" (", KV
+// cache fp8" before the kernel when the cache is not fp16, ", batch B" before the context
+// when B is not 1): what ran.
 std::string ran_summary(const Result& r);
 
 // Runs every instance; progress on stderr, the md table of the entries on stdout, the file

@@ -40,6 +40,7 @@ constexpr const char* kVerbs[] = {"run",      "list",   "info",    "gen-weights"
                                   "quantize", "report", "compare", "sweep"};
 
 const std::vector<std::string> kSchemeNames = {"fp16", "int8", "int4", "fp8"};
+const std::vector<std::string> kKvSchemeNames = {"fp16", "fp8", "int8"};
 
 bool is_verb(const std::string& s) {
   return std::find(std::begin(kVerbs), std::end(kVerbs), s) != std::end(kVerbs);
@@ -186,12 +187,13 @@ std::optional<std::string> config_beside(const std::string& weights) {
 // Loads the model config with the scheme overrides, as the verb will.
 ModelConfig resolve_config(const std::string& model, std::optional<Scheme> quant,
                            std::optional<int> group_size, std::optional<Scheme> lm_head) {
-  return apply_overrides(load_model_config(model), {quant, group_size, lm_head});
+  return apply_overrides(load_model_config(model), {quant, group_size, lm_head, std::nullopt});
 }
 
 struct RunArgs {
   RunSpec spec;
   std::string quant, lm_head, graph = "on", adapter_mode = "merged", backend = "cuda", format;
+  std::string kv_cache = "fp16";
   std::string group_size;
   std::string max_noise, max_time = "60", progress, runs = "1";
   std::string sync;  // sweep: --sync-per-token=on,off
@@ -229,8 +231,8 @@ CLI::Validator one_value(bool counts, bool path = false) {
 }
 
 // The run options on `run`, or (sweep) on `sweep`, where --model, --quant, --group-size,
-// --lm-head, --kernel, --graph, --adapter-mode, --seed, --context, --tokens and --batch take
-// lists, checked item by item afterwards.
+// --lm-head, --kv-cache, --kernel, --graph, --adapter-mode, --seed, --context, --tokens and
+// --batch take lists, checked item by item afterwards.
 void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
   RunSpec& s = a.spec;
   // Those options: on `run`, one value each.
@@ -254,6 +256,11 @@ void add_run_options(CLI::App* run, RunArgs& a, bool sweep) {
   member(run->add_option("--quant", a.quant, "Weight scheme (default: the config's)"), kSchemeNames);
   listed(add_integer(run, "--group-size", a.group_size, "int4 group size (default: the config's)"));
   member(run->add_option("--lm-head", a.lm_head, "lm_head scheme (default: the config's)"), kSchemeNames);
+  member(
+      run->add_option("--kv-cache", a.kv_cache,
+                      "KV cache: fp16, or fp8 (E4M3) / int8 codes with a float scale per token and kv head"),
+      kKvSchemeNames)
+      ->capture_default_str();
   listed(run->add_option("--kernel", s.kernel, "GEMV kernel: auto or a name from `decodebench list kernels`"))
       ->capture_default_str();
   member(run->add_option("--graph", a.graph, "Replay one captured CUDA Graph per token, or launch eagerly"),
@@ -315,8 +322,9 @@ CLI::App* add_run(CLI::App& app, RunArgs& a) {
 CLI::App* add_sweep(CLI::App& app, RunArgs& a) {
   CLI::App* sw = app.add_subcommand(
       "sweep",
-      "Run the cartesian product of the run options. --model, --quant, --group-size, --lm-head, --kernel, "
-      "--graph, --adapter-mode, --seed, --context, --tokens and --batch take comma lists (a,b,c); --context, "
+      "Run the cartesian product of the run options. --model, --quant, --group-size, --lm-head, --kv-cache, "
+      "--kernel, --graph, --adapter-mode, --seed, --context, --tokens and --batch take comma lists (a,b,c); "
+      "--context, "
       "--tokens and --batch "
       "also ranges A-B+S (A, A+S, ... <= B) and A-B*F (A, A*F, ... <= B); --sync-per-token=on,off. --runs N "
       "runs each instance N times in separate processes");
@@ -360,6 +368,7 @@ RunSpec finish_run_spec(RunArgs& a, const CLI::App& run, const std::vector<std::
   }
   if (!a.quant.empty()) s.quant = parse_scheme(a.quant);
   if (!a.lm_head.empty()) s.lm_head = parse_scheme(a.lm_head);
+  s.kv_cache = parse_kv_scheme(a.kv_cache);
   s.graph = a.graph == "on";
   s.energy = a.energy == "on";
   s.backend = a.backend == "cpu" ? BackendKind::cpu : BackendKind::cuda;
@@ -462,6 +471,11 @@ SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<st
       sp.lm_heads.push_back(parse_scheme(h));
     }
   }
+  sp.kv_caches.clear();
+  for (const std::string& k : split_list("--kv-cache", a.kv_cache)) {
+    one_of("--kv-cache", k, kKvSchemeNames);
+    sp.kv_caches.push_back(parse_kv_scheme(k));
+  }
   if (sw.count("--seed")) {
     sp.seeds.clear();
     for (const std::string& v : split_list("--seed", a.seed))
@@ -493,6 +507,7 @@ SweepSpec finish_sweep_spec(RunArgs& a, const CLI::App& sw, const std::vector<st
   a.seed = "0";
   a.group_size = "128";  // parsed only when given; each instance's own is checked by the run
   a.lm_head.clear();
+  a.kv_cache = "fp16";
   sp.base = finish_run_spec(a, sw, argv, true);
   sp.base.group_size.reset();
   sp.runs = sp.base.runs;

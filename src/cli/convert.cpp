@@ -159,8 +159,8 @@ void write_model(const WeightSource& src, const std::string& path, const std::st
 }  // namespace
 
 int cmd_gen_weights(const GenWeightsSpec& spec) {
-  const ModelConfig c =
-      apply_overrides(load_model_config(spec.model), {spec.quant, spec.group_size, std::nullopt});
+  const ModelConfig c = apply_overrides(load_model_config(spec.model),
+                                        {spec.quant, spec.group_size, std::nullopt, std::nullopt});
   const WeightSource src(c, "", spec.seed);
   write_model(src, spec.output, fmt::format("synthetic {} seed {}", spec.model, spec.seed),
               "gen-weights of " + c.name);
@@ -176,8 +176,8 @@ int cmd_quantize(const QuantizeSpec& spec) {
     const std::filesystem::path in(spec.input);
     config_path = (std::filesystem::is_directory(in) ? in : in.parent_path()) / "config.json";
   }
-  const ModelConfig c =
-      apply_overrides(load_model_config(config_path), {spec.scheme, spec.group_size, std::nullopt});
+  const ModelConfig c = apply_overrides(load_model_config(config_path),
+                                        {spec.scheme, spec.group_size, std::nullopt, std::nullopt});
   const WeightSource src(c, spec.input, 0);
   write_model(src, spec.output, fmt::format("quantized from {}", spec.input), "quantize of " + spec.input);
   std::cout << fmt::format("wrote {} ({} from {}, {:.2f} GB)\n", spec.output, to_string(c.quant.scheme),

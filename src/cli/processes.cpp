@@ -61,6 +61,7 @@ std::vector<std::string> run_arguments(const RunSpec& s) {
   if (s.quant) a.insert(a.end(), {"--quant", to_string(*s.quant)});
   if (s.group_size) a.insert(a.end(), {"--group-size", std::to_string(*s.group_size)});
   if (s.lm_head) a.insert(a.end(), {"--lm-head", to_string(*s.lm_head)});
+  if (s.kv_cache != KvScheme::fp16) a.insert(a.end(), {"--kv-cache", to_string(s.kv_cache)});
   a.insert(a.end(), {"--kernel", s.kernel});
   const bool cuda = s.backend == BackendKind::cuda;  // --graph and --device are the CUDA backend's
   if (cuda) a.insert(a.end(), {"--graph", on_off(s.graph)});

@@ -140,6 +140,7 @@ void check_sweep_size(const SweepSpec& sp) {
       {sp.quants.size(), "quants"},
       {sp.group_sizes.size(), "group sizes"},
       {sp.lm_heads.size(), "lm-heads"},
+      {sp.kv_caches.size(), "KV caches"},
       {sp.kernels.size(), "kernels"},
       {sp.graphs.size(), "graphs"},
       {sp.adapter_modes.size(), "adapter modes"},
@@ -168,6 +169,7 @@ std::string ran_summary(const Result& r) {
   std::string out = fmt::format("model {}, {}", c.model, c.scheme);
   if (c.scheme == "int4") out += fmt::format(" g{}", c.group_size);
   if (c.lm_head_scheme != c.scheme) out += fmt::format(", lm_head {}", c.lm_head_scheme);
+  if (c.kv_cache != "fp16") out += fmt::format(", KV cache {}", c.kv_cache);
   if (c.seed != 0) out += fmt::format(", seed {}", c.seed);
   out += fmt::format(", kernel {}, graph {}", c.kernel, on_off(c.graph));
   if (c.adapter != "none" && !c.adapter.empty()) out += fmt::format(", adapter-mode {}", c.adapter_mode);
@@ -182,6 +184,7 @@ std::string instance_summary(const RunSpec& s) {
   if (s.quant) out += fmt::format(", quant {}", to_string(*s.quant));
   if (s.group_size) out += fmt::format(", group-size {}", *s.group_size);
   if (s.lm_head) out += fmt::format(", lm-head {}", to_string(*s.lm_head));
+  if (s.kv_cache != KvScheme::fp16) out += fmt::format(", kv-cache {}", to_string(s.kv_cache));
   out += fmt::format(", kernel {}, graph {}", s.kernel, on_off(s.graph));
   if (!s.adapter.empty()) out += fmt::format(", adapter-mode {}", mode_name(s.adapter_mode));
   if (s.sync_per_token) out += ", sync per token";
@@ -220,6 +223,7 @@ ErrorEntry error_entry(const RunSpec& s, const std::string& message) {
   if (s.batch != 1) c["batch"] = s.batch;
   if (s.group_size) c["group_size"] = *s.group_size;
   if (s.lm_head) c["lm_head_scheme"] = to_string(*s.lm_head);
+  if (s.kv_cache != KvScheme::fp16) c["kv_cache"] = to_string(s.kv_cache);
   ErrorEntry e;
   e.error = message;
   e.config_json = c.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
@@ -241,31 +245,33 @@ std::vector<RunSpec> expand_sweep(const SweepSpec& sp) {
     for (const std::optional<Scheme>& quant : sp.quants)
       for (const std::optional<int>& group : sp.group_sizes)
         for (const std::optional<Scheme>& lm_head : sp.lm_heads)
-          for (const std::string& kernel : sp.kernels)
-            for (bool graph : sp.graphs)
-              for (AdapterMode mode : sp.adapter_modes)
-                for (bool sync : sp.sync_per_token)
-                  for (uint64_t seed : sp.seeds)
-                    for (int64_t batch : sp.batches)
-                      for (int64_t context : sp.contexts)
-                        for (int64_t tokens : sp.tokens) {
-                          RunSpec s = sp.base;
-                          s.batch = batch;
-                          s.model = model;
-                          s.quant = quant;
-                          s.group_size = group;
-                          s.lm_head = lm_head;
-                          s.kernel = kernel;
-                          s.graph = graph;
-                          s.adapter_mode = mode;
-                          s.sync_per_token = sync;
-                          s.seed = seed;
-                          s.context = context;
-                          s.tokens = tokens;
-                          s.output.clear();
-                          s.command_line = run_command(s);
-                          out.push_back(std::move(s));
-                        }
+          for (KvScheme kv_cache : sp.kv_caches)
+            for (const std::string& kernel : sp.kernels)
+              for (bool graph : sp.graphs)
+                for (AdapterMode mode : sp.adapter_modes)
+                  for (bool sync : sp.sync_per_token)
+                    for (uint64_t seed : sp.seeds)
+                      for (int64_t batch : sp.batches)
+                        for (int64_t context : sp.contexts)
+                          for (int64_t tokens : sp.tokens) {
+                            RunSpec s = sp.base;
+                            s.batch = batch;
+                            s.model = model;
+                            s.quant = quant;
+                            s.group_size = group;
+                            s.lm_head = lm_head;
+                            s.kv_cache = kv_cache;
+                            s.kernel = kernel;
+                            s.graph = graph;
+                            s.adapter_mode = mode;
+                            s.sync_per_token = sync;
+                            s.seed = seed;
+                            s.context = context;
+                            s.tokens = tokens;
+                            s.output.clear();
+                            s.command_line = run_command(s);
+                            out.push_back(std::move(s));
+                          }
   return out;
 }
 

@@ -34,6 +34,9 @@ CpuModel::Plan CpuModel::plan(const ModelConfig& c, int64_t max_positions, int64
     p.weights +=
         sizeof(float) * static_cast<uint64_t>(c.num_hidden_layers) * static_cast<uint64_t>(qkv_bias_size(c));
   const uint64_t sequences = static_cast<uint64_t>(std::max<int64_t>(batch, 1));
+  // K and V held as float whatever c.kv_cache: the reference rounds each vector as the scheme
+  // stores it and keeps the result in float, so this is the reference's own cost, not the
+  // scheme's (the accounting's kv_read and kv_read_scales are the scheme's).
   p.kv_cache = 2 * sizeof(float) * static_cast<uint64_t>(c.num_hidden_layers) *
                static_cast<uint64_t>(max_positions) * static_cast<uint64_t>(c.kv_dim()) * sequences;
   const uint64_t per_sequence = 5 * static_cast<uint64_t>(c.hidden_size) +

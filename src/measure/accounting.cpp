@@ -5,11 +5,12 @@
 #include <algorithm>
 
 #include "decodebench/error.h"
+#include "decodebench/kv_quant.h"
 
 namespace db {
 namespace {
 
-constexpr uint64_t kF16 = 2;  // fp16 bytes: embedding, norms, scales, KV cache, adapters
+constexpr uint64_t kF16 = 2;  // fp16 bytes: embedding, norms, scales, adapters
 constexpr uint64_t kF32 = 4;  // fp8's scales
 
 uint64_t u(int64_t v) {
@@ -111,18 +112,24 @@ ByteAccount account_bytes(const ModelConfig& c, const AdapterShape& adapter, con
   const bool external = adapter.rank > 0 && adapter.mode == AdapterMode::external;
   t.adapter = external ? adapter_bytes_per_layer(c, adapter) * layers : 0;
 
-  // K and V, fp16, for every layer and kv head of every sequence: positions 0..pos are read,
-  // pos is written. The mean of (pos + 1) over first..last is (first + last) / 2 + 1; keep it
-  // exact by working with the sum first + last + 2 and halving at the end.
-  const uint64_t kv_per_position = 2 * layers * u(c.kv_dim()) * kF16;
-  t.kv_read = kv_per_position * u(position_first + position_last + 2) / 2 * sequences;
+  // K and V in the cache's scheme, for every layer and kv head of every sequence: positions
+  // 0..pos are read, pos is written, each position's elements and (fp8, int8) scales. The
+  // mean of (pos + 1) over first..last is (first + last) / 2 + 1; keep it exact by working
+  // with the sum first + last + 2 and halving at the end.
+  const uint64_t kv_per_position =
+      2 * layers * kvq::data_bytes(c.kv_cache, 1, c.num_key_value_heads, c.head_dim);
+  const uint64_t scales_per_position = 2 * layers * kvq::scales_bytes(c.kv_cache, 1, c.num_key_value_heads);
+  const uint64_t positions_x2 = u(position_first + position_last + 2);
+  t.kv_read = kv_per_position * positions_x2 / 2 * sequences;
   t.kv_write = kv_per_position * sequences;
+  t.kv_read_scales = scales_per_position * positions_x2 / 2 * sequences;
+  t.kv_write_scales = scales_per_position * sequences;
   // Batch 1's few activation vectors stay in cache between the kernels and are not counted
   // (as ever); B sequences' grow with B and are.
   t.activations = batch > 1 ? activation_bytes_per_sequence(c) * sequences : 0;
 
   t.total = t.linear_weights + t.scales + t.zeros + t.lm_head + t.embedding_row + t.norms + t.biases +
-            t.adapter + t.kv_read + t.kv_write + t.activations;
+            t.adapter + t.kv_read + t.kv_write + t.kv_read_scales + t.kv_write_scales + t.activations;
   // --kernel selects the block linears' kernel, and the lm_head's when it has the same
   // scheme (otherwise the lm_head runs its own scheme's default kernel, which moves nothing extra).
   const uint64_t head_elements = q.lm_head == q.scheme ? u(c.vocab_size) * u(c.hidden_size) : 0;

@@ -1008,6 +1008,8 @@ ModelConfig apply_overrides(ModelConfig c, const QuantOverrides& asked, const Fi
     c.quant.lm_head = *asked.lm_head;
     overrides += fmt::format(" --lm-head {}", to_string(*asked.lm_head));
   }
+  // Not named in the origin: every config is valid with every KV cache scheme.
+  if (asked.kv_cache) c.kv_cache = *asked.kv_cache;
   if (!asked.group_size && !from_file) fit_group_size(c);
   std::string origin = c.source == "preset" ? c.name + " (preset)" : c.name;
   if (!overrides.empty()) origin += " with" + overrides;

@@ -35,7 +35,8 @@ ordered_json key_json(const RunKey& k) {
                  {"tokens", k.tokens},
                  {"sync_per_token", k.sync_per_token},
                  {"weights", k.weights}};
-  if (k.batch != 1) j["batch"] = k.batch;  // batch 1's keys as before --batch
+  if (k.kv_cache != "fp16") j["kv_cache"] = k.kv_cache;  // an fp16 cache's keys as before --kv-cache
+  if (k.batch != 1) j["batch"] = k.batch;                // batch 1's keys as before --batch
   return j;
 }
 
@@ -83,11 +84,15 @@ std::string format_comparison_md(const Comparison& c) {
   // The table shows model, scheme, kernel, graph, context and tokens. The other key fields
   // get a column only when they tell apart rows that those show alike (e.g. a
   // --sync-per-token run beside the same run without it); it lists the fields that do.
-  // A batch column joins them when any pair ran at a batch other than 1.
+  // A KV cache column joins them when any pair's cache is not fp16, a batch column when any
+  // pair ran at a batch other than 1.
   const bool batched =
       std::any_of(c.pairs.begin(), c.pairs.end(), [](const ComparedPair& p) { return p.key.batch != 1; });
+  const bool kv = std::any_of(c.pairs.begin(), c.pairs.end(),
+                              [](const ComparedPair& p) { return p.key.kv_cache != "fp16"; });
   std::set<std::string> shown = {"model", "scheme", "kernel", "graph", "context", "tokens"};
   if (batched) shown.insert("batch");
+  if (kv) shown.insert("kv_cache");
   std::map<std::vector<std::string>, std::vector<std::vector<std::pair<std::string, std::string>>>> alike;
   for (const ComparedPair& p : c.pairs) {
     std::vector<std::string> visible = {p.label};
@@ -111,19 +116,22 @@ std::string format_comparison_md(const Comparison& c) {
       std::any_of(c.pairs.begin(), c.pairs.end(), [](const ComparedPair& p) { return !p.label.empty(); });
 
   std::string out =
-      std::string(paired ? "| pair " : "") + "| model | scheme | kernel | graph | context | tokens |" +
-      std::string(batched ? " batch |" : "") + std::string(varying.empty() ? "" : " other key |") +
+      std::string(paired ? "| pair " : "") + "| model | scheme |" + std::string(kv ? " kv cache |" : "") +
+      " kernel | graph | context | tokens |" + std::string(batched ? " batch |" : "") +
+      std::string(varying.empty() ? "" : " other key |") +
       (c.metric == Metric::tpot ? " base TPOT ms | new TPOT ms |" : " base J/step | new J/step |") +
       " delta | noise base / new | n base / new | p | verdict | note |\n";
-  out += std::string(paired ? "|---" : "") + "|---|---|---|---|---:|---:|" +
-         std::string(batched ? "---:|" : "") + std::string(varying.empty() ? "" : "---|") +
-         "---:|---:|---:|---:|---:|---:|---|---|\n";
+  out += std::string(paired ? "|---" : "") + "|---|---|" + std::string(kv ? "---|" : "") +
+         "---|---|---:|---:|" + std::string(batched ? "---:|" : "") +
+         std::string(varying.empty() ? "" : "---|") + "---:|---:|---:|---:|---:|---:|---|---|\n";
   for (const ComparedPair& p : c.pairs) {
     const RunKey& k = p.key;
     if (paired) out += "| " + md_cell(p.label) + " ";
-    out += fmt::format("| {} | {} | {} | {} | {} | {} |", md_cell(k.model.empty() ? "-" : k.model),
-                       md_cell(k.scheme.empty() ? "-" : k.scheme), md_cell(k.kernel.empty() ? "-" : k.kernel),
-                       on_off(k.graph), k.context, k.tokens);
+    out += fmt::format("| {} | {} |", md_cell(k.model.empty() ? "-" : k.model),
+                       md_cell(k.scheme.empty() ? "-" : k.scheme));
+    if (kv) out += fmt::format(" {} |", md_cell(k.kv_cache));
+    out += fmt::format(" {} | {} | {} | {} |", md_cell(k.kernel.empty() ? "-" : k.kernel), on_off(k.graph),
+                       k.context, k.tokens);
     if (batched) out += fmt::format(" {} |", k.batch);
     if (!varying.empty()) {
       std::string other;

@@ -27,6 +27,7 @@ const std::vector<ResultField>& result_fields() {
       {"config.group_size", "group", CellFormat::integer, true},
       {"config.zero_point", "zero point", CellFormat::on_off, true},
       {"config.lm_head_scheme", "lm_head", CellFormat::text, true},
+      {"config.kv_cache", "KV cache", CellFormat::text, true, false, "fp16"},
       {"config.kernel", "kernel", CellFormat::text},
       {"config.graph", "graph", CellFormat::on_off},
       {"config.adapter", "adapter", CellFormat::text},
@@ -180,14 +181,16 @@ std::vector<ResultField> table_fields(const std::vector<json>& rows) {
 }
 
 std::string format_md(const std::vector<json>& rows) {
-  // The columns: every field, but those shown only where the rows differ in them.
+  // The columns: every field, but those shown only where the rows differ in them (or where
+  // one is not the field's usual value).
   std::vector<ResultField> fields;
   for (const ResultField& f : table_fields(rows)) {
+    // A row without the field (an error entry's config) holds the usual value, if any.
+    const auto text = [&](const json* v) { return v ? json_text(*v) : f.usual ? json_text(f.usual) : ""; };
     bool differs = false;
     for (const json& row : rows) {
-      const json* a = at_path(row, f.path);
-      const json* b = at_path(rows.front(), f.path);
-      differs = differs || (a ? json_text(*a) : "") != (b ? json_text(*b) : "");
+      const std::string a = text(at_path(row, f.path));
+      differs = differs || a != text(at_path(rows.front(), f.path)) || (f.usual && a != json_text(f.usual));
     }
     if (!f.when_differs || differs) fields.push_back(f);
   }
@@ -415,6 +418,7 @@ std::string summary_text(const Result& r) {
   std::string scheme = c.scheme;
   if (c.scheme == "int4") scheme += fmt::format(" g{} {}", c.group_size, c.zero_point ? "asym" : "sym");
   if (!c.lm_head_scheme.empty() && c.lm_head_scheme != c.scheme) scheme += ", lm_head " + c.lm_head_scheme;
+  if (c.kv_cache != "fp16") scheme += ", KV cache " + c.kv_cache;
   std::string model = c.model + " (" + c.arch;
   if (c.params > 0) model += ", " + params_text(c.params);
   model += ")  " + scheme;
@@ -459,7 +463,12 @@ std::string summary_text(const Result& r) {
   std::string bytes = fmt::format(
       "{} {}/{} = linear {} (weights {} + scales {} + zeros {}) + lm_head {} + KV {}", in_unit(b.total, u),
       u.name, per, in_unit(b.linear_weights + b.scales + b.zeros, u), in_unit(b.linear_weights, u),
-      in_unit(b.scales, u), in_unit(b.zeros, u), in_unit(b.lm_head, u), in_unit(b.kv_read + b.kv_write, u));
+      in_unit(b.scales, u), in_unit(b.zeros, u), in_unit(b.lm_head, u),
+      in_unit(b.kv_read + b.kv_write + b.kv_read_scales + b.kv_write_scales, u));
+  const uint64_t kv_scales = b.kv_read_scales + b.kv_write_scales;
+  if (kv_scales > 0)  // an fp8 or int8 cache: its codes and their scales
+    bytes += fmt::format(" ({} {} + scales {})", c.kv_cache, in_unit(b.kv_read + b.kv_write, u),
+                         in_unit(kv_scales, u));
   if (b.adapter > 0) bytes += " + adapter " + in_unit(b.adapter, u);
   if (b.activations > 0) bytes += " + activations " + in_unit(b.activations, u);
   bytes += " + other " + in_unit(b.embedding_row + b.norms + b.biases, u);

@@ -115,6 +115,7 @@ void fields(V& v, RunConfig& c) {
   v("weights_format", c.weights_format, Added{});
   v("batch", c.batch, Added{});
   v("kernel_shapes", c.kernel_shapes, Added{});
+  v("kv_cache", c.kv_cache, Added{});
 }
 
 template <class V>
@@ -132,6 +133,8 @@ void fields(V& v, PerTokenBytes& p) {
   v("total", p.total);
   v("kernel_extra", p.kernel_extra);
   v("activations", p.activations, Added{});
+  v("kv_read_scales", p.kv_read_scales, Added{});
+  v("kv_write_scales", p.kv_write_scales, Added{});
 }
 
 template <class V>
@@ -643,7 +646,8 @@ std::string error_entry_summary(const ErrorEntry& e) {
   const json c = json::parse(e.config_json, nullptr, false);
   std::string s;
   if (!c.is_object()) return s;
-  for (const char* k : {"model", "scheme", "kernel", "graph", "adapter_mode", "batch", "context", "tokens"}) {
+  for (const char* k :
+       {"model", "scheme", "kv_cache", "kernel", "graph", "adapter_mode", "batch", "context", "tokens"}) {
     const auto it = c.find(k);
     if (it == c.end() || it->is_null()) continue;
     std::string v = printable(it->is_string() ? it->get<std::string>() : it->dump(), 80);

@@ -9,7 +9,7 @@ namespace db {
 namespace {
 
 auto tie(const RunKey& k) {
-  return std::tie(k.model, k.scheme, k.group_size, k.lm_head_scheme, k.kernel, k.graph, k.adapter,
+  return std::tie(k.model, k.scheme, k.group_size, k.lm_head_scheme, k.kv_cache, k.kernel, k.graph, k.adapter,
                   k.adapter_mode, k.context, k.tokens, k.sync_per_token, k.weights, k.batch);
 }
 
@@ -33,6 +33,7 @@ RunKey run_key(const Result& r) {
   k.scheme = c.scheme;
   k.group_size = c.group_size;
   k.lm_head_scheme = c.lm_head_scheme;
+  k.kv_cache = c.kv_cache;
   k.kernel = c.kernel;
   k.graph = c.graph;
   k.adapter = c.adapter;
@@ -50,6 +51,7 @@ std::vector<std::pair<std::string, std::string>> key_fields(const RunKey& k) {
           {"scheme", k.scheme},
           {"group_size", std::to_string(k.group_size)},
           {"lm_head_scheme", k.lm_head_scheme},
+          {"kv_cache", k.kv_cache},
           {"kernel", k.kernel},
           {"graph", on_off(k.graph)},
           {"adapter", k.adapter},
@@ -64,7 +66,7 @@ std::vector<std::pair<std::string, std::string>> key_fields(const RunKey& k) {
 std::string to_string(const RunKey& k) {
   std::string s;
   for (const auto& [name, value] : key_fields(k))
-    if (name != "batch" || k.batch != 1)
+    if ((name != "batch" || k.batch != 1) && (name != "kv_cache" || k.kv_cache != "fp16"))
       s += fmt::format("{}{}={}", s.empty() ? "" : " ", name, value.empty() ? "-" : value);
   return s;
 }
@@ -89,6 +91,7 @@ RunKey without_field(RunKey k, const std::string& field) {
   if (field == "scheme") k.scheme.clear();
   if (field == "group_size") k.group_size = 0;
   if (field == "lm_head_scheme") k.lm_head_scheme.clear();
+  if (field == "kv_cache") k.kv_cache = "fp16";
   if (field == "kernel") k.kernel.clear();
   if (field == "graph") k.graph = false;
   if (field == "adapter") k.adapter.clear();

@@ -95,6 +95,7 @@ RunConfig run_config(const RunSpec& spec, const Protocol& p, const ModelConfig& 
   rc.group_size_note = cfg.group_size_note;
   rc.zero_point = cfg.quant.scheme == Scheme::int4 && cfg.quant.zero_point;
   rc.lm_head_scheme = to_string(cfg.quant.lm_head);
+  rc.kv_cache = to_string(cfg.kv_cache);
   rc.kernel = spec.backend == BackendKind::cpu ? "cpu.reference" : kernel.name;
   rc.kernel_fallbacks = facts.kernel_fallbacks;
   rc.kernel_shapes = facts.kernel_shapes;
@@ -227,15 +228,15 @@ Check check_of(const Measurement& m) {
 }  // namespace
 
 ModelConfig run_model_config(const RunSpec& spec) {
-  return config_for_weights(load_model_config(spec.model), {spec.quant, spec.group_size, spec.lm_head},
-                            spec.weights);
+  return config_for_weights(load_model_config(spec.model),
+                            {spec.quant, spec.group_size, spec.lm_head, spec.kv_cache}, spec.weights);
 }
 
 std::string weights_key(const RunSpec& spec, const ModelConfig& cfg) {
   return fmt::format(
-      "{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", spec.model, to_string(cfg.quant.scheme),
-      cfg.quant.group_size, cfg.quant.zero_point, to_string(cfg.quant.lm_head), spec.weights, spec.seed,
-      spec.adapter,
+      "{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f{}", spec.model, to_string(cfg.quant.scheme),
+      cfg.quant.group_size, cfg.quant.zero_point, to_string(cfg.quant.lm_head), to_string(cfg.kv_cache),
+      spec.weights, spec.seed, spec.adapter,
       spec.adapter.empty() ? "" : (spec.adapter_mode == AdapterMode::external ? "external" : "merged"));
 }
 

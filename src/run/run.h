@@ -20,7 +20,7 @@ class WeightSource;
 
 // What consecutive runs can share (the sweep): the WeightSource (config, file mapping and
 // tensor validation) and the LoRA adapter, kept for the weights_key (model, scheme, group
-// size, lm_head, weights path, seed, adapter, adapter mode) of the last run, and what the
+// size, lm_head, KV cache scheme, weights path, seed, adapter, adapter mode) of the last run, and what the
 // backend keeps (the CUDA backend: the device weights, for that key, the device and the
 // kernel's weight layout). The rest of the backend (CUDA Engine with its KV cache, buffers
 // and graph; the CPU model) is built per run.
@@ -37,8 +37,10 @@ struct WeightReuse {
 ModelConfig run_model_config(const RunSpec& spec);
 
 // The identity of a run's weights apart from the backend: model, scheme, group size, zero
-// point, lm_head, weights path, seed, adapter and its mode. Runs of equal keys have equal
-// weights whatever their positions, kernel or graph switch.
+// point, lm_head, weights path, seed, adapter and its mode; and the KV cache scheme, which the
+// source's config carries to every part built from it (the decoder, --check's reference).
+// Runs of equal keys have equal weights and configs whatever their positions, kernel or
+// graph switch.
 std::string weights_key(const RunSpec& spec, const ModelConfig& cfg);
 
 // Refuses (db::Error, one line) a --batch above backend.max_batch(), before any weight loads.
