@@ -18,9 +18,11 @@ namespace db::cuda {
 // sequence 0's layer cache in the scheme's layout (kv_quant.h: codes, then scales, for the
 // 8-bit schemes), sequence z's at z * kvq::sequence_bytes(kv, rope_positions, kv_heads,
 // head_dim) bytes from it. Uses part_o, part_ml and the counters as attention() does, for up
-// to max_splits blocks a kv head. Takes the shapes attention_mma_takes() accepts and fails
-// with the reason on any other. `splits` > 0 sets the grid's blocks a kv head (the lab
-// bench; at most max_splits and kAttentionMmaMaxSplits); 0 takes attention_mma_splits().
+// to max_splits blocks a kv head. `a.early_launch` is not read: the kernel lets the next
+// one launch once its blocks have streamed their positions. Takes the shapes
+// attention_mma_takes() accepts and fails with the reason on any other. `splits` > 0 sets
+// the grid's blocks a kv head (the lab bench; at most max_splits and
+// kAttentionMmaMaxSplits); 0 takes attention_mma_splits().
 void attention_mma(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv, int splits = 0);
 
 // The grid's blocks a kv head that attention_mma() launches by default for `a` and `batch`:
