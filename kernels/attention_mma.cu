@@ -646,6 +646,9 @@ int occupancy() {
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Ring<HD, KV>::kBytes));
     int n = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, Ring<HD, KV>::kBytes));
+    if (n < 1)
+      fail("attention_mma: a block with {} bytes of shared memory for its tiles does not fit on this GPU",
+           Ring<HD, KV>::kBytes);
     return n;
   }();
   return blocks;
