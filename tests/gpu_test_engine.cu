@@ -8,6 +8,7 @@
 #include <initializer_list>
 
 #include "attention.cuh"
+#include "attention_mma_plan.h"
 #include "decodebench/backend.h"
 #include "decodebench/cpu_reference.h"
 #include "decodebench/half.h"
@@ -253,9 +254,11 @@ INSTANTIATE_TEST_SUITE_P(
                          p.context);
     });
 
-// A cache of more than 64 splits (8192 positions) takes the wide merge (a kernel of its own):
-// against the reference at positions of one split and of several, and graph against eager.
-TEST(AttentionWide, ALongCacheMergesInAKernelOfItsOwn) {
+// A cache of 9000 positions: the engine runs the tensor-core attention (attention_mma.cuh,
+// from kAttentionMmaMinPositions on) for every head size it takes, against the reference at
+// positions of one block and of several, and graph against eager. attention()'s wide merge
+// (over 64 splits) is checked kernel against kernel in gpu_test_attention_mma.cu.
+TEST(AttentionLongCache, TheTensorCoreKernelMatchesTheReferenceGraphAndEager) {
   REQUIRE_GPU();
   struct Shape {
     Arch arch;
@@ -270,11 +273,10 @@ TEST(AttentionWide, ALongCacheMergesInAKernelOfItsOwn) {
     c.num_key_value_heads = sh.kv_heads;
     c.max_position_embeddings = 16384;
     validate(c, "test");
-    ASSERT_TRUE(attention_fast_path(static_cast<int>(sh.head_dim), static_cast<int>(sh.heads),
-                                    static_cast<int>(sh.kv_heads)));
     const WeightSource ws(c, "", 11);
     const int64_t positions = 9000, steps = 8;
-    ASSERT_GT(attention_splits(positions), 64);
+    ASSERT_TRUE(attention_mma_chosen(positions, static_cast<int>(sh.head_dim), static_cast<int>(sh.heads),
+                                     static_cast<int>(sh.kv_heads)));
     for (int64_t context : {int64_t{100}, int64_t{700}}) {
       const std::string what = fmt::format("{} hd {} context {}", to_string(sh.arch), sh.head_dim, context);
       const Trace cpu = run_cpu(ws, context, steps);

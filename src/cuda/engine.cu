@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "attention.cuh"
+#include "attention_mma.cuh"
 #include "common.cuh"
 #include "decodebench/accounting.h"
 #include "decodebench/kv_quant.h"
@@ -168,6 +169,9 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
         gb(w.bytes()));
   });
   buf_->max_splits = attention_splits(positions);
+  attention_mma_ =
+      attention_mma_chosen(positions, static_cast<int>(hd), static_cast<int>(c_.num_attention_heads),
+                           static_cast<int>(c_.num_key_value_heads));
 
   // The destructor does not run when a constructor throws, and a sweep goes on after a failed
   // instance: release what was made so far then.
@@ -312,6 +316,13 @@ AttentionArgs Engine::attention_args(const DeviceLayer& d, const int32_t* pos) c
   return a;
 }
 
+void Engine::enqueue_attention(const AttentionArgs& a, int batch) {
+  if (attention_mma_)
+    attention_mma(a, stream_, batch, c_.kv_cache);
+  else
+    attention(a, stream_, batch, c_.kv_cache);
+}
+
 void Engine::set_inputs(int64_t pos, const std::vector<int32_t>& tokens) {
   if (static_cast<int64_t>(tokens.size()) != batch_)
     fail("set_inputs: {} tokens for a batch of {}", tokens.size(), batch_);
@@ -401,7 +412,7 @@ void Engine::enqueue_step_single() {
 
     AttentionArgs a = attention_args(d, step_state_.pos);
     a.early_launch = plan_.attention_triggers_early();
-    attention(a, stream_, 1, c_.kv_cache);
+    enqueue_attention(a, 1);
 
     GemvOutput o_out{Epilogue::residual, nullptr, b.resid};
     o_out.sumsq = stats(2 * l + 1);

@@ -193,10 +193,15 @@ class Engine {
   // position `pos` (sequence 0's at batch > 1: attention() strides to the others); no early
   // launch.
   AttentionArgs attention_args(const DeviceLayer& d, const int32_t* pos) const;
+  // The decode attention over `batch` sequences: the tensor-core kernel (attention_mma.cuh)
+  // where attention_mma_chosen() says so for the cache's positions and the heads, else
+  // attention() (attention.cuh).
+  void enqueue_attention(const AttentionArgs& a, int batch);
 
   ModelConfig c_;
   int64_t positions_ = 0;
   int64_t batch_ = 1;
+  bool attention_mma_ = false;                    // attention_mma_chosen(positions_, the heads)
   LinearPlan plan_;                               // what runs each kind of matrix, and the step mode
   std::shared_ptr<const DeviceWeights> weights_;  // kept alive as long as the engine reads them
   cudaStream_t stream_ = nullptr;

@@ -110,7 +110,7 @@ void Engine::enqueue_step_batch() {
     linear_rows(l, LoraSite::qkv, d.qkv, b.xnorm, b.qkv, false);
 
     // The O GEMM is a plain launch: no early launch to let in.
-    attention(attention_args(d, batch_state_.pos), stream_, static_cast<int>(B), c_.kv_cache);
+    enqueue_attention(attention_args(d, batch_state_.pos), static_cast<int>(B));
 
     linear_rows(l, LoraSite::o, d.o, b.attn, b.resid, true);
     rmsnorm_rows(b.resid, d.mlp_norm, eps, B, H, b.xnorm, stream_);
