@@ -1,6 +1,7 @@
 // The int4 dot products, on the CUDA cores and on the tensor cores, and the loads of a group's
-// scales and zero points, shared by the rows kernel (gemv.cu) and the persistent-chain
-// prototype (tests/bench/chain_bench.cu), so that both time the same instructions per weight.
+// scales and zero points, shared by the rows kernel (gemv.cu), its few-column variant
+// (gemv_columns.cu) and the persistent-chain prototype (tests/bench/chain_bench.cu), so that
+// all of them time the same instructions per weight.
 #pragma once
 
 #include <cuda_fp16.h>

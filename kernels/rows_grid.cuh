@@ -1,5 +1,6 @@
-// How the rows kernel (the batch-1 GEMV, kernels/gemv.cu) sizes a launch: threads a block for
-// whole rows, the resident blocks an SM, and one wave of equal blocks over the row groups.
+// How the rows kernels (the batch-1 GEMV, kernels/gemv.cu, and its few-column variant,
+// kernels/gemv_columns.cu) size a launch: threads a block for whole rows, the resident blocks
+// an SM, and one wave of equal blocks over the row groups.
 #pragma once
 
 #include <cuda_runtime.h>

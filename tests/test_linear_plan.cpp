@@ -379,6 +379,32 @@ TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {
             (std::vector<MatrixLayout>{MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments}));
 }
 
+TEST(ShapePredicates, TheColumnsGemvTakesTheFastGemvsMatricesWhoseInputsFitL1) {
+  const char* why = nullptr;
+  const MatrixShape o{Scheme::int4, 4096, 4096, 128, true}, down{Scheme::int4, 4096, 14336, 128, true};
+  EXPECT_TRUE(gemv_columns_takes(o, MatrixLayout::int4_nibbles, 2, &why));
+  EXPECT_TRUE(gemv_columns_takes(o, MatrixLayout::int4_nibbles, 8, &why));
+  // 2 to 8 sequences.
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int4_nibbles, 1, &why));
+  EXPECT_STREQ(why, "the columns GEMV takes 2 to 8 sequences");
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int4_nibbles, 9, &why));
+  // The batch's inputs, B x cols fp16, at most 128 KiB: 14336 inputs at 4 sequences, not 5.
+  EXPECT_TRUE(gemv_columns_takes(down, MatrixLayout::int4_nibbles, 4, &why));
+  EXPECT_FALSE(gemv_columns_takes(down, MatrixLayout::int4_nibbles, 5, &why));
+  EXPECT_STREQ(why, "the columns GEMV keeps the inputs of all sequences in L1: at most 128 KiB of them");
+  // What the fast GEMV refuses, and int4's fragment layout.
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::canonical, 2, &why));
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int4_fragments, 2, &why));
+  EXPECT_STREQ(why, "the columns GEMV reads int4 in the repacked nibble layout, not the fragment layout");
+  EXPECT_FALSE(gemv_columns_takes({Scheme::int8, 2048, 376, 0, false}, MatrixLayout::canonical, 2, &why));
+  // The longest rows it takes, 32768 inputs at 2 sequences, are 8 fp16 chunks a thread of a
+  // block; 70b's down projection (28672 inputs) at 2 sequences, not 3.
+  EXPECT_TRUE(gemv_columns_takes({Scheme::fp16, 8192, 32768, 0, false}, MatrixLayout::canonical, 2, &why));
+  EXPECT_EQ(int64_t{kGemvColumnsMaxThreads} * 8 * weights_per_chunk(Scheme::fp16), 32768);
+  EXPECT_TRUE(gemv_columns_takes({Scheme::fp16, 8192, 28672, 0, false}, MatrixLayout::canonical, 2, &why));
+  EXPECT_FALSE(gemv_columns_takes({Scheme::fp16, 8192, 28672, 0, false}, MatrixLayout::canonical, 3, &why));
+}
+
 TEST(ShapePredicates, EachKernelsLimitsInWordsAResultCanCarry) {
   const char* why = nullptr;
   MatrixShape m{Scheme::int8, 2048, 376, 0, false};  // 376 bytes: not whole 16-byte chunks

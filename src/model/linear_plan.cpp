@@ -67,6 +67,28 @@ bool skinny_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** w
   return true;
 }
 
+bool gemv_columns_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why) {
+  if (!fast_gemv_takes(m, layout, why)) return false;
+  if (layout == MatrixLayout::int4_fragments) {
+    *why = "the columns GEMV reads int4 in the repacked nibble layout, not the fragment layout";
+    return false;
+  }
+  if (batch < 2 || batch > kGemvColumnsMaxBatch) {
+    *why = "the columns GEMV takes 2 to 8 sequences";
+    return false;
+  }
+  if (batch * m.cols * 2 > kGemvColumnsInputBytes) {
+    *why = "the columns GEMV keeps the inputs of all sequences in L1: at most 128 KiB of them";
+    return false;
+  }
+  return true;
+}
+// The inputs' bound keeps every row within one block of the kernel (8 chunks a thread at most):
+// at 2 sequences, up to 32768 fp16 weights a row.
+static_assert(kGemvColumnsInputBytes / (2 * 2) <=
+                  int64_t{kGemvColumnsMaxThreads} * 8 * weights_per_chunk(Scheme::fp16),
+              "a row the columns GEMV takes fits one block");
+
 bool prefers_int4_fragments(int64_t rows, int64_t cols, int group_size) {
   return int4_frag::eligible(rows, cols, group_size) && rows * cols >= kInt4FragmentWeights;
 }
