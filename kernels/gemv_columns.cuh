@@ -3,7 +3,9 @@
 // rows of activations X [B, cols], on the CUDA cores. It is the rows kernel (kernels/gemv.cu)
 // with B accumulators a row: the same 16-byte weight loads, balanced row ranges and
 // dequantization, each weight loaded and dequantized once and multiplied by every sequence's
-// x.
+// x. The linear plan runs it up to a crossover batch per scheme
+// (decodebench/linear_shapes.h: gemv_columns_crossover); the skinny GEMM (int8, int4, fp8) or
+// cuBLAS (fp16) above.
 #pragma once
 
 #include <cuda_fp16.h>

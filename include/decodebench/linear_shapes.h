@@ -64,6 +64,20 @@ constexpr int64_t kGemvColumnsInputBytes = 128 * 1024;
 // kGemvColumnsInputBytes. When not, `why` says so.
 bool gemv_columns_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why);
 
+// The largest batch at which the linear plan runs a scheme's fast-kernel linears through the
+// columns GEMV; above it, the skinny GEMM (int8, int4, fp8) or cuBLAS (fp16). Not measured on
+// a GPU yet: each is the kernel's widest instance.
+constexpr int64_t kGemvColumnsCrossoverFp16 = 8;
+constexpr int64_t kGemvColumnsCrossoverInt8 = 8;
+constexpr int64_t kGemvColumnsCrossoverInt4 = 8;
+constexpr int64_t kGemvColumnsCrossoverFp8 = 8;
+constexpr int64_t gemv_columns_crossover(Scheme s) {
+  return s == Scheme::fp16   ? kGemvColumnsCrossoverFp16
+         : s == Scheme::int8 ? kGemvColumnsCrossoverInt8
+         : s == Scheme::int4 ? kGemvColumnsCrossoverInt4
+                             : kGemvColumnsCrossoverFp8;
+}
+
 // Sequences one skinny GEMM launch takes; more run as several launches, each reading the
 // weights again.
 constexpr int64_t kSkinnyMaxBatch = 64;
