@@ -169,6 +169,15 @@ __device__ __forceinline__ __half2 fp8x2_to_half2(uint32_t two) {
   return bits_h2(static_cast<uint32_t>(r.x) | (static_cast<uint32_t>(r.y) << 16));
 }
 
+// Two int8 weights as fp16, exactly, without a conversion instruction: `u` is their word with
+// each byte's sign bit flipped (w ^ 0x80808080, q + 128 as an unsigned byte); the permute puts
+// the two bytes `selector` picks (0x4140: bytes 0, 1; 0x4342: bytes 2, 3) under 0x64, the fp16
+// 1024 + q + 128, and subtracting 1152 leaves q.
+__device__ __forceinline__ __half2 int8x2_to_half2(uint32_t u, uint32_t selector) {
+  const __half2 magic = bits_h2(0x64806480u);  // 1152, 1152
+  return __hsub2(bits_h2(__byte_perm(u, 0x64646464u, selector)), magic);
+}
+
 // Eight elements of the RMSNorm'ed residual stream, columns 8p..8p+7, as the fp16 x every
 // GEMV (and the LoRA shrink) multiplies: fp16(r * inv * norm_w), in that order, where r is
 // the stream's fp16 copy where the step keeps one (resid_h: its writers store it beside the

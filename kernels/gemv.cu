@@ -6,9 +6,6 @@
 // balanced range of rows a few at a time. The naive kernel (the slow path users select)
 // stages x in shared memory and dequantizes one weight at a time.
 #include <algorithm>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -19,6 +16,7 @@
 #include "int4_dot.cuh"
 #include "int4_meta.h"
 #include "pdl.cuh"
+#include "rows_grid.cuh"
 
 namespace db::cuda {
 namespace {
@@ -177,12 +175,8 @@ struct ChunkDot<Scheme::fp16> {
 template <>
 struct ChunkDot<Scheme::int8> {
   static constexpr int kCols = weights_per_chunk(Scheme::int8);
-  // int8 -> fp16 without a conversion instruction: flip the sign bit (q + 128 as a byte),
-  // permute the byte under 0x64 to get the fp16 1024 + q + 128, subtract 1152: exact.
-  __device__ static __half2 pair(uint32_t u, uint32_t selector) {
-    const __half2 magic = bits_h2(0x64806480u);  // 1152, 1152
-    return __hsub2(bits_h2(__byte_perm(u, 0x64646464u, selector)), magic);
-  }
+  // int8 -> fp16 without a conversion instruction (common.cuh).
+  __device__ static __half2 pair(uint32_t u, uint32_t selector) { return int8x2_to_half2(u, selector); }
   __device__ static float dot_x(uint4 w, const uint4 (&xv)[2], Meta mt) {
     const uint32_t x[8] = {xv[0].x, xv[0].y, xv[0].z, xv[0].w, xv[1].x, xv[1].y, xv[1].z, xv[1].w};
     return dot_x(w, x, mt);
@@ -339,38 +333,6 @@ __device__ __forceinline__ void load_x_slice(
             normalized_piece(in.resid, in.resid_h, in.norm_w, static_cast<int64_t>(c) * Pieces + j, inv);
       }
     }
-  }
-}
-
-// A symmetric matrix has no zero points. Its groups load theirs from these 8s (one cached
-// line) instead, through the same instructions as a matrix with zero points: branching around
-// the loads made symmetric 8b-int4 9% slower than asymmetric, which reads more bytes (1.832
-// against 1.682 ms).
-__device__ __align__(16) const uint8_t kSymmetricZeros[16] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
-static_assert(quant::kInt4SymmetricZero == 8, "kSymmetricZeros holds the symmetric zero point");
-
-template <int Rows>
-__device__ __forceinline__ void load_group_meta(GroupMeta<Rows>& gm, const DeviceMatrix& m, int G,
-                                                int64_t row0, int gcol) {
-  static_assert(Rows == 2 || Rows == 4 || Rows == 8, "a group of rows lies inside one block of 8");
-  const int64_t first = row0 / int4_meta::kBlockRows * int4_meta::kBlockRows;
-  const int within = static_cast<int>(row0 - first);
-  // int4_meta::packed_index of (first, gcol): the block's 8 rows are adjacent in each group.
-  const int64_t e = int4_meta::packed_index(G, first, gcol);
-  const uint16_t* sp = reinterpret_cast<const uint16_t*>(m.scales) + e;
-  const uint8_t* zp = m.zero_point ? m.zeros + e : kSymmetricZeros;  // offsets below stay < 16
-  if constexpr (Rows == 8) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(sp));
-    gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w;
-    const uint2 z = __ldg(reinterpret_cast<const uint2*>(zp));
-    gm.z[0] = z.x, gm.z[1] = z.y;
-  } else if constexpr (Rows == 4) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(sp + within));
-    gm.s[0] = v.x, gm.s[1] = v.y;
-    gm.z[0] = __ldg(reinterpret_cast<const uint32_t*>(zp + within));
-  } else {
-    gm.s[0] = __ldg(reinterpret_cast<const uint32_t*>(sp + within));
-    gm.z[0] = __ldg(reinterpret_cast<const uint16_t*>(zp + within));
   }
 }
 
@@ -576,31 +538,6 @@ __global__ void __launch_bounds__(kThreads) gemv_naive_kernel(DeviceMatrix m, Ge
 
 // ------------------------------------------------------------------ launcher
 
-// Resident blocks per SM for a kernel at a shared-memory size, raising the kernel's dynamic
-// shared-memory limit when x needs more than the default 48 KB (70B's down_proj: 56 KB).
-int blocks_per_sm(const void* kernel, size_t smem, int threads = kThreads) {
-  static std::mutex mu;
-  static std::map<std::tuple<const void*, size_t, int>, int> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(kernel, smem, threads);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  // The limit is the kernel's, not the launch's: raise it to the largest size asked for, never
-  // lower it (a later, smaller shape must not make an earlier, larger one fail to launch).
-  static std::map<const void*, size_t> raised;
-  if (smem > 48 * 1024 && smem > raised[kernel]) {
-    CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    raised[kernel] = smem;
-  }
-  int n = 0;
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem));
-  if (n < 1)
-    fail("gemv: a block of {} threads with {} bytes of shared memory does not fit on this GPU", threads,
-         smem);
-  cache[key] = n;
-  return n;
-}
-
 template <int N>
 using Int = std::integral_constant<int, N>;
 
@@ -642,11 +579,6 @@ const void* rows_kernel(int kpt, int rows) {
   fail("gemv: {} chunks per thread is not one of 1, 2, 4, 8", kpt);
 }
 
-int threads_for(const DeviceMatrix& m, int kpt) {
-  const int64_t per_thread = (m.cols / weights_per_chunk(m.scheme) + kpt - 1) / kpt;
-  return static_cast<int>(std::max<int64_t>(kWarp, (per_thread + kWarp - 1) / kWarp * kWarp));
-}
-
 // The rows kernel for a matrix at `chunks` chunks a thread and `rows` rows a group.
 const void* rows_kernel_for(const DeviceMatrix& m, int chunks, int rows) {
   if (m.int4_frag) return frag_kernel(chunks, rows);
@@ -675,15 +607,6 @@ int fitted_chunks(const DeviceMatrix& m, int chunks) {
     chunks *= 2;  // long rows: more chunks per thread
   }
   return chunks;
-}
-
-// One wave of equal blocks: as many groups per block as the resident slots require, then as
-// few blocks as carry them (a block with one group more than the others is the tail).
-int64_t balanced_grid(int64_t rows, int rows_per_group, int occupancy) {
-  const int64_t groups = (rows + rows_per_group - 1) / rows_per_group;
-  const int64_t slots = int64_t{sm_count()} * occupancy;
-  const int64_t per_block = (groups + slots - 1) / slots;
-  return std::max<int64_t>(1, (groups + per_block - 1) / per_block);
 }
 
 }  // namespace
@@ -773,8 +696,8 @@ void gemv(const DeviceMatrix& w, const GemvInput& in, const GemvOutput& out, Gem
       static_cast<size_t>((w.cols + 63) / 64) * 128;  // whole lines: the swizzle permutes within one
   const int64_t tasks = (w.rows + 1) / 2;
   const int64_t needed = (tasks + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const int grid =
-      static_cast<int>(std::min<int64_t>(needed, int64_t{sm_count()} * blocks_per_sm(kernel, smem)));
+  const int grid = static_cast<int>(
+      std::min<int64_t>(needed, int64_t{sm_count()} * blocks_per_sm(kernel, smem, kThreads)));
   DeviceMatrix m = w;
   GemvInput i = in;
   GemvOutput o = out;

@@ -1,6 +1,7 @@
-// The int4 dot products, on the CUDA cores and on the tensor cores, shared by the rows kernel
-// (gemv.cu) and the persistent-chain prototype (tests/bench/chain_bench.cu), so that both
-// time the same instructions per weight.
+// The int4 dot products, on the CUDA cores and on the tensor cores, and the loads of a group's
+// scales and zero points, shared by the rows kernel (gemv.cu), its few-column variant
+// (gemv_columns.cu) and the persistent-chain prototype (tests/bench/chain_bench.cu), so that
+// all of them time the same instructions per weight.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -9,6 +10,9 @@
 
 #include "common.cuh"
 #include "decodebench/int4_frag.h"
+#include "decodebench/quant.h"
+#include "gemv.cuh"
+#include "int4_meta.h"
 
 namespace db::cuda {
 
@@ -72,6 +76,43 @@ struct GroupMeta {
   uint32_t s[Rows / 2];
   uint32_t z[(Rows + 3) / 4];
 };
+
+// A symmetric matrix has no zero points. Its groups load theirs from these 8s (one cached
+// line) instead, through the same instructions as a matrix with zero points: branching around
+// the loads made symmetric 8b-int4 9% slower than asymmetric, which reads more bytes (1.832
+// against 1.682 ms).
+// Internal linkage: every kernel file that includes this header has its own copy.
+namespace {
+__device__ __align__(16) const uint8_t kSymmetricZeros[16] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
+}  // namespace
+static_assert(quant::kInt4SymmetricZero == 8, "kSymmetricZeros holds the symmetric zero point");
+
+// The group parameters of rows row0 .. row0 + Rows - 1 (inside one block of 8) at group
+// column gcol, from the packed layout; G is the groups a row.
+template <int Rows>
+__device__ __forceinline__ void load_group_meta(GroupMeta<Rows>& gm, const DeviceMatrix& m, int G,
+                                                int64_t row0, int gcol) {
+  static_assert(Rows == 2 || Rows == 4 || Rows == 8, "a group of rows lies inside one block of 8");
+  const int64_t first = row0 / int4_meta::kBlockRows * int4_meta::kBlockRows;
+  const int within = static_cast<int>(row0 - first);
+  // int4_meta::packed_index of (first, gcol): the block's 8 rows are adjacent in each group.
+  const int64_t e = int4_meta::packed_index(G, first, gcol);
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(m.scales) + e;
+  const uint8_t* zp = m.zero_point ? m.zeros + e : kSymmetricZeros;  // offsets below stay < 16
+  if constexpr (Rows == 8) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(sp));
+    gm.s[0] = v.x, gm.s[1] = v.y, gm.s[2] = v.z, gm.s[3] = v.w;
+    const uint2 z = __ldg(reinterpret_cast<const uint2*>(zp));
+    gm.z[0] = z.x, gm.z[1] = z.y;
+  } else if constexpr (Rows == 4) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(sp + within));
+    gm.s[0] = v.x, gm.s[1] = v.y;
+    gm.z[0] = __ldg(reinterpret_cast<const uint32_t*>(zp + within));
+  } else {
+    gm.s[0] = __ldg(reinterpret_cast<const uint32_t*>(sp + within));
+    gm.z[0] = __ldg(reinterpret_cast<const uint16_t*>(zp + within));
+  }
+}
 
 // ------------------------------------------------------------------ the int4 dot on tensor cores
 // For matrices in the fragment layout (include/decodebench/int4_frag.h: where every nibble goes and

@@ -12,6 +12,7 @@
 #include "decodebench/adapter.h"
 #include "decodebench/backend.h"
 #include "decodebench/cpu_reference.h"
+#include "decodebench/linear_shapes.h"
 #include "decodebench/safetensors.h"
 #include "engine.cuh"
 #include "gpu_common.cuh"
@@ -142,6 +143,12 @@ std::vector<BatchCase> every_kernel_and_batch() {
       {Scheme::fp8, "fp8.naive"},   {Scheme::fp8, "fp8.dequant-cublas"}};
   for (const auto& [scheme, kernel] : kernels)
     for (int64_t b : {1, 2, 3, 8, 17, 64}) v.push_back({scheme, kernel, b});
+  // The gemv kernels run the columns GEMV up to 8 sequences (the plan's BatchedPath): its
+  // instances of 2, 4 and 8 at 2, 3 and 8 above, and 8 with three sequences masked here.
+  for (const auto& [scheme, kernel] :
+       {std::pair{Scheme::fp16, "fp16.gemv"}, std::pair{Scheme::int8, "int8.gemv"},
+        std::pair{Scheme::int4, "int4.gemv"}, std::pair{Scheme::fp8, "fp8.gemv"}})
+    v.push_back({scheme, kernel, 5});
   // Past one skinny launch: int8, fp8 and int4 gemv run cuBLAS on an fp16 copy (the plan's
   // BatchedPath).
   for (const auto& [scheme, kernel] :
@@ -180,7 +187,7 @@ TEST(EngineBatchTokens, EverySequenceDecodesTheReferenceTokens) {
 // Free-running tokens of one sequence in a batch against the same sequence run alone, both
 // with their logits a step: the same tokens, except that they may part at a tie (expect_tie,
 // on the alone run's logits; these tiny checkpoints meet near ties on random prompts, and the
-// batch runs other kernels than batch 1: cuBLAS for fp16). Up to there the logits agree
+// batch runs other kernels than batch 1: the columns GEMV at 3 sequences). Up to there the logits agree
 // within the bound; after it the two sequences have different inputs and nothing more is
 // compared.
 void expect_tokens_as_alone(const Trace& batch, const Trace& alone, const std::string& what) {
@@ -338,15 +345,17 @@ TEST(EngineBatchPrefill, EverySequencesContextPrefilledIntoItsOwnCache) {
     }
 }
 
-// At batch > 1 each kind of matrix the skinny GEMM runs gets a shape timed at load, one line
-// each; a second engine of the process reuses the first's choices (the same shapes, so the
-// same bits); batch 1 and fp16 (cuBLAS) time nothing.
+// Past the columns GEMV's crossover, each kind of matrix the skinny GEMM runs gets a shape timed
+// at load, one line each; a second engine of the process reuses the first's choices (the same
+// shapes, so the same bits); batch 1, the columns GEMV (up to 8 sequences) and fp16 (cuBLAS)
+// time nothing.
 TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
   REQUIRE_GPU();
+  constexpr int64_t kPast = kGemvColumnsMaxBatch + 1;
   for (Scheme s : {Scheme::int8, Scheme::int4}) {
     const WeightSource ws(tiny(s), "", 3);
     const KernelInfo k = resolve_kernel("auto", s);
-    Engine e(ws, k, 16, false, 3);
+    Engine e(ws, k, 16, false, kPast);
     const std::vector<std::string> lines = e.skinny_shapes();
     ASSERT_GE(lines.size(), 4u) << to_string(s);  // and the lm_head's where it is quantized
     ASSERT_LE(lines.size(), 5u) << to_string(s);
@@ -355,13 +364,15 @@ TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
       EXPECT_EQ(lines[i].rfind(kinds[i], 0), 0u) << lines[i];
       EXPECT_NE(lines[i].find("(default m"), std::string::npos) << lines[i];
     }
-    Engine f(ws, k, 16, false, 3);
+    Engine f(ws, k, 16, false, kPast);
     EXPECT_EQ(f.skinny_shapes(), lines) << to_string(s);
-    Engine one(ws, k, 16, false, 1);
-    EXPECT_TRUE(one.skinny_shapes().empty()) << to_string(s);
+    for (int64_t batch : {int64_t{1}, int64_t{3}, kGemvColumnsMaxBatch}) {
+      Engine g(ws, k, 16, false, batch);
+      EXPECT_TRUE(g.skinny_shapes().empty()) << to_string(s) << " batch " << batch;
+    }
   }
   const WeightSource ws(tiny(Scheme::fp16), "", 3);
-  Engine e(ws, resolve_kernel("auto", Scheme::fp16), 16, false, 3);
+  Engine e(ws, resolve_kernel("auto", Scheme::fp16), 16, false, kPast);
   EXPECT_TRUE(e.skinny_shapes().empty());
 }
 

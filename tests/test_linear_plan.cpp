@@ -1,9 +1,10 @@
 // The linear plan (include/decodebench/linear_plan.h): which implementation, layout and batched
 // path runs each kind of matrix, asserted for every preset x every kernel of its scheme x batch
-// 1, 8, 128 x compute capability 80, 90, on the host, as the CUDA engine carries it out.
+// 1, 2, 8, 9, 128 x compute capability 80, 90, on the host, as the CUDA engine carries it out.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,8 @@ using namespace db;
 
 namespace {
 
-const int64_t kBatches[] = {1, 8, 128};
+// 1; the columns GEMV's smallest and largest batch and one past it; past one skinny launch.
+const int64_t kBatches[] = {1, 2, 8, 9, 128};
 const int kCapabilities[] = {80, 90};
 
 // Every preset, and each quantized one again with its lm_head in the blocks' scheme
@@ -221,12 +223,17 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
                        EXPECT_EQ(l.batched, BatchedPath::none);
                        continue;
                      }
+                     const char* why = nullptr;
                      switch (l.impl) {
                        case LinearImpl::gemv_fast:
+                         // The columns GEMV up to the scheme's crossover, where it takes the matrix. Above:
                          // cuBLAS streams fp16 faster than the skinny GEMM; the skinny GEMM takes int8 and
                          // int4 in the nibble order up to one launch of sequences; the rest is an fp16 copy
                          // for cuBLAS.
-                         if (l.shape.scheme == Scheme::fp16)
+                         if (batch <= gemv_columns_crossover(l.shape.scheme) &&
+                             gemv_columns_takes(l.shape, l.layout, batch, &why))
+                           EXPECT_EQ(l.batched, BatchedPath::gemv_columns);
+                         else if (l.shape.scheme == Scheme::fp16)
                            EXPECT_EQ(l.batched, BatchedPath::cublas);
                          else if (batch <= kSkinnyMaxBatch && l.layout != MatrixLayout::int4_fragments)
                            EXPECT_EQ(l.batched, BatchedPath::skinny_gemm);
@@ -243,11 +250,40 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
                          EXPECT_EQ(l.batched, BatchedPath::dequant_cublas);
                          break;
                      }
-                     const char* why = nullptr;
                      if (l.batched == BatchedPath::skinny_gemm)
                        EXPECT_TRUE(skinny_gemm_takes(l.shape, l.layout, &why)) << why;
                    }
                  });
+}
+
+TEST(LinearPlan, TheColumnsGemvRunsTheFastKernelsLinearsUpToTheCrossover) {
+  // Until it is measured, every scheme's crossover is the kernel's widest instance.
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8})
+    EXPECT_EQ(gemv_columns_crossover(s), kGemvColumnsMaxBatch) << to_string(s);
+  // 8b: every linear at 2 to 4 sequences. From 5, the down projection's inputs (14336 a
+  // sequence) no longer fit the 128 KiB the kernel keeps in L1: the skinny GEMM runs it, cuBLAS
+  // for fp16. Past 8 sequences, every linear leaves it.
+  for (const char* preset : {"8b-fp16", "8b-int8", "8b-int4", "8b-fp8"}) {
+    const ModelConfig c = load_model_config(preset);
+    const bool fp16 = c.quant.scheme == Scheme::fp16;
+    for (int64_t batch = 2; batch <= 9; ++batch) {
+      SCOPED_TRACE(std::string(preset) + " batch " + std::to_string(batch));
+      const LinearPlan p = plan_linears(c, resolve_kernel("auto", c.quant.scheme), batch, 90, true);
+      const BatchedPath above = fp16 ? BatchedPath::cublas : BatchedPath::skinny_gemm;
+      for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up})
+        EXPECT_EQ(p[k].batched, batch <= 8 ? BatchedPath::gemv_columns : above) << to_string(k);
+      EXPECT_EQ(p[MatrixKind::down].batched, batch <= 4 ? BatchedPath::gemv_columns : above);
+      // The lm_head (fp16, 4096 inputs) too.
+      EXPECT_EQ(p[MatrixKind::lm_head].batched, batch <= 8 ? BatchedPath::gemv_columns : BatchedPath::cublas);
+    }
+  }
+  // 70b-int4's gate/up and down lie in the fragment layout, which the kernel does not read.
+  const LinearPlan p =
+      plan_linears(load_model_config("70b-int4"), resolve_kernel("auto", Scheme::int4), 2, 90, true);
+  EXPECT_EQ(p[MatrixKind::qkv].batched, BatchedPath::gemv_columns);
+  EXPECT_EQ(p[MatrixKind::gate_up].batched, BatchedPath::fp16_copy_cublas);
+  EXPECT_EQ(p[MatrixKind::down].batched, BatchedPath::fp16_copy_cublas);
+  EXPECT_STREQ(to_string(BatchedPath::gemv_columns), "gemv-columns");
 }
 
 TEST(LinearPlan, OnlyFp8sFastKernelsDependOnTheCapability) {
@@ -327,30 +363,30 @@ TEST(LinearPlan, TheWeightLayoutKeysWhichKernelsShareWeights) {
 }
 
 TEST(LinearPlan, TheStepsResourcesFollowTheChoices) {
-  for_every_plan(models(), true,
-                 [](const ModelConfig&, const KernelInfo& k, int64_t batch, int, const LinearPlan& p) {
-                   // The GEMVs hand RMSNorm statistics and the residual's fp16 copy to each other unless the
-                   // blocks run cuBLAS.
-                   EXPECT_EQ(p.gemv_blocks(), !runs_cublas(k.impl));
-                   // Attention lets the O GEMV launch early only where that GEMV is int4's fast one.
-                   EXPECT_EQ(p.attention_triggers_early(), p[MatrixKind::o].impl == LinearImpl::gemv_fast &&
-                                                               p[MatrixKind::o].shape.scheme == Scheme::int4);
-                   // cuBLAS: a cuBLAS kernel, or at batch > 1 any linear but the skinny GEMM's and the naive
-                   // kernel's.
-                   bool cublas = runs_cublas(k.impl);
-                   int64_t copy = 0;
-                   for (const LinearChoice& l : p.linears) {
-                     cublas = cublas || (batch > 1 && l.batched != BatchedPath::skinny_gemm &&
-                                         l.batched != BatchedPath::gemv_per_sequence);
-                     if (l.impl == LinearImpl::dequant_cublas || l.batched == BatchedPath::fp16_copy_cublas)
-                       copy = std::max(copy, l.shape.weights());
-                   }
-                   EXPECT_EQ(p.uses_cublas(), cublas);
-                   // One fp16 scratch copy serves every matrix that needs one: the largest's size.
-                   EXPECT_EQ(p.fp16_copy_elements(), copy);
-                   if (k.impl == LinearImpl::dequant_cublas)
-                     EXPECT_GE(copy, p[MatrixKind::gate_up].shape.weights());
-                 });
+  for_every_plan(
+      models(), true, [](const ModelConfig&, const KernelInfo& k, int64_t batch, int, const LinearPlan& p) {
+        // The GEMVs hand RMSNorm statistics and the residual's fp16 copy to each other unless the
+        // blocks run cuBLAS.
+        EXPECT_EQ(p.gemv_blocks(), !runs_cublas(k.impl));
+        // Attention lets the O GEMV launch early only where that GEMV is int4's fast one.
+        EXPECT_EQ(p.attention_triggers_early(), p[MatrixKind::o].impl == LinearImpl::gemv_fast &&
+                                                    p[MatrixKind::o].shape.scheme == Scheme::int4);
+        // cuBLAS: a cuBLAS kernel, or at batch > 1 any linear but the columns GEMV's, the skinny
+        // GEMM's and the naive kernel's.
+        bool cublas = runs_cublas(k.impl);
+        int64_t copy = 0;
+        for (const LinearChoice& l : p.linears) {
+          cublas = cublas ||
+                   (batch > 1 && l.batched != BatchedPath::gemv_columns &&
+                    l.batched != BatchedPath::skinny_gemm && l.batched != BatchedPath::gemv_per_sequence);
+          if (l.impl == LinearImpl::dequant_cublas || l.batched == BatchedPath::fp16_copy_cublas)
+            copy = std::max(copy, l.shape.weights());
+        }
+        EXPECT_EQ(p.uses_cublas(), cublas);
+        // One fp16 scratch copy serves every matrix that needs one: the largest's size.
+        EXPECT_EQ(p.fp16_copy_elements(), copy);
+        if (k.impl == LinearImpl::dequant_cublas) EXPECT_GE(copy, p[MatrixKind::gate_up].shape.weights());
+      });
 }
 
 TEST(LinearPlan, TheSkinnyShapesTimedAtLoadAreWhatTheResultRecords) {
@@ -377,6 +413,56 @@ TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {
       });
   EXPECT_EQ(layouts_read(resolve_kernel("int4.gemv", Scheme::int4)),
             (std::vector<MatrixLayout>{MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments}));
+}
+
+TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesThem) {
+  for (const ModelConfig& c : models())
+    for (const KernelInfo* k : kernels_of(c.quant.scheme))
+      for (int cap : kCapabilities) {
+        SCOPED_TRACE(c.name + " " + k->name + " sm_" + std::to_string(cap));
+        const std::vector<BatchedPath> listed = batched_paths(*k);
+        std::array<size_t, kMatrixKinds> reached{};
+        for (int64_t batch : {2, 3, 4, 5, 8, 9, 16, 64, 65, 128}) {
+          const LinearPlan p = plan_linears(c, *k, batch, cap, true);
+          for (const LinearChoice& l : p.linears) {
+            if (l.impl != k->impl || l.shape.scheme != k->scheme) continue;  // another scheme's lm_head
+            const auto it = std::find(listed.begin(), listed.end(), l.batched);
+            ASSERT_NE(it, listed.end())
+                << to_string(l.kind) << " batch " << batch << ": " << to_string(l.batched);
+            const size_t i = static_cast<size_t>(it - listed.begin());
+            EXPECT_GE(i, reached[static_cast<int>(l.kind)]) << to_string(l.kind) << " batch " << batch;
+            reached[static_cast<int>(l.kind)] = i;
+          }
+        }
+      }
+  EXPECT_EQ(batched_paths(resolve_kernel("fp16.gemv", Scheme::fp16)),
+            (std::vector<BatchedPath>{BatchedPath::gemv_columns, BatchedPath::cublas}));
+}
+
+TEST(ShapePredicates, TheColumnsGemvTakesTheFastGemvsMatricesWhoseInputsFitL1) {
+  const char* why = nullptr;
+  const MatrixShape o{Scheme::int4, 4096, 4096, 128, true}, down{Scheme::int4, 4096, 14336, 128, true};
+  EXPECT_TRUE(gemv_columns_takes(o, MatrixLayout::int4_nibbles, 2, &why));
+  EXPECT_TRUE(gemv_columns_takes(o, MatrixLayout::int4_nibbles, 8, &why));
+  // 2 to 8 sequences.
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int4_nibbles, 1, &why));
+  EXPECT_STREQ(why, "the columns GEMV takes 2 to 8 sequences");
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int4_nibbles, 9, &why));
+  // The batch's inputs, B x cols fp16, at most 128 KiB: 14336 inputs at 4 sequences, not 5.
+  EXPECT_TRUE(gemv_columns_takes(down, MatrixLayout::int4_nibbles, 4, &why));
+  EXPECT_FALSE(gemv_columns_takes(down, MatrixLayout::int4_nibbles, 5, &why));
+  EXPECT_STREQ(why, "the columns GEMV keeps the inputs of all sequences in L1: at most 128 KiB of them");
+  // What the fast GEMV refuses, and int4's fragment layout.
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::canonical, 2, &why));
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int4_fragments, 2, &why));
+  EXPECT_STREQ(why, "the columns GEMV reads int4 in the repacked nibble layout, not the fragment layout");
+  EXPECT_FALSE(gemv_columns_takes({Scheme::int8, 2048, 376, 0, false}, MatrixLayout::canonical, 2, &why));
+  // The longest rows it takes, 32768 inputs at 2 sequences, are 8 fp16 chunks a thread of a
+  // block; 70b's down projection (28672 inputs) at 2 sequences, not 3.
+  EXPECT_TRUE(gemv_columns_takes({Scheme::fp16, 8192, 32768, 0, false}, MatrixLayout::canonical, 2, &why));
+  EXPECT_EQ(int64_t{kGemvColumnsMaxThreads} * 8 * weights_per_chunk(Scheme::fp16), 32768);
+  EXPECT_TRUE(gemv_columns_takes({Scheme::fp16, 8192, 28672, 0, false}, MatrixLayout::canonical, 2, &why));
+  EXPECT_FALSE(gemv_columns_takes({Scheme::fp16, 8192, 28672, 0, false}, MatrixLayout::canonical, 3, &why));
 }
 
 TEST(ShapePredicates, EachKernelsLimitsInWordsAResultCanCarry) {

@@ -31,8 +31,9 @@ const char* to_string(MatrixKind k);
 // How a linear runs at batch > 1, where one launch multiplies every sequence's row.
 enum class BatchedPath {
   none,               // batch 1: the implementation's own kernel
-  skinny_gemm,        // the fast kernels' int8, fp8 and int4: kernels/skinny.cu on the GEMV's layout
-  cublas,             // fp16 weights through cuBLAS (the fast kernel's fp16, and fp16.cublas)
+  gemv_columns,       // the fast kernels' linears up to their scheme's crossover: kernels/gemv_columns.cu
+  skinny_gemm,        // the fast kernels' int8, fp8 and int4 above it: kernels/skinny.cu on the GEMV's layout
+  cublas,             // fp16 weights through cuBLAS (the fast kernel's fp16 above it, and fp16.cublas)
   fp16_copy_cublas,   // a quantized matrix the skinny GEMM does not take: dequantized from its
                       // layout into fp16 (dequantize_any_to_f16), then cuBLAS
   dequant_cublas,     // dequant-cublas: its fp16 copy from the canonical layout, then cuBLAS
@@ -120,5 +121,8 @@ bool lm_head_tied(const ModelConfig& c);
 
 // The weight layouts a kernel's plans can put a matrix in (`decodebench list kernels`).
 std::vector<MatrixLayout> layouts_read(const KernelInfo& kernel);
+// The batched paths a kernel's plans can give a matrix of its scheme, in the order a growing
+// batch reaches them (`decodebench list kernels`).
+std::vector<BatchedPath> batched_paths(const KernelInfo& kernel);
 
 }  // namespace db

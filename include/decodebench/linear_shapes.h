@@ -49,6 +49,35 @@ bool fast_kernels_run(Scheme scheme, int capability, const char** why);
 // but int4 only in the nibble order (its A operands are the nibble order's chunks).
 bool skinny_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** why);
 
+// The columns GEMV of the batched step (kernels/gemv_columns.cuh): the rows kernel with an
+// accumulator a sequence, for up to kGemvColumnsMaxBatch sequences. As the rows kernel, a block
+// covers whole rows with at most kGemvColumnsMaxThreads threads of up to 8 chunks each; every
+// group of rows reads the x of all sequences again from L1, so all of it, B x cols fp16, must
+// stay there: at most kGemvColumnsInputBytes (of the 224 KB of L1 beside the 32 KB
+// shared-memory configuration the launches ask for).
+constexpr int64_t kGemvColumnsMaxBatch = 8;
+constexpr int kGemvColumnsMaxThreads = 512;
+constexpr int64_t kGemvColumnsInputBytes = 128 * 1024;
+
+// Whether the columns GEMV takes the matrix in `layout` at `batch` sequences: as the fast GEMV,
+// but not the int4 fragment layout; 2 to kGemvColumnsMaxBatch sequences whose inputs fit
+// kGemvColumnsInputBytes. When not, `why` says so.
+bool gemv_columns_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why);
+
+// The largest batch at which the linear plan runs a scheme's fast-kernel linears through the
+// columns GEMV; above it, the skinny GEMM (int8, int4, fp8) or cuBLAS (fp16). Not measured on
+// a GPU yet: each is the kernel's widest instance.
+constexpr int64_t kGemvColumnsCrossoverFp16 = 8;
+constexpr int64_t kGemvColumnsCrossoverInt8 = 8;
+constexpr int64_t kGemvColumnsCrossoverInt4 = 8;
+constexpr int64_t kGemvColumnsCrossoverFp8 = 8;
+constexpr int64_t gemv_columns_crossover(Scheme s) {
+  return s == Scheme::fp16   ? kGemvColumnsCrossoverFp16
+         : s == Scheme::int8 ? kGemvColumnsCrossoverInt8
+         : s == Scheme::int4 ? kGemvColumnsCrossoverInt4
+                             : kGemvColumnsCrossoverFp8;
+}
+
 // Sequences one skinny GEMM launch takes; more run as several launches, each reading the
 // weights again.
 constexpr int64_t kSkinnyMaxBatch = 64;

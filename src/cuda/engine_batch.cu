@@ -2,11 +2,11 @@
 // lockstep, one row each, through the prefill's row-wise kernels (embed_rows, rmsnorm_rows,
 // silu_mul_interleaved) and one GEMM a linear over all B rows, so each weight is read once a
 // step (the naive kernel excepted: it reads them once a sequence). Attention is the decode
-// kernel with one grid z index a sequence. The skinny GEMM and RMSNorm are launched with PDL
-// (their launch and first weight loads start under the kernel before); the other launches
-// start after their predecessor has completed. Each linear takes the batched path the linear
-// plan gives its kind; the skinny GEMM's shape for each kind is timed at construction
-// (tune_skinny_shapes) and written into the plan.
+// kernel with one grid z index a sequence. The columns GEMV, the skinny GEMM and RMSNorm are
+// launched with PDL (their launch and first weight loads start under the kernel before); the
+// other launches start after their predecessor has completed. Each linear takes the batched
+// path the linear plan gives its kind; the skinny GEMM's shape for each kind is timed at
+// construction (tune_skinny_shapes) and written into the plan.
 #include <algorithm>
 #include <array>
 #include <map>
@@ -17,6 +17,7 @@
 #include "common.cuh"
 #include "engine.cuh"
 #include "engine_buffers.cuh"
+#include "gemv_columns.cuh"
 #include "prefill.cuh"
 #include "skinny.cuh"
 #include "step.cuh"
@@ -30,6 +31,9 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
   const int64_t B = batch_, rows = op.m.rows, cols = op.m.cols;
   const LinearChoice& l = plan_[op.kind];
   switch (l.batched) {
+    case BatchedPath::gemv_columns:
+      gemv_columns(op.m, x, B, y, accumulate, stream_);
+      break;
     case BatchedPath::skinny_gemm:
       gemm_skinny_tuned(op.m, x, B, y, accumulate, b.skinny_workspace,
                         l.skinny ? l.skinny->shape : SkinnyShape{}, stream_);

@@ -67,6 +67,28 @@ bool skinny_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** w
   return true;
 }
 
+bool gemv_columns_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why) {
+  if (!fast_gemv_takes(m, layout, why)) return false;
+  if (layout == MatrixLayout::int4_fragments) {
+    *why = "the columns GEMV reads int4 in the repacked nibble layout, not the fragment layout";
+    return false;
+  }
+  if (batch < 2 || batch > kGemvColumnsMaxBatch) {
+    *why = "the columns GEMV takes 2 to 8 sequences";
+    return false;
+  }
+  if (batch * m.cols * 2 > kGemvColumnsInputBytes) {
+    *why = "the columns GEMV keeps the inputs of all sequences in L1: at most 128 KiB of them";
+    return false;
+  }
+  return true;
+}
+// The inputs' bound keeps every row within one block of the kernel (8 chunks a thread at most):
+// at 2 sequences, up to 32768 fp16 weights a row.
+static_assert(kGemvColumnsInputBytes / (2 * 2) <=
+                  int64_t{kGemvColumnsMaxThreads} * 8 * weights_per_chunk(Scheme::fp16),
+              "a row the columns GEMV takes fits one block");
+
 bool prefers_int4_fragments(int64_t rows, int64_t cols, int group_size) {
   return int4_frag::eligible(rows, cols, group_size) && rows * cols >= kInt4FragmentWeights;
 }
@@ -93,6 +115,8 @@ const char* to_string(BatchedPath p) {
   switch (p) {
     case BatchedPath::none:
       return "none";
+    case BatchedPath::gemv_columns:
+      return "gemv-columns";
     case BatchedPath::skinny_gemm:
       return "skinny-gemm";
     case BatchedPath::cublas:
@@ -190,16 +214,21 @@ MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl) {
 }
 
 // At batch > 1 every linear is one launch over all sequences' rows (docs/kernels.md#batch):
-// the fast kernels' int8, fp8 and int4 run the skinny GEMM where it takes the layout, up to
-// the sequences of one launch; fp16 runs cuBLAS, and so do the others above that, on an fp16
-// copy. cuBLAS streams fp16 weights faster than the skinny GEMM at every batch above 1, and
-// past 64 sequences the skinny GEMM reads the weights once a launch of 64: the 8b-int4 step
-// at 128 sequences took 17.7 ms that way and 16.3 ms on cuBLAS over fp16 copies (H200).
+// the fast kernels' linears run the columns GEMV up to their scheme's crossover batch where it
+// takes the matrix (the rows GEMV, reading each weight once for every sequence). Above it,
+// int8, fp8 and int4 run the skinny GEMM where it takes the layout, up to the sequences of one
+// launch; fp16 runs cuBLAS, and so do the others above that, on an fp16 copy. cuBLAS streams
+// fp16 weights faster than the skinny GEMM at every batch above 1, and past 64 sequences the
+// skinny GEMM reads the weights once a launch of 64: the 8b-int4 step at 128 sequences took
+// 17.7 ms that way and 16.3 ms on cuBLAS over fp16 copies (H200).
 BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
   if (batch <= 1) return BatchedPath::none;
   const char* why = nullptr;
   switch (l.impl) {
     case LinearImpl::gemv_fast:
+      if (batch <= gemv_columns_crossover(l.shape.scheme) &&
+          gemv_columns_takes(l.shape, l.layout, batch, &why))
+        return BatchedPath::gemv_columns;
       if (l.shape.scheme == Scheme::fp16) return BatchedPath::cublas;
       if (batch <= kSkinnyMaxBatch && skinny_gemm_takes(l.shape, l.layout, &why))
         return BatchedPath::skinny_gemm;
@@ -306,6 +335,21 @@ std::vector<std::string> LinearPlan::kernel_shapes() const {
         l.shape.cols, skinny_shape_label(t.shape), t.us, skinny_shape_label(t.default_shape), t.default_us));
   }
   return v;
+}
+
+std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
+  switch (kernel.impl) {
+    case LinearImpl::gemv_fast:
+      if (kernel.scheme == Scheme::fp16) return {BatchedPath::gemv_columns, BatchedPath::cublas};
+      return {BatchedPath::gemv_columns, BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas};
+    case LinearImpl::gemv_naive:
+      return {BatchedPath::gemv_per_sequence};
+    case LinearImpl::cublas:
+      return {BatchedPath::cublas};
+    case LinearImpl::dequant_cublas:
+      return {BatchedPath::dequant_cublas};
+  }
+  return {};
 }
 
 std::vector<MatrixLayout> layouts_read(const KernelInfo& kernel) {

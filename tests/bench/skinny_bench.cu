@@ -1,11 +1,16 @@
 // The batched step's linears timed at every batch (lab tool, not a test):
-//   build-gpu/decodebench_skinny_bench [--tune] [--int4|--int8] [rows cols]...
+//   build-gpu/decodebench_skinny_bench [--tune] [--fp16|--int8|--int4|--fp8] [rows cols]...
 // For each scheme and batch B, one 8b layer's four linears (qkv, o, gate/up, down; or the
-// shapes given) through the tensor-core skinny GEMM, beside the rows GEMV at B = 1 and
-// cuBLAS on fp16 weights at B; with --tune, every instantiated shape of the skinny kernel
-// (rows tiles x chunks a step x blocks an SM); with --int4 or --int8, that scheme alone. Every launch reads a
-// different copy of its matrix (the copies exceed L2 several times, as 32 layers do). Prints
-// microseconds a layer, the weight bytes' GB/s and TFLOP/s. Correctness is the gpu tests' job.
+// shapes given) through the tensor-core skinny GEMM and, at B = 2 to 8, the columns GEMV,
+// beside the rows GEMV at B = 1 and cuBLAS on fp16 weights at B; with --tune, every
+// instantiated shape of the skinny kernel (rows tiles x chunks a step x blocks an SM) and of the
+// columns GEMV (sequences x chunks a thread x rows a group x blocks an SM); with a scheme, that
+// scheme alone. Every launch reads a different copy of its matrix (the copies exceed L2 several
+// times, as 32 layers do: the weights come from HBM). Prints microseconds a layer, the weight
+// bytes' GB/s and TFLOP/s, and for the rows and columns GEMVs each matrix's microseconds; a
+// matrix the columns GEMV does not take at B (its inputs past L1's share) runs the path the
+// linear plan gives it there, the skinny GEMM or cuBLAS, and is marked `*`. Correctness is the
+// gpu tests' job.
 #include <cublas_v2.h>
 
 #include <cstdio>
@@ -15,7 +20,9 @@
 
 #include "bench_timing.cuh"
 #include "common.cuh"
+#include "decodebench/linear_shapes.h"
 #include "gemv.cuh"
+#include "gemv_columns.cuh"
 #include "skinny.cuh"
 #include "weights.cuh"
 
@@ -69,13 +76,13 @@ int main(int argc, char** argv) {
   const bool tune = arg < argc && std::strcmp(argv[arg], "--tune") == 0;
   arg += tune;
   const char* only = nullptr;  // a scheme's name
-  if (arg < argc && (std::strcmp(argv[arg], "--int4") == 0 || std::strcmp(argv[arg], "--int8") == 0))
-    only = argv[arg++] + 2;
+  for (const char* o : {"--fp16", "--int8", "--int4", "--fp8"})
+    if (arg < argc && std::strcmp(argv[arg], o) == 0) only = argv[arg++] + 2;
   if (arg + 1 < argc) {
     shapes.clear();
     for (int i = arg; i + 1 < argc; i += 2) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1])});
   }
-  const std::vector<int64_t> batches = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  const std::vector<int64_t> batches = {1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128, 256};
   const int64_t max_b = batches.back();
   int64_t max_cols = 0, max_rows = 0;
   for (auto [r, c] : shapes) max_cols = std::max(max_cols, c), max_rows = std::max(max_rows, r);
@@ -88,8 +95,9 @@ int main(int argc, char** argv) {
   cublasHandle_t h;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) fail("cublasCreate");
 
-  std::printf("%-6s %5s %-8s %10s %9s %9s\n", "scheme", "B", "kernel", "us/layer", "GB/s", "TFLOP/s");
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4}) {
+  std::printf("%-6s %5s %-12s %10s %9s %9s   %s\n", "scheme", "B", "kernel", "us/layer", "GB/s", "TFLOP/s",
+              "us a matrix, in the order of the shapes");
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
     if (only && std::strcmp(only, to_string(s)) != 0) continue;
     std::vector<Copies> copies;
     uint64_t layer_bytes = 0;
@@ -99,23 +107,57 @@ int main(int argc, char** argv) {
       layer_bytes += copies.back().bytes;
       layer_flop += 2.0 * r * c;
     }
-    auto report = [&](int64_t b, const char* kernel, double us) {
-      std::printf("%-6s %5lld %-8s %10.2f %9.0f %9.1f\n", to_string(s), static_cast<long long>(b), kernel,
-                  us, layer_bytes / us / 1e3, layer_flop * b / us / 1e6);
+    auto report = [&](int64_t b, const char* kernel, double us, const std::string& per_matrix = "") {
+      std::printf("%-6s %5lld %-12s %10.2f %9.0f %9.1f   %s\n", to_string(s), static_cast<long long>(b), kernel, us,
+                  layer_bytes / us / 1e3, layer_flop * b / us / 1e6, per_matrix.c_str());
     };
     auto layer = [&](auto&& one) {
       return [&, one](int i) {
         for (size_t k = 0; k < copies.size(); ++k) one(copies[k].m[i % copies[k].m.size()]);
       };
     };
+    // Each matrix timed alone (its copies rotating), and the layer as their sum; `one(m)` may
+    // decline a matrix (false), which then runs `other(m)` and is marked.
+    auto per_matrix = [&](int64_t b, const char* kernel, auto&& one, auto&& other) {
+      double total = 0;
+      std::string each;
+      for (Copies& c : copies) {
+        bool own = true;
+        const double us = time_us(
+            [&](int i) {
+              const DeviceMatrix& m = c.m[i % c.m.size()];
+              own = one(m);
+              if (!own) other(m);
+            },
+            40, 4);
+        total += us;
+        char cell[32];
+        std::snprintf(cell, sizeof cell, "%8.2f%s", us, own ? " " : "*");
+        each += cell;
+      }
+      report(b, kernel, total, each);
+    };
+    auto cublas = [&](const DeviceMatrix& m, int64_t b) {
+      const float alpha = 1.f, beta = 0.f;
+      cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m.rows), static_cast<int>(b),
+                   static_cast<int>(m.cols), &alpha, m.qweight, CUDA_R_16F, static_cast<int>(m.cols), x, CUDA_R_16F,
+                   static_cast<int>(m.cols), &beta, y, CUDA_R_32F, static_cast<int>(m.rows), CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT);
+    };
     GemvInput in;
     in.x = x;
     GemvOutput out;
     out.y = y;
-    report(1, "gemv", time_us(layer([&](const DeviceMatrix& m) { gemv(m, in, out, GemvVariant::fast, nullptr); }), 40, 4));
-    // Every instantiated shape at every batch it serves (skinny_kernel_shapes), then the
-    // default's.
+    per_matrix(
+        1, "gemv",
+        [&](const DeviceMatrix& m) {
+          gemv(m, in, out, GemvVariant::fast, nullptr);
+          return true;
+        },
+        [](const DeviceMatrix&) {});
     for (int64_t b : batches) {
+      // Every instantiated skinny shape at every batch it serves (skinny_kernel_shapes), then the
+      // default's.
       if (tune)
         for (const SkinnyKernelShape& k : skinny_kernel_shapes()) {
           if (k.max_batch != skinny_max_batch(b)) continue;
@@ -131,19 +173,50 @@ int main(int argc, char** argv) {
         }
       report(b, "skinny",
              time_us(layer([&](const DeviceMatrix& m) { gemm_skinny(m, x, b, y, false, ws, nullptr); }), 40, 4));
-    }
-    if (s == Scheme::fp16) {
-      for (int64_t b : batches) {
-        auto gemm = [&](const DeviceMatrix& m) {
-          const float alpha = 1.f, beta = 0.f;
-          cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m.rows), static_cast<int>(b),
-                       static_cast<int>(m.cols), &alpha, m.qweight, CUDA_R_16F, static_cast<int>(m.cols), x,
-                       CUDA_R_16F, static_cast<int>(m.cols), &beta, y, CUDA_R_32F, static_cast<int>(m.rows),
-                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        };
-        report(b, "cublas", time_us(layer(gemm), 40, 4));
+      if (b < 2 || b > kGemvColumnsMaxBatch) continue;
+      // The columns GEMV; where it does not take a matrix, the plan's path above it.
+      auto above = [&](const DeviceMatrix& m) {
+        if (s == Scheme::fp16)
+          cublas(m, b);
+        else
+          gemm_skinny(m, x, b, y, false, ws, nullptr);
+      };
+      per_matrix(
+          b, "columns",
+          [&](const DeviceMatrix& m) {
+            const char* why = nullptr;
+            if (!gemv_columns_supports(m, b, &why)) return false;
+            gemv_columns(m, x, b, y, false, nullptr);
+            return true;
+          },
+          above);
+      if (!tune) continue;
+      // Every instantiated columns shape that holds the batch, at as many blocks an SM as fit
+      // and at 1 to 4; a shape a matrix cannot run (its chunks doubled for a long row past the
+      // instantiated ones) is skipped.
+      for (const ColumnsShape& k : columns_kernel_shapes()) {
+        if (k.columns < b) continue;
+        for (int bps : {0, 1, 2, 3, 4}) {
+          char label[32];
+          std::snprintf(label, sizeof label, "c%dk%dr%db%d", k.columns, k.chunks, k.rows, bps);
+          try {
+            per_matrix(
+                b, label,
+                [&](const DeviceMatrix& m) {
+                  const char* why = nullptr;
+                  if (!gemv_columns_supports(m, b, &why)) return false;
+                  gemv_columns_shaped(m, x, b, y, false, {k.columns, k.chunks, k.rows, bps}, nullptr);
+                  return true;
+                },
+                above);
+          } catch (const db::Error& e) {
+            std::printf("%-6s %5lld %-12s skipped: %s\n", to_string(s), static_cast<long long>(b), label, e.what());
+          }
+        }
       }
     }
+    if (s == Scheme::fp16)
+      for (int64_t b : batches) report(b, "cublas", time_us(layer([&](const DeviceMatrix& m) { cublas(m, b); }), 40, 4));
     for (Copies& c : copies)
       for (DeviceMatrix& m : c.m) {
         cudaFree(m.qweight);
