@@ -67,6 +67,24 @@ bool skinny_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** w
   return true;
 }
 
+bool quant_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** why) {
+  if (m.scheme == Scheme::fp16) {
+    *why = "the quantized GEMM reads int8, fp8 and int4 weights; fp16 runs cuBLAS";
+    return false;
+  }
+  if (m.cols % weights_per_chunk(m.scheme) != 0) {
+    *why = "the quantized GEMM needs the input dimension to be a multiple of 16 bytes of weights";
+    return false;
+  }
+  if (m.scheme == Scheme::int4 && (layout != MatrixLayout::int4_nibbles || !streamable_group(m.group_size))) {
+    *why =
+        "the quantized GEMM reads int4 in the repacked nibble layout with a power-of-two group of at least "
+        "32";
+    return false;
+  }
+  return true;
+}
+
 bool prefers_int4_fragments(int64_t rows, int64_t cols, int group_size) {
   return int4_frag::eligible(rows, cols, group_size) && rows * cols >= kInt4FragmentWeights;
 }
