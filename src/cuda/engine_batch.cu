@@ -2,11 +2,11 @@
 // lockstep, one row each, through the prefill's row-wise kernels (embed_rows, rmsnorm_rows,
 // silu_mul_interleaved) and one GEMM a linear over all B rows, so each weight is read once a
 // step (the naive kernel excepted: it reads them once a sequence). Attention is the decode
-// kernel with one grid z index a sequence. The skinny GEMM and RMSNorm are launched with PDL
-// (their launch and first weight loads start under the kernel before); the other launches
-// start after their predecessor has completed. Each linear takes the batched path the linear
-// plan gives its kind; the skinny GEMM's shape for each kind is timed at construction
-// (tune_skinny_shapes) and written into the plan.
+// kernel with one grid z index a sequence. The skinny and quantized GEMMs and RMSNorm are
+// launched with PDL (their launch and first weight loads start under the kernel before); the
+// other launches start after their predecessor has completed. Each linear takes the batched
+// path the linear plan gives its kind; the skinny GEMM's shape for each kind is timed at
+// construction (tune_skinny_shapes) and written into the plan.
 #include <algorithm>
 #include <array>
 #include <map>
@@ -18,6 +18,7 @@
 #include "engine.cuh"
 #include "engine_buffers.cuh"
 #include "prefill.cuh"
+#include "quant_gemm.cuh"
 #include "skinny.cuh"
 #include "step.cuh"
 #include "weights.cuh"
@@ -31,8 +32,11 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
   const LinearChoice& l = plan_[op.kind];
   switch (l.batched) {
     case BatchedPath::skinny_gemm:
-      gemm_skinny_tuned(op.m, x, B, y, accumulate, b.skinny_workspace,
+      gemm_skinny_tuned(op.m, x, B, y, accumulate, b.linear_workspace,
                         l.skinny ? l.skinny->shape : SkinnyShape{}, stream_);
+      break;
+    case BatchedPath::quant_gemm:
+      gemm_quant(op.m, x, B, y, accumulate, b.linear_workspace, stream_);
       break;
     case BatchedPath::cublas:
       gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
@@ -93,7 +97,7 @@ void Engine::tune_skinny_shapes() {
     if (it == chosen.end())
       it = chosen
                .emplace(key, tune_skinny(ms, b.xnorm, batch_, outputs[static_cast<int>(k)],
-                                         b.skinny_workspace, stream_))
+                                         b.linear_workspace, stream_))
                .first;
     plan_[k].skinny = it->second;
   }

@@ -113,6 +113,8 @@ const char* to_string(BatchedPath p) {
       return "none";
     case BatchedPath::skinny_gemm:
       return "skinny-gemm";
+    case BatchedPath::quant_gemm:
+      return "quant-gemm";
     case BatchedPath::cublas:
       return "cublas";
     case BatchedPath::fp16_copy_cublas:
@@ -209,16 +211,19 @@ MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl) {
 
 // At batch > 1 every linear is one launch over all sequences' rows (docs/kernels.md#batch):
 // the fast kernels' int8, fp8 and int4 run the skinny GEMM where it takes the layout, up to
-// the sequences of one launch; fp16 runs cuBLAS, and so do the others above that, on an fp16
-// copy. cuBLAS streams fp16 weights faster than the skinny GEMM at every batch above 1, and
-// past 64 sequences the skinny GEMM reads the weights once a launch of 64: the 8b-int4 step
-// at 128 sequences took 17.7 ms that way and 16.3 ms on cuBLAS over fp16 copies (H200).
+// the sequences of one launch, and the quantized GEMM from kQuantGemmMinBatch on; fp16 runs
+// cuBLAS, and so does what neither GEMM takes, on an fp16 copy. cuBLAS streams fp16 weights
+// faster than the skinny GEMM at every batch above 1; past 64 sequences the skinny GEMM reads
+// the weights once a launch of 64, and an fp16 copy a step costs more than the GEMMs (~10 of
+// the 8b-int4 step's 16.3 ms at 128 sequences on the H200).
 BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
   if (batch <= 1) return BatchedPath::none;
   const char* why = nullptr;
   switch (l.impl) {
     case LinearImpl::gemv_fast:
       if (l.shape.scheme == Scheme::fp16) return BatchedPath::cublas;
+      if (batch >= kQuantGemmMinBatch && quant_gemm_takes(l.shape, l.layout, &why))
+        return BatchedPath::quant_gemm;
       if (batch <= kSkinnyMaxBatch && skinny_gemm_takes(l.shape, l.layout, &why))
         return BatchedPath::skinny_gemm;
       return BatchedPath::fp16_copy_cublas;
