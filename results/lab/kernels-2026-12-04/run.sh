@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The first GPU run of the merged kernels (KV cache schemes, tensor-core decode attention, the
+# columns GEMV, the quantized GEMM): build with the benches, their gpu tests, each bench once,
+# and the main job's TPOT at contexts 0 / 32768. From the repository root on the GPU machine:
+#   bash results/lab/kernels-2026-12-04/run.sh first
+# Predictions and kill criteria (written before running):
+# - attention_mma, 8b shape, fp16, 32768 positions: 32-40 us a layer (today ~59); kill if
+#   incorrect or > 0.8x today's after two device calls.
+# - columns GEMV, one 8b-int4 layer at B = 2: <= 1.10x the batch-1 GEMV (~42-46 us); kill the
+#   path for a scheme whose B = 2 layer is not faster than the skinny GEMM / cuBLAS.
+# - quantized GEMM, int4 gate_up at B = 256: >= 250 TFLOP/s (helper's estimate ~300); kill if
+#   below or incorrect after two calls.
+# - fp8/int8 KV in today's attention kernels: all KvAttention/KvEngine tests pass.
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+if [ -d .debs ] && ! pkg-config --exists re2 2>/dev/null; then
+  for f in .debs/*.deb; do dpkg -x "$f" /tmp/r; done
+  export PKG_CONFIG_SYSROOT_DIR=/tmp/r PKG_CONFIG_PATH=/tmp/r/usr/lib/x86_64-linux-gnu/pkgconfig \
+    LD_LIBRARY_PATH=/tmp/r/usr/lib/x86_64-linux-gnu
+fi
+out=${OUT:-results/lab/kernels-2026-12-04/run1}
+mkdir -p "$out"
+b=build-gpu
+T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
+case "${1:?usage: run.sh first}" in
+  first)
+    { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
+      cmake --build $b -j16; } >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; tail -5 "$out/build.log"; exit 1; }
+    t built
+    (cd $b && timeout 120 ./decodebench_tests 2>&1 | tail -3) > "$out/cpu-tests.txt"; cat "$out/cpu-tests.txt"
+    t cpu
+    timeout 150 $b/decodebench_gpu_tests --gtest_filter='*AttentionMma*:*Columns*:*QuantGemm*:LinearPlan*:KvCacheCli*' \
+      >"$out/gpu-new.txt" 2>&1; grep -E "PASSED|FAILED|tests ran" "$out/gpu-new.txt" | head -30
+    t gpu-new
+    timeout 60 $b/decodebench_attention_bench >"$out/attention_bench.jsonl" 2>&1; tail -30 "$out/attention_bench.jsonl"
+    t attention-bench
+    timeout 40 $b/decodebench_skinny_bench --int4 >"$out/cols-int4.txt" 2>&1; tail -12 "$out/cols-int4.txt"
+    t cols-bench
+    timeout 40 $b/decodebench_quant_gemm_bench >"$out/qg.jsonl" 2>&1; tail -30 "$out/qg.jsonl"
+    t qg-bench
+    for ctx in 0 32768; do $b/decodebench --model 8b-int4 --graph on --context $ctx --tokens 64 --repeat 3 2>&1 | grep -E "TPOT|error|rror" | head -3; done
+    t runs
+    ;;
+esac
