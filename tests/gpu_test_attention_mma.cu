@@ -475,13 +475,12 @@ void run_cases(int hd, KvScheme kv, Extra extra, const std::vector<int>& batches
         const int32_t p32 = static_cast<int32_t>(pos);
         CUDA_CHECK(cudaMemcpy(d.pos.p, &p32, 4, cudaMemcpyHostToDevice));
         for (Kernel k : {Kernel::current, Kernel::mma}) {
-          if (k == Kernel::current && kv != KvScheme::fp16) continue;  // attention() reads fp16 caches
           const std::string name = what + (k == Kernel::mma ? " attention_mma" : " attention");
           d.out.poison();
           if (k == Kernel::mma)
             attention_mma(a, stream.s, batch, kv);
           else
-            attention(a, stream.s, batch);
+            attention(a, stream.s, batch, kv);
           CUDA_CHECK(cudaStreamSynchronize(stream.s));
           check_new_rows(s, m, rope, qkv, d, cache, pos, name);
           if (::testing::Test::HasFatalFailure()) return;

@@ -194,9 +194,8 @@ int main(int argc, char** argv) {
                 sh.name, kernel, to_string(kv), positions, splits, us, bytes, gbps, gbps / read_gbps);
             std::fflush(stdout);
           };
-          if (kv == KvScheme::fp16)
-            line("attention", layer.a.max_splits,
-                 cold_us(s, flush, reps, [&](cudaStream_t st) { attention(layer.a, st); }));
+          line("attention", layer.a.max_splits,
+               cold_us(s, flush, reps, [&](cudaStream_t st) { attention(layer.a, st, 1, kv); }));
           const int def = attention_mma_splits(layer.a, 1, kv);
           std::vector<int> grids = {def};
           if (sweep)

@@ -25,7 +25,7 @@ T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 case "${1:?usage: run.sh first}" in
   first)
     { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
-      cmake --build $b -j16; } >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; tail -5 "$out/build.log"; exit 1; }
+      cmake --build $b -j16 --target decodebench decodebench_tests decodebench_gpu_tests decodebench_attention_bench decodebench_skinny_bench decodebench_quant_gemm_bench decodebench_kv_accuracy; } >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; tail -5 "$out/build.log"; exit 1; }
     t built
     (cd $b && timeout 120 ./decodebench_tests 2>&1 | tail -3) > "$out/cpu-tests.txt"; cat "$out/cpu-tests.txt"
     t cpu
