@@ -228,19 +228,17 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
                        case LinearImpl::gemv_fast:
                          // The columns GEMV up to the scheme's crossover, where it takes the matrix. Above:
                          // cuBLAS streams fp16 faster than the skinny GEMM; the skinny GEMM takes int8 and
-                         // int4 in the nibble order up to one launch of sequences, the quantized GEMM from
-                         // kQuantGemmMinBatch on; the rest (the fragment layout) is an fp16 copy for cuBLAS.
+                         // int4 in the nibble order up to one launch of sequences; the rest is an fp16 copy
+                         // for cuBLAS.
                          if (batch <= gemv_columns_crossover(l.shape.scheme) &&
                              gemv_columns_takes(l.shape, l.layout, batch, &why))
                            EXPECT_EQ(l.batched, BatchedPath::gemv_columns);
                          else if (l.shape.scheme == Scheme::fp16)
                            EXPECT_EQ(l.batched, BatchedPath::cublas);
-                         else if (l.layout == MatrixLayout::int4_fragments)
-                           EXPECT_EQ(l.batched, BatchedPath::fp16_copy_cublas);
-                         else if (batch >= kQuantGemmMinBatch)
-                           EXPECT_EQ(l.batched, BatchedPath::quant_gemm);
-                         else
+                         else if (batch <= kSkinnyMaxBatch && l.layout != MatrixLayout::int4_fragments)
                            EXPECT_EQ(l.batched, BatchedPath::skinny_gemm);
+                         else
+                           EXPECT_EQ(l.batched, BatchedPath::fp16_copy_cublas);
                          break;
                        case LinearImpl::gemv_naive:  // the slow path stays the slow path
                          EXPECT_EQ(l.batched, BatchedPath::gemv_per_sequence);
@@ -254,8 +252,6 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
                      }
                      if (l.batched == BatchedPath::skinny_gemm)
                        EXPECT_TRUE(skinny_gemm_takes(l.shape, l.layout, &why)) << why;
-                     if (l.batched == BatchedPath::quant_gemm)
-                       EXPECT_TRUE(quant_gemm_takes(l.shape, l.layout, &why)) << why;
                    }
                  });
 }
@@ -288,51 +284,6 @@ TEST(LinearPlan, TheColumnsGemvRunsTheFastKernelsLinearsUpToTheCrossover) {
   EXPECT_EQ(p[MatrixKind::gate_up].batched, BatchedPath::fp16_copy_cublas);
   EXPECT_EQ(p[MatrixKind::down].batched, BatchedPath::fp16_copy_cublas);
   EXPECT_STREQ(to_string(BatchedPath::gemv_columns), "gemv-columns");
-}
-
-// The fast kernels' quantized linears leave the skinny GEMM for the quantized GEMM exactly at
-// kQuantGemmMinBatch, the first batch one skinny launch does not hold, and keep no fp16 copy of
-// a matrix either GEMM takes: from there the presets' steps make no copy at all (their fp16
-// lm_head runs cuBLAS on its own weights; an int4 lm_head of 128256 rows lies in the fragment
-// layout, which keeps its copy).
-TEST(LinearPlan, TheQuantizedGemmTakesOverWhereOneSkinnyLaunchEnds) {
-  EXPECT_EQ(kQuantGemmMinBatch, kSkinnyMaxBatch + 1);
-  for (const char* preset : {"8b-int4", "8b-int8", "1b-int4", "8b-fp8", "70b-int8"}) {
-    SCOPED_TRACE(preset);
-    const ModelConfig c = load_model_config(preset);
-    const KernelInfo& k = resolve_kernel("auto", c.quant.scheme);
-    for (int64_t batch : {kQuantGemmMinBatch - 1, kQuantGemmMinBatch, int64_t{256}, int64_t{1024}}) {
-      const LinearPlan p = plan_linears(c, k, batch, 90, false);
-      for (MatrixKind kind : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down}) {
-        SCOPED_TRACE(to_string(kind));
-        EXPECT_EQ(p[kind].batched,
-                  batch >= kQuantGemmMinBatch ? BatchedPath::quant_gemm : BatchedPath::skinny_gemm);
-      }
-      EXPECT_EQ(p[MatrixKind::lm_head].batched, BatchedPath::cublas);
-      EXPECT_EQ(p.fp16_copy_elements(), 0);
-    }
-  }
-  // An int8 lm_head runs the blocks' path.
-  ModelConfig c = load_model_config("8b-int8");
-  c.quant.lm_head = Scheme::int8;
-  EXPECT_EQ(
-      plan_linears(c, resolve_kernel("auto", Scheme::int8), 256, 90, false)[MatrixKind::lm_head].batched,
-      BatchedPath::quant_gemm);
-  EXPECT_STREQ(to_string(BatchedPath::quant_gemm), "quant-gemm");
-  // What it refuses, with the reason: fp16 (cuBLAS), the int4 fragment layout and the
-  // canonical one, a group it cannot locate by a shift, an input that is not whole chunks.
-  const char* why = nullptr;
-  MatrixShape m{Scheme::int4, 8, 1024, 128, true};
-  EXPECT_TRUE(quant_gemm_takes(m, MatrixLayout::int4_nibbles, &why));
-  EXPECT_FALSE(quant_gemm_takes(m, MatrixLayout::int4_fragments, &why));
-  EXPECT_NE(std::string(why).find("nibble"), std::string::npos) << why;
-  EXPECT_FALSE(quant_gemm_takes(m, MatrixLayout::canonical, &why));
-  m.group_size = 96;
-  EXPECT_FALSE(quant_gemm_takes(m, MatrixLayout::int4_nibbles, &why));
-  EXPECT_FALSE(quant_gemm_takes({Scheme::fp16, 8, 1024}, MatrixLayout::canonical, &why));
-  EXPECT_NE(std::string(why).find("cuBLAS"), std::string::npos) << why;
-  EXPECT_FALSE(quant_gemm_takes({Scheme::int8, 8, 1000}, MatrixLayout::canonical, &why));
-  EXPECT_TRUE(quant_gemm_takes({Scheme::int8, 8, 1008}, MatrixLayout::canonical, &why));
 }
 
 TEST(LinearPlan, OnlyFp8sFastKernelsDependOnTheCapability) {
@@ -421,13 +372,13 @@ TEST(LinearPlan, TheStepsResourcesFollowTheChoices) {
         EXPECT_EQ(p.attention_triggers_early(), p[MatrixKind::o].impl == LinearImpl::gemv_fast &&
                                                     p[MatrixKind::o].shape.scheme == Scheme::int4);
         // cuBLAS: a cuBLAS kernel, or at batch > 1 any linear but the columns GEMV's, the skinny
-        // and quantized GEMMs' and the naive kernel's.
+        // GEMM's and the naive kernel's.
         bool cublas = runs_cublas(k.impl);
         int64_t copy = 0;
         for (const LinearChoice& l : p.linears) {
-          cublas = cublas || (batch > 1 && l.batched != BatchedPath::gemv_columns &&
-                              l.batched != BatchedPath::skinny_gemm && l.batched != BatchedPath::quant_gemm &&
-                              l.batched != BatchedPath::gemv_per_sequence);
+          cublas = cublas ||
+                   (batch > 1 && l.batched != BatchedPath::gemv_columns &&
+                    l.batched != BatchedPath::skinny_gemm && l.batched != BatchedPath::gemv_per_sequence);
           if (l.impl == LinearImpl::dequant_cublas || l.batched == BatchedPath::fp16_copy_cublas)
             copy = std::max(copy, l.shape.weights());
         }

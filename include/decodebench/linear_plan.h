@@ -33,10 +33,9 @@ enum class BatchedPath {
   none,               // batch 1: the implementation's own kernel
   gemv_columns,       // the fast kernels' linears up to their scheme's crossover: kernels/gemv_columns.cu
   skinny_gemm,        // the fast kernels' int8, fp8 and int4 above it: kernels/skinny.cu on the GEMV's layout
-  quant_gemm,         // the same from kQuantGemmMinBatch sequences on: kernels/quant_gemm.cu
   cublas,             // fp16 weights through cuBLAS (the fast kernel's fp16 above it, and fp16.cublas)
-  fp16_copy_cublas,   // a quantized matrix neither GEMM takes (the int4 fragment layout):
-                      // dequantized from its layout into fp16 (dequantize_any_to_f16), then cuBLAS
+  fp16_copy_cublas,   // a quantized matrix the skinny GEMM does not take: dequantized from its
+                      // layout into fp16 (dequantize_any_to_f16), then cuBLAS
   dequant_cublas,     // dequant-cublas: its fp16 copy from the canonical layout, then cuBLAS
   gemv_per_sequence,  // the naive kernel once a sequence: the slow path stays the slow path
 };

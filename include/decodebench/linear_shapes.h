@@ -82,15 +82,6 @@ constexpr int64_t gemv_columns_crossover(Scheme s) {
 // weights again.
 constexpr int64_t kSkinnyMaxBatch = 64;
 
-// Whether the quantized GEMM of the batched step at many sequences (kernels/quant_gemm.cuh)
-// takes the matrix in `layout`: int8, fp8, and int4 in the nibble order with a power-of-two
-// group of at least 32, an input dimension of whole chunks (fp16 runs cuBLAS).
-bool quant_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** why);
-
-// The batch from which the fast kernels' quantized linears run the quantized GEMM rather than
-// the skinny GEMM: the first batch one skinny launch does not hold.
-constexpr int64_t kQuantGemmMinBatch = kSkinnyMaxBatch + 1;
-
 // The skinny GEMM's shape (kernels/skinny.cuh): row tiles of 16 a block (1, 2 or 4), 16-byte
 // chunks a lane a step (1, 2 or 4) and the blocks an SM its column split aims at (1 to 8);
 // 0: the default for the scheme and batch.

@@ -15,7 +15,6 @@
 #include "engine_buffers.cuh"
 #include "engine_lora.cuh"
 #include "pdl.cuh"
-#include "quant_gemm.cuh"
 #include "skinny.cuh"
 #include "weights.cuh"
 #ifdef DB_DEV
@@ -28,17 +27,12 @@ namespace {
 
 constexpr size_t kCublasWorkspace = size_t{32} << 20;
 
-// The workspace of gemm_skinny and gemm_quant for the matrices the batched step runs through
-// them, one buffer for both (zero: none).
-uint64_t linear_workspace(const LinearPlan& plan) {
+// gemm_skinny's workspace for the matrices the batched step runs through it (zero: none).
+uint64_t skinny_workspace(const LinearPlan& plan) {
   uint64_t n = 0;
-  for (const LinearChoice& l : plan.linears) {
+  for (const LinearChoice& l : plan.linears)
     if (l.batched == BatchedPath::skinny_gemm)
       n = std::max<uint64_t>(n, skinny_workspace_bytes(l.shape.rows, l.shape.cols, plan.batch));
-    if (l.batched == BatchedPath::quant_gemm)
-      n = std::max<uint64_t>(
-          n, quant_gemm_workspace_bytes(l.shape.scheme, l.shape.rows, l.shape.cols, plan.batch));
-  }
   return n;
 }
 
@@ -95,7 +89,7 @@ MemoryUse Engine::memory_use(const LinearPlan& plan, const ModelConfig& c, int64
       4ull * positions * hd + B * 4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
       B * 4 * c.num_key_value_heads + 4 * (B + 2 + B * positions) + 8 * B + 8 * (2 * L + 1) * kNormSlots +
       2ull * plan.fp16_copy_elements() + (plan.gemv_blocks() ? 2 * H : 0) + (cublas ? kCublasWorkspace : 0) +
-      linear_workspace(plan) + (B > 1 ? 4ull * B * 3 * lora_rank : 0) + lora_scratch_bytes(c, lora_rank);
+      skinny_workspace(plan) + (B > 1 ? 4ull * B * 3 * lora_rank : 0) + lora_scratch_bytes(c, lora_rank);
   m.total_bytes = m.kv_cache_bytes + m.scratch_bytes;
   return m;
 }
@@ -259,9 +253,9 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   step_state_ =
       StepState{b.state, b.state + B, b.state + B + 1, b.tokens_out, b.key, b.norm_stats, stats_count};
   batch_state_ = BatchState{b.state, b.state + B, b.state + B + 1, b.tokens_out, b.key, B, positions};
-  if (const uint64_t n = linear_workspace(plan_); n > 0) {
-    b.linear_workspace = alloc(n);
-    CUDA_CHECK(cudaMemsetAsync(b.linear_workspace, 0, n, stream_));
+  if (const uint64_t n = skinny_workspace(plan_); n > 0) {
+    b.skinny_workspace = alloc(n);
+    CUDA_CHECK(cudaMemsetAsync(b.skinny_workspace, 0, n, stream_));
   }
   if (B > 1 && w.lora_rank() > 0) b.lora_rows = static_cast<float*>(alloc(4ull * B * 3 * w.lora_rank()));
   if (plan_.uses_cublas() || (B > 1 && w.lora_rank() > 0)) {  // an external adapter's shrink: a GEMM

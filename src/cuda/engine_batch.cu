@@ -2,7 +2,7 @@
 // lockstep, one row each, through the prefill's row-wise kernels (embed_rows, rmsnorm_rows,
 // silu_mul_interleaved) and one GEMM a linear over all B rows, so each weight is read once a
 // step (the naive kernel excepted: it reads them once a sequence). Attention is the decode
-// kernel with one grid z index a sequence. The columns GEMV, the skinny and quantized GEMMs and RMSNorm are
+// kernel with one grid z index a sequence. The columns GEMV, the skinny GEMM and RMSNorm are
 // launched with PDL (their launch and first weight loads start under the kernel before); the
 // other launches start after their predecessor has completed. Each linear takes the batched
 // path the linear plan gives its kind; the skinny GEMM's shape for each kind is timed at
@@ -19,7 +19,6 @@
 #include "engine_buffers.cuh"
 #include "gemv_columns.cuh"
 #include "prefill.cuh"
-#include "quant_gemm.cuh"
 #include "skinny.cuh"
 #include "step.cuh"
 #include "weights.cuh"
@@ -36,11 +35,8 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
       gemv_columns(op.m, x, B, y, accumulate, stream_);
       break;
     case BatchedPath::skinny_gemm:
-      gemm_skinny_tuned(op.m, x, B, y, accumulate, b.linear_workspace,
+      gemm_skinny_tuned(op.m, x, B, y, accumulate, b.skinny_workspace,
                         l.skinny ? l.skinny->shape : SkinnyShape{}, stream_);
-      break;
-    case BatchedPath::quant_gemm:
-      gemm_quant(op.m, x, B, y, accumulate, b.linear_workspace, stream_);
       break;
     case BatchedPath::cublas:
       gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
@@ -101,7 +97,7 @@ void Engine::tune_skinny_shapes() {
     if (it == chosen.end())
       it = chosen
                .emplace(key, tune_skinny(ms, b.xnorm, batch_, outputs[static_cast<int>(k)],
-                                         b.linear_workspace, stream_))
+                                         b.skinny_workspace, stream_))
                .first;
     plan_[k].skinny = it->second;
   }

@@ -31,7 +31,7 @@ struct Engine::Buffers {
   unsigned long long* key = nullptr;         // [B]
   unsigned long long* norm_stats = nullptr;  // [2 L + 1][kNormSlots]: per RMSNorm, its input's sum of squares
   void* cublas_workspace = nullptr;
-  void* linear_workspace = nullptr;  // B > 1: gemm_skinny's and gemm_quant's, zeroed once
+  void* skinny_workspace = nullptr;  // B > 1: gemm_skinny's, zeroed once (skinny.cuh)
   float* lora_rows = nullptr;        // B > 1, an external adapter: [B, 3 rank], a shrink's rows
   int max_splits = 0;
 };

@@ -83,24 +83,6 @@ bool gemv_columns_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch
   }
   return true;
 }
-
-bool quant_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** why) {
-  if (m.scheme == Scheme::fp16) {
-    *why = "the quantized GEMM reads int8, fp8 and int4 weights; fp16 runs cuBLAS";
-    return false;
-  }
-  if (m.cols % weights_per_chunk(m.scheme) != 0) {
-    *why = "the quantized GEMM needs the input dimension to be a multiple of 16 bytes of weights";
-    return false;
-  }
-  if (m.scheme == Scheme::int4 && (layout != MatrixLayout::int4_nibbles || !streamable_group(m.group_size))) {
-    *why =
-        "the quantized GEMM reads int4 in the repacked nibble layout with a power-of-two group of at least "
-        "32";
-    return false;
-  }
-  return true;
-}
 // The inputs' bound keeps every row within one block of the kernel (8 chunks a thread at most):
 // at 2 sequences, up to 32768 fp16 weights a row.
 static_assert(kGemvColumnsInputBytes / (2 * 2) <=
@@ -137,8 +119,6 @@ const char* to_string(BatchedPath p) {
       return "gemv-columns";
     case BatchedPath::skinny_gemm:
       return "skinny-gemm";
-    case BatchedPath::quant_gemm:
-      return "quant-gemm";
     case BatchedPath::cublas:
       return "cublas";
     case BatchedPath::fp16_copy_cublas:
@@ -237,11 +217,10 @@ MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl) {
 // the fast kernels' linears run the columns GEMV up to their scheme's crossover batch where it
 // takes the matrix (the rows GEMV, reading each weight once for every sequence). Above it,
 // int8, fp8 and int4 run the skinny GEMM where it takes the layout, up to the sequences of one
-// launch, and the quantized GEMM from kQuantGemmMinBatch on; fp16 runs cuBLAS, and so does what
-// neither GEMM takes, on an fp16 copy. cuBLAS streams fp16 weights faster than the skinny GEMM
-// at every batch above 1; past 64 sequences the skinny GEMM reads the weights once a launch of
-// 64, and an fp16 copy a step costs more than the GEMMs (~10 of the 8b-int4 step's 16.3 ms at
-// 128 sequences on the H200).
+// launch; fp16 runs cuBLAS, and so do the others above that, on an fp16 copy. cuBLAS streams
+// fp16 weights faster than the skinny GEMM at every batch above 1, and past 64 sequences the
+// skinny GEMM reads the weights once a launch of 64: the 8b-int4 step at 128 sequences took
+// 17.7 ms that way and 16.3 ms on cuBLAS over fp16 copies (H200).
 BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
   if (batch <= 1) return BatchedPath::none;
   const char* why = nullptr;
@@ -251,8 +230,6 @@ BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
           gemv_columns_takes(l.shape, l.layout, batch, &why))
         return BatchedPath::gemv_columns;
       if (l.shape.scheme == Scheme::fp16) return BatchedPath::cublas;
-      if (batch >= kQuantGemmMinBatch && quant_gemm_takes(l.shape, l.layout, &why))
-        return BatchedPath::quant_gemm;
       if (batch <= kSkinnyMaxBatch && skinny_gemm_takes(l.shape, l.layout, &why))
         return BatchedPath::skinny_gemm;
       return BatchedPath::fp16_copy_cublas;
@@ -364,8 +341,7 @@ std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
   switch (kernel.impl) {
     case LinearImpl::gemv_fast:
       if (kernel.scheme == Scheme::fp16) return {BatchedPath::gemv_columns, BatchedPath::cublas};
-      return {BatchedPath::gemv_columns, BatchedPath::skinny_gemm, BatchedPath::quant_gemm,
-              BatchedPath::fp16_copy_cublas};
+      return {BatchedPath::gemv_columns, BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas};
     case LinearImpl::gemv_naive:
       return {BatchedPath::gemv_per_sequence};
     case LinearImpl::cublas:
