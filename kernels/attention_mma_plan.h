@@ -19,8 +19,10 @@ namespace db {
 
 // The engine runs the tensor-core kernel for a cache of at least this many positions and
 // the one-block-a-chunk kernels (attention.cu) below it; the attention bench
-// (tests/bench/attention_bench.cu) times both from 1024 to 131000 positions.
-constexpr int64_t kAttentionMmaMinPositions = 4096;
+// (tests/bench/attention_bench.cu) times both from 1024 to 131000 positions. On the H200, 8b's
+// layer at 4096 positions: 22.4 us against 18.3; at 32768: 62.0 against 69.5; at 131000:
+// 163.7 against 226.3 (results/lab/attention.md §18).
+constexpr int64_t kAttentionMmaMinPositions = 32768;
 constexpr int kAttentionMmaMaxGroup = 16;    // query heads per kv head: mma.m16n8k16's 16 rows
 constexpr int kAttentionMmaMinKeys = 64;     // positions a block at least: a 16-key tile a warp
 constexpr int kAttentionMmaMaxSplits = 512;  // blocks a kv head at most: the merge's weights fit a block

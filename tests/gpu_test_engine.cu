@@ -254,10 +254,10 @@ INSTANTIATE_TEST_SUITE_P(
                          p.context);
     });
 
-// A cache of 9000 positions: the engine runs the tensor-core attention (attention_mma.cuh,
-// from kAttentionMmaMinPositions on) for every head size it takes, against the reference at
-// positions of one block and of several, and graph against eager. attention()'s wide merge
-// (over 64 splits) is checked kernel against kernel in gpu_test_attention_mma.cu.
+// A cache of kAttentionMmaMinPositions positions: the engine runs the tensor-core attention
+// (attention_mma.cuh, from kAttentionMmaMinPositions on) for every head size it takes, against the reference
+// at positions of one block and of several, and graph against eager. attention()'s wide merge (over 64
+// splits) is checked kernel against kernel in gpu_test_attention_mma.cu.
 TEST(AttentionLongCache, TheTensorCoreKernelMatchesTheReferenceGraphAndEager) {
   REQUIRE_GPU();
   struct Shape {
@@ -271,10 +271,10 @@ TEST(AttentionLongCache, TheTensorCoreKernelMatchesTheReferenceGraphAndEager) {
     c.head_dim = sh.head_dim;
     c.num_attention_heads = sh.heads;
     c.num_key_value_heads = sh.kv_heads;
-    c.max_position_embeddings = 16384;
+    c.max_position_embeddings = 2 * kAttentionMmaMinPositions;
     validate(c, "test");
     const WeightSource ws(c, "", 11);
-    const int64_t positions = 9000, steps = 8;
+    const int64_t positions = kAttentionMmaMinPositions, steps = 8;
     ASSERT_TRUE(attention_mma_chosen(positions, static_cast<int>(sh.head_dim), static_cast<int>(sh.heads),
                                      static_cast<int>(sh.kv_heads)));
     for (int64_t context : {int64_t{100}, int64_t{700}}) {

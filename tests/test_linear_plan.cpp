@@ -257,12 +257,13 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
 }
 
 TEST(LinearPlan, TheColumnsGemvRunsTheFastKernelsLinearsUpToTheCrossover) {
-  // Until it is measured, every scheme's crossover is the kernel's widest instance.
-  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8})
-    EXPECT_EQ(gemv_columns_crossover(s), kGemvColumnsMaxBatch) << to_string(s);
-  // 8b: every linear at 2 to 4 sequences. From 5, the down projection's inputs (14336 a
-  // sequence) no longer fit the 128 KiB the kernel keeps in L1: the skinny GEMM runs it, cuBLAS
-  // for fp16. Past 8 sequences, every linear leaves it.
+  // Every scheme's crossover is 2 (measured on the H200), within the kernel's instances.
+  for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
+    EXPECT_EQ(gemv_columns_crossover(s), 2) << to_string(s);
+    EXPECT_LE(gemv_columns_crossover(s), kGemvColumnsMaxBatch) << to_string(s);
+  }
+  // 8b: every linear at 2 sequences (the down projection's 2 x 14336 inputs fit the 128 KiB
+  // the kernel keeps in L1), the lm_head (fp16, 4096 inputs) too; from 3 on, none.
   for (const char* preset : {"8b-fp16", "8b-int8", "8b-int4", "8b-fp8"}) {
     const ModelConfig c = load_model_config(preset);
     const bool fp16 = c.quant.scheme == Scheme::fp16;
@@ -270,11 +271,9 @@ TEST(LinearPlan, TheColumnsGemvRunsTheFastKernelsLinearsUpToTheCrossover) {
       SCOPED_TRACE(std::string(preset) + " batch " + std::to_string(batch));
       const LinearPlan p = plan_linears(c, resolve_kernel("auto", c.quant.scheme), batch, 90, true);
       const BatchedPath above = fp16 ? BatchedPath::cublas : BatchedPath::skinny_gemm;
-      for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up})
-        EXPECT_EQ(p[k].batched, batch <= 8 ? BatchedPath::gemv_columns : above) << to_string(k);
-      EXPECT_EQ(p[MatrixKind::down].batched, batch <= 4 ? BatchedPath::gemv_columns : above);
-      // The lm_head (fp16, 4096 inputs) too.
-      EXPECT_EQ(p[MatrixKind::lm_head].batched, batch <= 8 ? BatchedPath::gemv_columns : BatchedPath::cublas);
+      for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
+        EXPECT_EQ(p[k].batched, batch <= 2 ? BatchedPath::gemv_columns : above) << to_string(k);
+      EXPECT_EQ(p[MatrixKind::lm_head].batched, batch <= 2 ? BatchedPath::gemv_columns : BatchedPath::cublas);
     }
   }
   // 70b-int4's gate/up and down lie in the fragment layout, which the kernel does not read.

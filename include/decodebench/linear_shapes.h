@@ -65,12 +65,13 @@ constexpr int64_t kGemvColumnsInputBytes = 128 * 1024;
 bool gemv_columns_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why);
 
 // The largest batch at which the linear plan runs a scheme's fast-kernel linears through the
-// columns GEMV; above it, the skinny GEMM (int8, int4, fp8) or cuBLAS (fp16). Not measured on
-// a GPU yet: each is the kernel's widest instance.
-constexpr int64_t kGemvColumnsCrossoverFp16 = 8;
-constexpr int64_t kGemvColumnsCrossoverInt8 = 8;
-constexpr int64_t kGemvColumnsCrossoverInt4 = 8;
-constexpr int64_t kGemvColumnsCrossoverFp8 = 8;
+// columns GEMV; above it, the skinny GEMM (int8, int4, fp8) or cuBLAS (fp16). On the H200 an
+// 8b-int4 layer takes 55.9 us at 2 sequences through it against the skinny GEMM's 64.4, and
+// 75.6 against 64.5 at 3 (results/lab/batch.md §22): 2 for every scheme.
+constexpr int64_t kGemvColumnsCrossoverFp16 = 2;
+constexpr int64_t kGemvColumnsCrossoverInt8 = 2;
+constexpr int64_t kGemvColumnsCrossoverInt4 = 2;
+constexpr int64_t kGemvColumnsCrossoverFp8 = 2;
 constexpr int64_t gemv_columns_crossover(Scheme s) {
   return s == Scheme::fp16   ? kGemvColumnsCrossoverFp16
          : s == Scheme::int8 ? kGemvColumnsCrossoverInt8
