@@ -347,15 +347,15 @@ TEST(EngineBatchPrefill, EverySequencesContextPrefilledIntoItsOwnCache) {
 
 // Past the columns GEMV's crossover, each kind of matrix the skinny GEMM runs gets a shape timed
 // at load, one line each; a second engine of the process reuses the first's choices (the same
-// shapes, so the same bits); batch 1, the columns GEMV (up to 8 sequences) and fp16 (cuBLAS)
+// shapes, so the same bits); batch 1, the columns GEMV (up to its crossover) and fp16 (cuBLAS)
 // time nothing.
 TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
   REQUIRE_GPU();
-  constexpr int64_t kPast = kGemvColumnsMaxBatch + 1;
   for (Scheme s : {Scheme::int8, Scheme::int4}) {
+    const int64_t past = gemv_columns_crossover(s) + 1;
     const WeightSource ws(tiny(s), "", 3);
     const KernelInfo k = resolve_kernel("auto", s);
-    Engine e(ws, k, 16, false, kPast);
+    Engine e(ws, k, 16, false, past);
     const std::vector<std::string> lines = e.skinny_shapes();
     ASSERT_GE(lines.size(), 4u) << to_string(s);  // and the lm_head's where it is quantized
     ASSERT_LE(lines.size(), 5u) << to_string(s);
@@ -364,15 +364,15 @@ TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
       EXPECT_EQ(lines[i].rfind(kinds[i], 0), 0u) << lines[i];
       EXPECT_NE(lines[i].find("(default m"), std::string::npos) << lines[i];
     }
-    Engine f(ws, k, 16, false, kPast);
+    Engine f(ws, k, 16, false, past);
     EXPECT_EQ(f.skinny_shapes(), lines) << to_string(s);
-    for (int64_t batch : {int64_t{1}, int64_t{3}, kGemvColumnsMaxBatch}) {
+    for (int64_t batch : {int64_t{1}, gemv_columns_crossover(s)}) {
       Engine g(ws, k, 16, false, batch);
       EXPECT_TRUE(g.skinny_shapes().empty()) << to_string(s) << " batch " << batch;
     }
   }
   const WeightSource ws(tiny(Scheme::fp16), "", 3);
-  Engine e(ws, resolve_kernel("auto", Scheme::fp16), 16, false, kPast);
+  Engine e(ws, resolve_kernel("auto", Scheme::fp16), 16, false, gemv_columns_crossover(Scheme::fp16) + 1);
   EXPECT_TRUE(e.skinny_shapes().empty());
 }
 
