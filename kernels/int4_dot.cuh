@@ -81,10 +81,11 @@ struct GroupMeta {
 // line) instead, through the same instructions as a matrix with zero points: branching around
 // the loads made symmetric 8b-int4 9% slower than asymmetric, which reads more bytes (1.832
 // against 1.682 ms).
-// Internal linkage: every kernel file that includes this header has its own copy.
-namespace {
-__device__ __align__(16) const uint8_t kSymmetricZeros[16] = {8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8};
-}  // namespace
+// Internal linkage (static, not an unnamed namespace: nvcc's stubs for a file's own unnamed
+// namespace then fail to name its kernels): every kernel file that includes this header has its
+// own copy.
+static __device__ __align__(16) const uint8_t kSymmetricZeros[16] = {8, 8, 8, 8, 8, 8, 8, 8,
+                                                                     8, 8, 8, 8, 8, 8, 8, 8};
 static_assert(quant::kInt4SymmetricZero == 8, "kSymmetricZeros holds the symmetric zero point");
 
 // The group parameters of rows row0 .. row0 + Rows - 1 (inside one block of 8) at group
