@@ -17,10 +17,12 @@
 // block needs its queries right after its wait, and a kernel boundary costs ~2 us of stream.
 //
 // 1. Before pdl_wait (the cached rows below pos are written by earlier steps only, pdl.cuh):
-//    each warp issues the cp.async copies of its first kStages tiles of 16 positions (K and V
-//    rows, and the 8-bit schemes' scales) into a ring of its own in shared memory. Warp w
-//    takes tiles w, w + 4, ... of the block's range; rows past the range and the row at pos
-//    are zero-filled (no global read).
+//    each warp issues the cp.async copies of its first tile of 16 positions (K and V rows, and
+//    the 8-bit schemes' scales) into a ring of kStages tiles of its own in shared memory; the
+//    ring's other tiles follow after the wait, once the queries' operands are requested, so
+//    that those loads do not queue in DRAM behind every block's whole ring. Warp w takes tiles
+//    w, w + 4, ... of the block's range; rows past the range and the row at pos are
+//    zero-filled (no global read).
 // 2. After the wait: the group's queries (bias, q norm, RoPE, times log2(e) / sqrt(hd)) to
 //    fp16 in shared memory, rows past the group zero: the A operand, rows = query heads. The
 //    block holding pos also computes the new K (bias, k norm, RoPE) and V, stores them in the
@@ -36,7 +38,8 @@
 // 4. The warps' (max, sum, output) merge through shared memory; with one active block that
 //    is the output, else the block writes its partial (attention.cuh's part_o / part_ml
 //    layout, max in natural-log units) and the last block of the kv head to finish (a
-//    counter, as in attention.cu) merges all of them by log-sum-exp and resets the counter.
+//    counter, as in attention.cu) merges all of them by log-sum-exp in one pass, in the
+//    blocks' order, every partial's loads in flight together, and resets the counter.
 //
 // 8-bit caches (fp8 E4M3, int8): the codes convert exactly to fp16 (E4M3 values and
 // -127..127 are fp16 values), so the mmas run on codes converted in registers, not on
@@ -67,6 +70,7 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kTile = 16;                     // positions a warp takes at a time: one k-step of P V
+constexpr int kMergeBatch = 16;               // the merge's partials a thread loads at once
 constexpr int kRows = kAttentionMmaMaxGroup;  // mma's 16 rows: the group's query heads, then zeros
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
@@ -89,8 +93,7 @@ struct Ring {
   static constexpr int kStages = std::clamp(kRingBudget / kWarps / kStageBytes, 2, 8);
   static constexpr int kBytes = kWarps * kStages * kStageBytes;
   static_assert(kBytes >= 4 * (kWarps * kRows * HD + kWarps * kRows * 2), "the warps' merge fits the ring");
-  static_assert(kBytes >= 4 * kRows * kAttentionMmaMaxSplits + 16 * kThreads,
-                "the merge's weights fit the ring");
+  static_assert(kBytes >= 24 * kThreads, "the merge's float4 and float2 a thread fit the ring");
 };
 
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -132,6 +135,18 @@ __device__ __forceinline__ void cp_async4_zfill(void* smem, const void* gmem, bo
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// (M, L, acc) <- their log-sum-exp merge with a partial of max p.x (natural log), sum p.y and
+// outputs o; M is finite after (p.x is).
+__device__ __forceinline__ void merge_partial(float& M, float& L, float4& acc, float2 p, float4 o) {
+  const float M2 = fmaxf(M, p.x), c_old = expf(M - M2), c_new = expf(p.x - M2);
+  L = L * c_old + p.y * c_new;
+  acc.x = acc.x * c_old + o.x * c_new;
+  acc.y = acc.y * c_old + o.y * c_new;
+  acc.z = acc.z * c_old + o.z * c_new;
+  acc.w = acc.w * c_old + o.w * c_new;
+  M = M2;
 }
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
@@ -204,6 +219,26 @@ __device__ __forceinline__ int out_dim(int nt, int e, int c) {
     return 8 * nt + n;
 }
 
+// The lab's timeline of a launch: tests/bench/attention_trace.cu compiles this file with
+// DB_ATTENTION_MMA_TRACE, and thread 0 of each block records the global timer at its phases
+// (and its SM, and warp 0's tiles) in g_attention_trace, 8 words a block. Nothing otherwise.
+#ifdef DB_ATTENTION_MMA_TRACE
+__device__ unsigned long long* g_attention_trace;
+__device__ __forceinline__ void trace(int slot, unsigned long long value) {
+  if (threadIdx.x != 0 || g_attention_trace == nullptr) return;
+  const uint64_t b = (uint64_t{blockIdx.z} * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  g_attention_trace[8 * b + slot] = value;
+}
+__device__ __forceinline__ unsigned long long now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define DB_TRACE(slot, value) trace(slot, value)
+#else
+#define DB_TRACE(slot, value) ((void)0)
+#endif
+
 template <int HD, KvScheme KV>
 __global__ void __launch_bounds__(kThreads, 3) attention_mma_kernel(AttentionArgs a) {
   using R = Ring<HD, KV>;
@@ -216,8 +251,15 @@ __global__ void __launch_bounds__(kThreads, 3) attention_mma_kernel(AttentionArg
   __shared__ __align__(16) __half q_s[kRows][HD + 8];         // padded: the fragment loads' 8 rows in 8 banks
   __shared__ __align__(16) unsigned char new_row[2][HD * 2];  // the new K and V as the cache holds them
   __shared__ float new_scale[2];
-  __shared__ float m_s[kRows], l_s[kRows];
   __shared__ bool last;
+  DB_TRACE(0, now());
+#ifdef DB_ATTENTION_MMA_TRACE
+  {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    DB_TRACE(7, sm);
+  }
+#endif
 
   if (blockIdx.z > 0) select_sequence<HD, KV>(a);
   // pos and the cached rows below it are written by earlier steps only (pdl.cuh): read before
@@ -268,9 +310,9 @@ __global__ void __launch_bounds__(kThreads, 3) attention_mma_kernel(AttentionArg
     }
     cp_async_commit();  // an empty group past the warp's tiles keeps the wait counts uniform
   };
-#pragma unroll
-  for (int i = 0; i < R::kStages; ++i) issue(i);
+  issue(0);
   pdl_wait();  // pdl.cuh: qkv and the counters
+  DB_TRACE(1, now());
 
   // 2. The queries and, in the block holding pos, the new K and V. Items: queries 0..G-1, the
   //    new K (G), the new V (G + 1); warp w takes items w, w + 4, ..., every operand loaded up
@@ -301,6 +343,9 @@ __global__ void __launch_bounds__(kThreads, 3) attention_mma_kernel(AttentionArg
         v[it][e] = item < items ? a.qkv[i] + (a.qkv_bias ? __half2float(a.qkv_bias[i]) : 0.f) : 0.f;
       }
     }
+    // The ring's other tiles, behind these operands' loads rather than ahead of them.
+#pragma unroll
+    for (int i = 1; i < R::kStages; ++i) issue(i);
 #pragma unroll
     for (int it = 0; it < kMaxItems; ++it) {
       const int item = warp + it * kWarps;
@@ -351,6 +396,8 @@ __global__ void __launch_bounds__(kThreads, 3) attention_mma_kernel(AttentionArg
       q_s[G + e / HD][e % HD] = __float2half_rn(0.f);
   }
   __syncthreads();  // q_s and new_row are visible to every warp
+  DB_TRACE(2, now());
+  DB_TRACE(6, mine);
 
   // The A fragments of Q (rows g and g + 8, the mma's k order; for codes the k index 2c,
   // 2c + 1, 2c + 8, 2c + 9 stands for dims 4c..4c+3 of the k-step, as the K codes arrive).
@@ -514,6 +561,7 @@ __global__ void __launch_bounds__(kThreads, 3) attention_mma_kernel(AttentionArg
   // the KV stream.
   pdl_trigger();
   __syncthreads();
+  DB_TRACE(3, now());
 
   // 4. The warps' partials merged: ob [warp][row][HD], mlb [warp][row][2] in the ring.
   float* ob = reinterpret_cast<float*>(ring);
@@ -563,77 +611,61 @@ __global__ void __launch_bounds__(kThreads, 3) attention_mma_kernel(AttentionArg
   __syncthreads();
   if (threadIdx.x == 0) last = atomicAdd(&a.counters[kvh], 1u) == static_cast<unsigned>(active - 1);
   __syncthreads();
+  DB_TRACE(4, now());
   if (!last) return;
   __threadfence();
-  for (int row = warp; row < G; row += kWarps) {  // a warp a head: the max and sum over the blocks
-    const int64_t h = int64_t{kvh} * G + row;
-    float M = -INFINITY, L = 0.f;
-    for (int s0 = 0; s0 < active; s0 += kWarp) {
-      const int sp = s0 + lane;
-      const float mm = sp < active ? __ldcg(&a.part_ml[(h * a.max_splits + sp) * 2]) : -INFINITY;
-      const float ll = sp < active ? __ldcg(&a.part_ml[(h * a.max_splits + sp) * 2 + 1]) : 0.f;
-      const float M2 = fmaxf(M, warp_max(mm));
-      L = L * expf(M - M2) + warp_sum(sp < active ? ll * expf(mm - M2) : 0.f);
-      M = M2;
-    }
-    if (lane == 0) {
-      m_s[row] = M;
-      l_s[row] = L;
-    }
-  }
-  __syncthreads();
-  // Each block's weight exp(m - M) / L, then the outputs as float4 quads: Q quads a head, J
-  // threads a quad taking every J-th block (their sums added through shared memory), so that
-  // all the threads' loads are in flight together.
+  // One pass over the partials by log-sum-exp, online: the output's float4 quads (Q a head),
+  // J threads a quad taking every J-th partial, the loads of kMergeBatch partials' (max, sum)
+  // and quads in flight together (a round trip a batch, not a partial: the merge is latency
+  // bound); the J threads' (max, sum, quad) merged through shared memory.
   constexpr int Q = HD / 4;
-  float* wgt = reinterpret_cast<float*>(ring);  // [kRows][kAttentionMmaMaxSplits]
-  float4* red = reinterpret_cast<float4*>(wgt + kRows * kAttentionMmaMaxSplits);  // [J][G Q]
-  for (int e = threadIdx.x; e < G * active; e += kThreads) {
-    const int row = e / active, sp = e % active;
-    const int64_t h = int64_t{kvh} * G + row;
-    wgt[row * kAttentionMmaMaxSplits + sp] =
-        expf(__ldcg(&a.part_ml[(h * a.max_splits + sp) * 2]) - m_s[row]) / l_s[row];
-  }
-  __syncthreads();
   const int quads = G * Q;
   const int J = quads >= kThreads ? 1 : kThreads / quads;
+  float4* red_o = reinterpret_cast<float4*>(ring);               // [J][quads]
+  float2* red_ml = reinterpret_cast<float2*>(red_o + kThreads);  // [J][quads]
   for (int base = 0; base < quads; base += kThreads) {
     const int idx = base + (J > 1 ? threadIdx.x % quads : threadIdx.x), j = J > 1 ? threadIdx.x / quads : 0;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     const int row = idx / Q, q = idx % Q;
-    if (idx < quads && j < J) {
-      const int64_t h = int64_t{kvh} * G + row;
+    const bool mine = idx < quads && j < J;
+    const int64_t h = int64_t{kvh} * G + row;
+    float M = -INFINITY, L = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (mine) {
+      const float2* ml = reinterpret_cast<const float2*>(a.part_ml) + h * a.max_splits;
       const float4* po = reinterpret_cast<const float4*>(a.part_o + h * a.max_splits * HD) + q;
-#pragma unroll 8
-      for (int sp = j; sp < active; sp += J) {
-        const float w = wgt[row * kAttentionMmaMaxSplits + sp];
-        const float4 v = __ldcg(po + int64_t{sp} * Q);
-        acc.x += w * v.x;
-        acc.y += w * v.y;
-        acc.z += w * v.z;
-        acc.w += w * v.w;
+      for (int s0 = j; s0 < active; s0 += kMergeBatch * J) {
+        float2 p[kMergeBatch];
+        float4 v[kMergeBatch];
+#pragma unroll
+        for (int k = 0; k < kMergeBatch; ++k) {  // every load of the batch issued before any is used
+          const int sp = s0 + k * J;
+          p[k] = sp < active ? __ldcg(ml + sp) : make_float2(0.f, 0.f);
+          v[k] = sp < active ? __ldcg(po + int64_t{sp} * Q) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int k = 0; k < kMergeBatch; ++k)  // every block's max is finite: its warp 0 had a tile
+          if (s0 + k * J < active) merge_partial(M, L, acc, p[k], v[k]);
       }
     }
     if (J > 1) {
-      if (j < J) red[j * quads + idx] = acc;
+      if (mine) {
+        red_o[j * quads + idx] = acc;
+        red_ml[j * quads + idx] = make_float2(M, L);
+      }
       __syncthreads();
       if (threadIdx.x >= quads) break;
-      acc = red[idx];
-      for (int jj = 1; jj < J; ++jj) {
-        const float4 v = red[jj * quads + idx];
-        acc.x += v.x;
-        acc.y += v.y;
-        acc.z += v.z;
-        acc.w += v.w;
-      }
+      for (int jj = 1; jj < J && jj < active; ++jj)
+        merge_partial(M, L, acc, red_ml[jj * quads + idx], red_o[jj * quads + idx]);
     }
     if (idx < quads) {
-      __half2* out = reinterpret_cast<__half2*>(a.out + (int64_t{kvh} * G + row) * HD + 4 * q);
-      out[0] = __floats2half2_rn(acc.x, acc.y);
-      out[1] = __floats2half2_rn(acc.z, acc.w);
+      const float inv = 1.f / L;
+      __half2* out = reinterpret_cast<__half2*>(a.out + h * HD + 4 * q);
+      out[0] = __floats2half2_rn(acc.x * inv, acc.y * inv);
+      out[1] = __floats2half2_rn(acc.z * inv, acc.w * inv);
     }
   }
   if (threadIdx.x == 0) a.counters[kvh] = 0;  // ready for the next layer
+  DB_TRACE(5, now());
 }
 
 // The kernel for (HD, KV): its shared memory allowed once a process, and the blocks an SM
@@ -656,8 +688,9 @@ int occupancy() {
 
 template <int HD, KvScheme KV>
 int grid_splits(const AttentionArgs& a, int batch, int splits) {
+  const int resident = occupancy<HD, KV>();  // also allows the kernel its shared memory
   if (splits > 0) return std::min({splits, a.max_splits, kAttentionMmaMaxSplits});
-  return attention_mma_grid_splits(occupancy<HD, KV>(), sm_count(), a.kv_heads, batch, a.max_splits);
+  return attention_mma_grid_splits(resident, sm_count(), a.kv_heads, batch, a.max_splits);
 }
 
 template <int HD, KvScheme KV>
