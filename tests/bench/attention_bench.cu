@@ -2,7 +2,8 @@
 //   build-gpu/decodebench_attention_bench [--reps N] [--sweep] [--only 8b|1b] [--positions N]
 //                                         [--layers N]
 // 8b's shape (32 query heads, 8 kv heads, head_dim 128) and 1b's (32, 8, 64), the step at
-// the last of 1024, 4096, 32768 and 131000 positions: attention() (attention.cu, fp16 cache)
+// the last of 1024, 4096, 8192, 16384, 32768 and 131000 positions (where the engine switches
+// kernels, kAttentionMmaMinPositions, lies between them): attention() (attention.cu, fp16 cache)
 // and attention_mma() (attention_mma.cu) on fp16, fp8 and int8 caches, with its default grid
 // and, with --sweep, half and twice as many blocks a kv head. Each figure is the median of
 // `reps` launches (default 15), each after a 512 MB memset that evicts L2 (a real step's KV
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
   int reps = 15, layers = 4;
   bool sweep = false;
   std::string only;
-  std::vector<int64_t> positions_list = {1024, 4096, 32768, 131000};
+  std::vector<int64_t> positions_list = {1024, 4096, 8192, 16384, 32768, 131000};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--reps" && i + 1 < argc) {
