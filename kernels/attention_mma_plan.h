@@ -25,7 +25,7 @@ namespace db {
 constexpr int64_t kAttentionMmaMinPositions = 32768;
 constexpr int kAttentionMmaMaxGroup = 16;    // query heads per kv head: mma.m16n8k16's 16 rows
 constexpr int kAttentionMmaMinKeys = 64;     // positions a block at least: a 16-key tile a warp
-constexpr int kAttentionMmaMaxSplits = 512;  // blocks a kv head at most: the merge's weights fit a block
+constexpr int kAttentionMmaMaxSplits = 512;  // blocks a kv head at most: the partials one block merges
 
 // The shapes the kernel takes: head sizes a multiple of 32 up to 128 (a lane holds whole
 // elements of a head, RoPE's partner in lane l ^ 16, as in attention.cu; past 128 the output
