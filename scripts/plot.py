@@ -165,6 +165,9 @@ def check_result(obj, where):
     r["floor"] = field(obj, "roofline.floor_tpot_ms", where, "numornull")
     r["bw_floor"] = optional_field(obj, "roofline.bandwidth_floor_tpot_ms", where, "numornull", r["floor"])
     r["compute_floor"] = optional_field(obj, "roofline.compute_floor_tpot_ms", where, "numornull", 0)
+    # Added later: the path each kind of matrix takes at batch > 1 ("gate_up [28672 x 4096]:
+    # skinny-gemm"), by matrix; empty where the result has none.
+    r["paths"] = batched_paths(optional_field(obj, "config.batched_paths", where, "list", []))
     # Energy, added later: a result from before it did not measure any.
     r["energy_reason"] = optional_field(obj, "energy.reason", where, "str", "not measured")
     r["j_per_token"] = optional_field(obj, "energy.j_per_token.median", where, "numornull", None)
@@ -172,6 +175,15 @@ def check_result(obj, where):
     r["j_per_token_max"] = optional_field(obj, "energy.j_per_token.max", where, "numornull", None)
     r["power_w"] = optional_field(obj, "energy.power_w.median", where, "numornull", None)
     return r
+
+
+def batched_paths(lines):
+    """config.batched_paths as {matrix: path}; an entry of another form is skipped."""
+    out = {}
+    for line in lines:
+        if isinstance(line, str) and " [" in line and "]: " in line:
+            out[line.split(" [", 1)[0]] = line.split("]: ", 1)[1]
+    return out
 
 
 def optional_field(obj, dotted, where, kind, default):
@@ -478,8 +490,9 @@ def positive(v):
 
 def batch_curves(runs):
     """The runs as curves of one setting each, in order of first appearance: (label, scheme,
-    points), points sorted by batch, each (batch, median TPOT, bandwidth floor, compute floor)
-    with the median of the runs at that batch (--runs gives several)."""
+    points), points sorted by batch, each (batch, median TPOT, bandwidth floor, compute floor,
+    paths) with the median of the runs at that batch (--runs gives several) and the first run's
+    batched paths by matrix (batch 1: every matrix the run's kernel)."""
     curves = {}
     for r in runs:
         key = (r["device_name"], r["model"], r["scheme"], r["kv_cache"], r["kernel"], r["graph"], r["sync"],
@@ -495,8 +508,11 @@ def batch_curves(runs):
             group = by_batch[b]
             bw = [r["bw_floor"] for r in group if positive(r["bw_floor"])]
             cf = [r["compute_floor"] for r in group if positive(r["compute_floor"])]
+            paths = group[0]["paths"]
+            if b == 1 and rs:
+                paths = {m: group[0]["kernel"] for m in set().union(*(r["paths"] for r in rs))}
             points.append((b, statistics.median(r["median"] for r in group),
-                           statistics.median(bw) if bw else None, statistics.median(cf) if cf else None))
+                           statistics.median(bw) if bw else None, statistics.median(cf) if cf else None, paths))
         first = rs[0]
         label = label_of(first) + ("" if first["graph"] else " (graph off)")
         if len(curves) > 1 and len({k[0] for k in curves}) > 1:
@@ -525,7 +541,23 @@ def knee_text(points):
         text = f"no knee up to the largest batch run (TPOT {ratios[-1]:.2f}x batch 1's at {points[-1][0]})"
     text += "; the floors predict "
     text += f"batch {predicted}" if predicted else "none up to it"
+    if at is not None and at > 0:
+        text += path_change_text(points[at - 1], points[at])
     return text
+
+
+def path_change_text(before, at):
+    """Where a knee's batch runs some matrices on other paths than the batch before it: which,
+    from what to what ("; there qkv, o_proj move from gemv-columns to skinny-gemm"), so that a
+    knee set by a kernel reads as one. Empty where no path changed or a point has none."""
+    if len(before) < 5 or len(at) < 5:
+        return ""
+    changes = {}
+    for matrix, path in at[4].items():
+        old = before[4].get(matrix)
+        if old is not None and old != path:
+            changes.setdefault((old, path), []).append(matrix)
+    return "".join(f"; there {', '.join(ms)} move from {old} to {new}" for (old, new), ms in changes.items())
 
 
 def curve_colors(curves):

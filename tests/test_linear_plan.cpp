@@ -1,6 +1,7 @@
 // The linear plan (include/decodebench/linear_plan.h): which implementation, layout and batched
 // path runs each kind of matrix, asserted for every preset x every kernel of its scheme x batch
 // 1, 2, 8, 9, 128 x compute capability 80, 90, on the host, as the CUDA engine carries it out.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -398,6 +399,32 @@ TEST(LinearPlan, TheSkinnyShapesTimedAtLoadAreWhatTheResultRecords) {
   EXPECT_EQ(p.kernel_shapes(),
             (std::vector<std::string>{"qkv [6144 x 4096]: m2u2b2, 14.5 us (default m4u1b2 17.1 us)",
                                       "gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)"}));
+}
+
+// config.batched_paths: none at batch 1; at a batch, every kind of matrix with its shape and
+// path in step order, the path the plan gave it.
+TEST(LinearPlan, TheBatchedPathsAreWhatTheResultRecords) {
+  const ModelConfig c = load_model_config("8b-int4");
+  EXPECT_TRUE(
+      plan_linears(c, resolve_kernel("auto", Scheme::int4), 1, 90, true).batched_path_lines().empty());
+  for (int64_t batch : {int64_t{2}, int64_t{16}, int64_t{256}}) {
+    const LinearPlan p = plan_linears(c, resolve_kernel("auto", Scheme::int4), batch, 90, true);
+    const std::vector<std::string> lines = p.batched_path_lines();
+    ASSERT_EQ(lines.size(), static_cast<size_t>(kMatrixKinds)) << batch;
+    EXPECT_EQ(lines[static_cast<int>(MatrixKind::gate_up)],
+              fmt::format("gate_up [28672 x 4096]: {}", to_string(p[MatrixKind::gate_up].batched)))
+        << batch;
+    EXPECT_EQ(lines[0].rfind("qkv [6144 x 4096]: ", 0), 0u) << lines[0];
+    EXPECT_EQ(lines[4].rfind("lm_head [128256 x 4096]: ", 0), 0u) << lines[4];
+  }
+  // The paths a growing batch reaches: the columns GEMV at 2, the skinny GEMM past it, the fp16
+  // copy through cuBLAS at 256.
+  EXPECT_EQ(plan_linears(c, resolve_kernel("auto", Scheme::int4), 2, 90, true).batched_path_lines()[2],
+            "gate_up [28672 x 4096]: gemv-columns");
+  EXPECT_EQ(plan_linears(c, resolve_kernel("auto", Scheme::int4), 16, 90, true).batched_path_lines()[2],
+            "gate_up [28672 x 4096]: skinny-gemm");
+  EXPECT_EQ(plan_linears(c, resolve_kernel("auto", Scheme::int4), 256, 90, true).batched_path_lines()[2],
+            "gate_up [28672 x 4096]: fp16-copy-cublas");
 }
 
 TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {

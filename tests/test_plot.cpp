@@ -113,6 +113,39 @@ TEST_F(Plot, BatchDrawsEachLineWithItsFloorsAndNamesItsKnee) {
   EXPECT_FALSE(fs::exists(out + ".tmp"));
 }
 
+// Results that record their batched paths: a knee whose batch runs matrices on another path
+// than the batch before it says which, from what to what (batch 1's path: the run's kernel);
+// a knee where no path changed says nothing more.
+TEST_F(Plot, BatchKneeNamesTheKernelChangeThere) {
+  const auto paths = [](const std::string& qkv, const std::string& gate_up) {
+    return std::vector<std::string>{"qkv [6144 x 4096]: " + qkv, "gate_up [28672 x 4096]: " + gate_up};
+  };
+  std::string lines;
+  const auto add = [&](const std::string& model, int64_t batch, double ms, std::vector<std::string> p) {
+    db::Result r = batch_result(model, batch, ms, 0.8, 0.1 * static_cast<double>(batch));
+    r.config.batched_paths = std::move(p);
+    lines += db::result_to_json_text(r, -1) + "\n";
+  };
+  add("8b-int4", 1, 1.0, {});
+  add("8b-int4", 2, 1.1, paths("gemv-columns", "gemv-columns"));
+  add("8b-int4", 4, 1.6, paths("skinny-gemm", "skinny-gemm"));
+  add("1b-int4", 1, 1.0, {});
+  add("1b-int4", 2, 1.7, paths("gemv-columns", "gemv-columns"));
+  add("4b-int4", 1, 1.0, {});
+  add("4b-int4", 2, 1.1, paths("skinny-gemm", "skinny-gemm"));
+  add("4b-int4", 4, 1.6, paths("skinny-gemm", "skinny-gemm"));
+  { std::ofstream(path("b.jsonl")) << lines; }
+  const db_test::Outcome o = run_script("plot.py", {"batch", path("b.png"), path("b.jsonl")});
+  ASSERT_EQ(o.code, 0) << "stderr: " << o.err;
+  EXPECT_EQ(o.out,
+            "8b-int4 int4.gemv: knee at batch 4 (TPOT 1.60x batch 1's, 1.10x at 2); the floors predict none "
+            "up to it; there qkv, gate_up move from gemv-columns to skinny-gemm\n"
+            "1b-int4 int4.gemv: knee at batch 2 (TPOT 1.70x batch 1's); the floors predict none up to it; "
+            "there qkv, gate_up move from int4.gemv to gemv-columns\n"
+            "4b-int4 int4.gemv: knee at batch 4 (TPOT 1.60x batch 1's, 1.10x at 2); the floors predict none "
+            "up to it\n");
+}
+
 // A context sweep of two KV cache schemes: one line each with its floor, and on stdout each
 // line's KV part at its largest context (TPOT minus context 0's) and the rate its KV bytes
 // stream at: 4 GB more in 2 ms is 2000 GB/s, half the measured 4000. A result from before

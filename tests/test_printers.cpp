@@ -387,6 +387,24 @@ TEST(Printers, SummaryNamesTheBatchedGemmsShapes) {
       << text;
 }
 
+// At --batch > 1 the summary names the path each kind of matrix takes, grouped by path in the
+// order they first appear; an entry of another form counts whole as a path of its own.
+TEST(Printers, SummaryNamesTheBatchedPaths) {
+  db::Result r = sample_result("8b-int4", 3.5);
+  EXPECT_EQ(db::summary_text(r).find("paths"), std::string::npos);  // batch 1: none
+  r.config.batch = 16;
+  r.config.batched_paths = {"qkv [6144 x 4096]: skinny-gemm",      "o_proj [4096 x 4096]: skinny-gemm",
+                            "gate_up [28672 x 4096]: skinny-gemm", "down_proj [4096 x 14336]: skinny-gemm",
+                            "lm_head [128256 x 4096]: cublas",     "odd"};
+  EXPECT_EQ(db::batched_path_groups(r.config),
+            "skinny-gemm (qkv, o_proj, gate_up, down_proj), cublas (lm_head), odd");
+  const std::string text = db::summary_text(r);
+  EXPECT_NE(text.find("paths     skinny-gemm (qkv, o_proj, gate_up, down_proj), cublas (lm_head), odd (the "
+                      "batched linears': config.batched_paths)\n"),
+            std::string::npos)
+      << text;
+}
+
 // The energy line: J/token, tokens per joule and the average power against the limit, with
 // the idle power and the sampled clocks; J/step first at a batch; why not, where not measured.
 TEST(Printers, SummaryHasAnEnergyLineMeasuredOrWhyNot) {

@@ -91,6 +91,7 @@ db::Result populated_result() {
   r.config.weights_format = "gptq";
   r.config.batch = 4;
   r.config.kernel_shapes = {"gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)"};
+  r.config.batched_paths = {"qkv [6144 x 4096]: skinny-gemm", "gate_up [28672 x 4096]: skinny-gemm"};
   r.config.kv_cache = "int8";
   r.bytes.position_first = 512;
   r.bytes.position_last = 515;
@@ -334,6 +335,7 @@ const std::vector<std::string> kAddedFields = {"config.kv_cache",
                                                "config.group_size_note",
                                                "config.kernel_fallbacks",
                                                "config.kernel_shapes",
+                                               "config.batched_paths",
                                                "config.weights_format",
                                                "bytes.per_token.biases",
                                                "bytes.stored.biases",

@@ -42,6 +42,7 @@ struct DecoderFacts {
   std::string cublas;                         // cuBLAS version where the kernel calls it, else empty
   std::vector<std::string> kernel_fallbacks;  // matrices that run another kernel, with why
   std::vector<std::string> kernel_shapes;     // batch > 1: the skinny GEMM's shape a kind of matrix
+  std::vector<std::string> batched_paths;     // batch > 1: the path a kind of matrix takes
   std::string prefill = "steps";              // how prefill() reaches the context (timing.prefill)
 };
 

@@ -101,6 +101,9 @@ struct LinearPlan {
   // config.kernel_shapes: each timed skinny GEMM shape, one line a kind ("gate_up [28672 x
   // 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)").
   std::vector<std::string> kernel_shapes() const;
+  // config.batched_paths: at batch > 1, the path each kind of matrix takes, one line a kind in
+  // step order ("gate_up [28672 x 4096]: skinny-gemm"); empty at batch 1.
+  std::vector<std::string> batched_path_lines() const;
 };
 
 // The plan for `kernel` on the weights of `c`, at `batch` sequences on a device of compute

@@ -78,6 +78,9 @@ struct RunConfig {
   // --batch > 1: the shape the skinny GEMM runs for each kind of matrix, chosen by timing at
   // load, one line each ("gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)")
   std::vector<std::string> kernel_shapes;
+  // --batch > 1 on the GPU: the path each kind of matrix takes, one line each, in step order
+  // ("gate_up [28672 x 4096]: skinny-gemm"; LinearPlan::batched_path_lines)
+  std::vector<std::string> batched_paths;
   bool graph = false;
   std::string adapter = "none";  // "none", a path or "synthetic:rank=..."
   std::string adapter_mode;      // "merged" | "external" | "" without an adapter
@@ -211,6 +214,11 @@ Result result_from_json_text(const std::string& text, const std::string& origin)
 // config.kernel_shapes ("gate_up [28672 x 4096]: m4u1b2, 34.8 us (default ...)"); an entry of
 // another form is kept up to its first comma. Empty at batch 1.
 std::vector<std::string> kernel_shape_choices(const RunConfig& c);
+
+// config.batched_paths grouped by path, in the order the paths first appear: "skinny-gemm (qkv,
+// o_proj, gate_up, down_proj), cublas (lm_head)"; an entry of another form counts whole as its
+// own path. Empty at batch 1.
+std::string batched_path_groups(const RunConfig& c);
 
 // A failed sweep instance, as the sweep writes it in place of its result:
 //   {"schema": "decodebench/result/v1", "error": "<message>", "config": {...}}

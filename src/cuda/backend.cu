@@ -176,6 +176,7 @@ class CudaDecoder final : public Decoder {
     if (cublas_) f.cublas = cublas_version();
     f.kernel_fallbacks = engine_.linear_plan().fallbacks();
     f.kernel_shapes = engine_.skinny_shapes();
+    f.batched_paths = engine_.linear_plan().batched_path_lines();
     f.prefill = "batched";
     return f;
   }

@@ -324,8 +324,21 @@ std::vector<std::string> LinearPlan::fallbacks() const {
   return v;
 }
 
+namespace {
+const char* const kMatrixNames[kMatrixKinds] = {"qkv", "o_proj", "gate_up", "down_proj", "lm_head"};
+}  // namespace
+
+std::vector<std::string> LinearPlan::batched_path_lines() const {
+  std::vector<std::string> v;
+  if (batch <= 1) return v;
+  for (const LinearChoice& l : linears)
+    v.push_back(fmt::format("{} [{} x {}]: {}", kMatrixNames[static_cast<int>(l.kind)], l.shape.rows,
+                            l.shape.cols, to_string(l.batched)));
+  return v;
+}
+
 std::vector<std::string> LinearPlan::kernel_shapes() const {
-  static const char* const kNames[kMatrixKinds] = {"qkv", "o_proj", "gate_up", "down_proj", "lm_head"};
+  const char* const* kNames = kMatrixNames;
   std::vector<std::string> v;
   for (const LinearChoice& l : linears) {
     if (!l.skinny) continue;

@@ -512,6 +512,8 @@ std::string summary_text(const Result& r) {
   std::string regime = r.roofline.regime.empty() ? "-" : r.roofline.regime;
   if (!r.roofline.regime_reason.empty()) regime += ": " + r.roofline.regime_reason;
   line(out, "regime", regime);
+  if (!c.batched_paths.empty())
+    line(out, "paths", batched_path_groups(c) + " (the batched linears': config.batched_paths)");
   if (!c.kernel_shapes.empty()) {
     std::string shapes;
     for (const std::string& k : kernel_shape_choices(c)) shapes += (shapes.empty() ? "" : ", ") + k;

@@ -115,6 +115,7 @@ void fields(V& v, RunConfig& c) {
   v("weights_format", c.weights_format, Added{});
   v("batch", c.batch, Added{});
   v("kernel_shapes", c.kernel_shapes, Added{});
+  v("batched_paths", c.batched_paths, Added{});
   v("kv_cache", c.kv_cache, Added{});
 }
 
@@ -591,6 +592,25 @@ std::vector<std::string> kernel_shape_choices(const RunConfig& c) {
       v.push_back(e.substr(0, bracket) + " " + e.substr(colon + 3, comma - colon - 3));
   }
   return v;
+}
+
+std::string batched_path_groups(const RunConfig& c) {
+  std::vector<std::pair<std::string, std::string>> groups;  // path, its matrices
+  for (const std::string& e : c.batched_paths) {
+    const size_t bracket = e.find(" ["), colon = e.find("]: ");
+    const bool parsed = bracket != std::string::npos && colon != std::string::npos && bracket < colon;
+    const std::string path = parsed ? e.substr(colon + 3) : e, matrix = parsed ? e.substr(0, bracket) : "";
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == path; });
+    if (it == groups.end()) {
+      groups.emplace_back(path, matrix);
+    } else if (!matrix.empty()) {
+      it->second += (it->second.empty() ? "" : ", ") + matrix;
+    }
+  }
+  std::string out;
+  for (const auto& [path, matrices] : groups)
+    out += (out.empty() ? "" : ", ") + path + (matrices.empty() ? "" : " (" + matrices + ")");
+  return out;
 }
 
 // indent < 0: one compact line (jsonl).

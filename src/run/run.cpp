@@ -99,6 +99,7 @@ RunConfig run_config(const RunSpec& spec, const Protocol& p, const ModelConfig& 
   rc.kernel = spec.backend == BackendKind::cpu ? "cpu.reference" : kernel.name;
   rc.kernel_fallbacks = facts.kernel_fallbacks;
   rc.kernel_shapes = facts.kernel_shapes;
+  rc.batched_paths = facts.batched_paths;
   rc.graph = spec.backend == BackendKind::cuda && spec.graph;
   if (adapter) {
     rc.adapter = spec.adapter;
