@@ -67,17 +67,24 @@
 namespace db::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+// Warps a block. The lab's trace tool builds a variant with other counts
+// (DB_ATTENTION_MMA_WARPS, tests/bench/attention_trace.cu): blocks of 12 warps, one an H200 SM,
+// leave a third as many partials to merge. Other builds: 4.
+#ifndef DB_ATTENTION_MMA_WARPS
+#define DB_ATTENTION_MMA_WARPS 4
+#endif
+constexpr int kWarps = DB_ATTENTION_MMA_WARPS;
 constexpr int kThreads = kWarps * kWarp;
-constexpr int kTile = 16;                     // positions a warp takes at a time: one k-step of P V
-constexpr int kMergeBatch = 16;               // the merge's partials a thread loads at once
-constexpr int kRows = kAttentionMmaMaxGroup;  // mma's 16 rows: the group's query heads, then zeros
+constexpr int kMinBlocks = std::max(1, 12 / kWarps);  // blocks an SM the registers are sized for
+constexpr int kTile = 16;                             // positions a warp takes at a time: one k-step of P V
+constexpr int kMergeBatch = 16;                       // the merge's partials a thread loads at once
+constexpr int kRows = kAttentionMmaMaxGroup;          // mma's 16 rows: the group's query heads, then zeros
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-// A block's ring of tiles, all of it in flight while the warps wait: 3 blocks an H200 SM keep
-// ~200 KB in flight, several times what its latency needs at full bandwidth; and a block
-// fits the 99 KB an sm_86 / sm_89 block may have.
-constexpr int kRingBudget = 64 * 1024;
+// A block's ring of tiles, 16 KB a warp, all of it in flight while the warps wait: 3 blocks
+// an H200 SM keep ~200 KB in flight, several times what its latency needs at full
+// bandwidth; and a block of 4 warps fits the 99 KB an sm_86 / sm_89 block may have.
+constexpr int kRingBudget = 16 * 1024 * kWarps;
 
 // A warp's ring: kStages stages, each a tile's K rows, V rows and (8-bit schemes) their
 // scales. Rows padded by 16 bytes: a row is an odd number of 16-byte units, so the 8 rows an
@@ -240,7 +247,7 @@ __device__ __forceinline__ unsigned long long now() {
 #endif
 
 template <int HD, KvScheme KV>
-__global__ void __launch_bounds__(kThreads, 3) attention_mma_kernel(AttentionArgs a) {
+__global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(AttentionArgs a) {
   using R = Ring<HD, KV>;
   constexpr bool kCodes = R::kCodes;
   constexpr int E = HD / kWarp;  // elements a lane of the prologue's warps

@@ -1,5 +1,7 @@
 // The timeline of one tensor-core decode attention launch (lab tool, not a test):
 //   build-gpu/decodebench_attention_trace [--positions N] [--kv fp16|fp8|int8] [--splits N]
+// (decodebench_attention_trace12: the kernel built with blocks of 12 warps, one an H200 SM,
+// DB_ATTENTION_MMA_WARPS)
 // 8b's shape (32 query heads, 8 kv heads, head_dim 128) at the last of `positions` (default
 // 32768). This file compiles kernels/attention_mma.cu itself with DB_ATTENTION_MMA_TRACE, so
 // that thread 0 of each block records the global timer (ns) at its phases: 0 its start, 1 its
@@ -100,9 +102,9 @@ int main(int argc, char** argv) {
     std::vector<double> sm_blocks;
     for (const auto& [sm, n] : per_sm) sm_blocks.push_back(n);
     fmt::print(
-        "{{\"positions\": {}, \"kv\": \"{}\", \"splits\": {}, \"event_us\": {:.2f}, {}, {}, {}, {}, {}, {}, {}, {}, "
-        "{}, \"sms\": {}}}\n",
-        positions, to_string(kv), grid, 1e3 * ev.ms(), json("start", stats(phase[0])), json("waited", stats(phase[1])),
+        "{{\"warps\": {}, \"positions\": {}, \"kv\": \"{}\", \"splits\": {}, \"event_us\": {:.2f}, {}, {}, {}, {}, "
+        "{}, {}, {}, {}, {}, \"sms\": {}}}\n",
+        kWarps, positions, to_string(kv), grid, 1e3 * ev.ms(), json("start", stats(phase[0])), json("waited", stats(phase[1])),
         json("queries", stats(phase[2])), json("tiles_done", stats(phase[3])), json("counted", stats(phase[4])),
         json("merged", stats(phase[5])), json("loop_us", stats(loop)), json("warp0_tiles", stats(tiles)),
         json("blocks_an_sm", stats(sm_blocks)), per_sm.size());
