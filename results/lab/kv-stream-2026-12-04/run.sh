@@ -33,7 +33,24 @@ ctx() {  # model kv context [extra...]
 }
 mkdir -p "$out/runs"
 export DB_GIT_COMMIT=$(git log -1 --format=%h 2>/dev/null || echo unknown)
-case "${1:?usage: run.sh probe|dyn|why|trace|final|sweep}" in
+case "${1:?usage: run.sh probe|dyn|why|trace|final|sweep|next}" in
+  next)
+    # Not run yet (no device time left): 12-warp blocks against 4 (the trace's variant), the
+    # chunk / tensor-core switch (the bench at 8192 and 16384), the fp16 step at 131000 and the
+    # 8-bit caches' accuracy on the H200. Predicted: 12 warps merge in ~2.5 us (6.6 with 4) and
+    # take ~4 us off a launch at 32768; the tensor-core kernel faster than attention() from
+    # 8192; 8b-int4 --context 131000 fp16 ~6.1 ms (the bench's 0.87 of read).
+    build decodebench decodebench_attention_bench decodebench_attention_trace decodebench_attention_trace12 decodebench_kv_accuracy
+    for tool in decodebench_attention_trace decodebench_attention_trace12; do for p in 32768 131000; do for kv in fp16 fp8; do
+      timeout 60 $b/$tool --positions $p --kv $kv; done; done; done >"$out/trace-4-12.jsonl" 2>&1
+    cat "$out/trace-4-12.jsonl"; t trace
+    timeout 150 $b/decodebench_attention_bench --only 8b --reps 10 >"$out/attention_bench.jsonl" 2>&1
+    grep -E '"positions": (4096|8192|16384|32768)' "$out/attention_bench.jsonl"; t bench
+    ctx 8b-int4 fp16 131000; t ctx131000
+    timeout 120 $b/decodebench_kv_accuracy --model 8b-int4 --contexts 1024,8192,32768 --steps 32 >"$out/kv-accuracy.json" 2>&1
+    tail -c 1500 "$out/kv-accuracy.json"; t accuracy
+    tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs"
+    ;;
   sweep)
     # Run on the machine `final` left warm, with its build (no rebuild): the fp8 step at 131000
     # (final's own call passed --tokens twice) and the context sweep of results/h200/kv-cache.
