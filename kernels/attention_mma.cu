@@ -39,7 +39,7 @@
 //    is the output, else the block writes its partial (attention.cuh's part_o / part_ml
 //    layout, max in natural-log units) and the last block of the kv head to finish (a
 //    counter, as in attention.cu) merges all of them by log-sum-exp in one pass, in the
-//    blocks' order, every partial's loads in flight together, and resets the counter.
+//    blocks' order, kMergeBatch partials' loads in flight at a time, and resets the counter.
 //
 // 8-bit caches (fp8 E4M3, int8): the codes convert exactly to fp16 (E4M3 values and
 // -127..127 are fp16 values), so the mmas run on codes converted in registers, not on
