@@ -2,6 +2,7 @@
 #include "common.cuh"
 #include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
+#include "int4_dot.cuh"
 #include "int4_meta.h"
 #include "kv_cache.cuh"
 #include "pdl.cuh"
@@ -471,10 +472,10 @@ __global__ void plain_prefill_attention_kernel(PrefillAttentionArgs a) {
   }
 }
 
-// fp16 copy of a matrix in a repacked int4 layout: eight columns a thread (one 16-byte
-// store), rows over blockIdx.y; each nibble is found where the repack put it, each scale and
-// zero point in the packed meta layout (int4_meta.h).
-__global__ void dequantize_repacked_kernel(DeviceMatrix m, __half* out) {
+// fp16 copy of a matrix in the int4 fragment layout: eight columns a thread (one 16-byte
+// store), rows over blockIdx.y; each nibble is found where the repack put it
+// (int4_frag::locate), each scale and zero point in the packed meta layout (int4_meta.h).
+__global__ void dequantize_fragments_kernel(DeviceMatrix m, __half* out) {
   const int64_t pieces = m.cols / 8, groups = m.cols / m.group_size;
   const uint32_t* words = static_cast<const uint32_t*>(m.qweight);
   for (int64_t r = blockIdx.y; r < m.rows; r += gridDim.y) {
@@ -489,26 +490,103 @@ __global__ void dequantize_repacked_kernel(DeviceMatrix m, __half* out) {
         float v[2];
         for (int k = 0; k < 2; ++k) {
           const int64_t col = c0 + j + k;
-          uint32_t word;
-          int nibble;
-          if (m.int4_frag) {
-            const int64_t block_row = r / int4_frag::kRows * int4_frag::kRows;
-            const int64_t span = col / int4_frag::kSpanCols;
-            const int4_frag::Place pl = int4_frag::locate(static_cast<int>(r - block_row),
-                                                          static_cast<int>(col % int4_frag::kSpanCols));
-            word = words[((block_row + pl.i) * m.cols / 2 + span * (int4_frag::kSpanCols / 2)) / 4 +
-                         pl.lane * 4 + pl.u];
-            nibble = pl.n;
-          } else {  // columns 0..7 of a word in the order 0, 2, 4, 6, 1, 3, 5, 7
-            word = words[(r * m.cols + col) / 8];
-            const int w = static_cast<int>(col % 8);
-            nibble = (w % 2) * 4 + w / 2;
-          }
-          v[k] = quant::dequantize_int4(static_cast<uint8_t>((word >> (4 * nibble)) & 0xfu), scale, zero);
+          const int64_t block_row = r / int4_frag::kRows * int4_frag::kRows;
+          const int64_t span = col / int4_frag::kSpanCols;
+          const int4_frag::Place pl = int4_frag::locate(static_cast<int>(r - block_row),
+                                                        static_cast<int>(col % int4_frag::kSpanCols));
+          const uint32_t word =
+              words[((block_row + pl.i) * m.cols / 2 + span * (int4_frag::kSpanCols / 2)) / 4 + pl.lane * 4 +
+                    pl.u];
+          v[k] = quant::dequantize_int4(static_cast<uint8_t>((word >> (4 * pl.n)) & 0xfu), scale, zero);
         }
         h[j / 2] = pack_half2(v[0], v[1]);
       }
       *reinterpret_cast<uint4*>(out + r * m.cols + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+  }
+}
+
+// The fp16 copies of the layouts the fast kernels read, int4 in the nibble order and int8 and
+// fp8 (canonical): a thread converts a piece of 8 columns (one 16-byte store) in each of
+// kCopyPieces pieces kCopyThreads apart in a row, rows over blockIdx.y, so that each load
+// and store of a warp covers contiguous bytes and a thread has all its loads in flight
+// before the first conversion. The codes become fp16 pairs as in the GEMVs (the int4 nibble
+// masks, int8's byte permute, fp8's cvt), exactly; int4's q - zero and int8's q times the
+// fp16 scale is one rounding of the exact product by hmul2, the rounding the canonical
+// kernels (dequantize_to_f16) apply to it in fp32 (5 or 8 bits times 11 fit fp32's 24), and
+// fp8's product is formed in fp32 as theirs: the same bits, at a few instructions a weight.
+// The batched step makes the copy in L2, where the conversion's instructions and not the
+// bytes would bound it; the codes, read once, are loaded evict-first (ld.global.cs) so that
+// they do not push the copy's blocks out of L2.
+constexpr int kCopyThreads = 128, kCopyPieces = 4;
+
+__global__ void dequantize_nibbles_kernel(DeviceMatrix m, int group_shift, __half* out) {
+  const int64_t pieces = m.cols / 8, groups = m.cols >> group_shift;
+  const uint32_t* words = static_cast<const uint32_t*>(m.qweight);  // a piece is a word
+  const int64_t p0 = int64_t{blockIdx.x} * kCopyThreads * kCopyPieces + threadIdx.x;
+  for (int64_t r = blockIdx.y; r < m.rows; r += gridDim.y) {
+    uint32_t q[kCopyPieces];
+#pragma unroll
+    for (int u = 0; u < kCopyPieces; ++u) {
+      const int64_t p = p0 + u * kCopyThreads;
+      q[u] = p < pieces ? __ldcs(words + r * pieces + p) : 0u;
+    }
+    const int64_t meta = int4_meta::packed_index(groups, r, 0);  // group g of row r: + 8 g
+#pragma unroll
+    for (int u = 0; u < kCopyPieces; ++u) {
+      const int64_t p = p0 + u * kCopyThreads;
+      if (p >= pieces) continue;
+      const int64_t gi = meta + ((p * 8) >> group_shift) * int4_meta::kBlockRows;
+      const __half2 scale = __half2half2(m.scales[gi]);
+      // 1024 + zero and -(64 + zero) in both halves (int4_pairs; zero < 16).
+      const uint32_t zero = m.zero_point ? m.zeros[gi] : quant::kInt4SymmetricZero;
+      const __half2 lo_sub = bits_h2(0x64006400u | zero | (zero << 16));
+      const __half2 hi_add = bits_h2(0xd400d400u | (zero << 4) | (zero << 20));
+      __half2 v[4];
+      int4_pairs(q[u], lo_sub, hi_add, v);
+      reinterpret_cast<uint4*>(out + r * m.cols)[p] =
+          make_uint4(h2_bits(__hmul2(v[0], scale)), h2_bits(__hmul2(v[1], scale)),
+                     h2_bits(__hmul2(v[2], scale)), h2_bits(__hmul2(v[3], scale)));
+    }
+  }
+}
+
+// int8 and fp8, a scale a row: 8 codes a piece.
+template <Scheme S>
+__global__ void dequantize_bytes_kernel(DeviceMatrix m, __half* out) {
+  static_assert(S == Scheme::int8 || S == Scheme::fp8, "int8 or fp8 codes");
+  const int64_t pieces = m.cols / 8;
+  const uint2* codes = static_cast<const uint2*>(m.qweight);
+  const int64_t p0 = int64_t{blockIdx.x} * kCopyThreads * kCopyPieces + threadIdx.x;
+  for (int64_t r = blockIdx.y; r < m.rows; r += gridDim.y) {
+    uint2 q[kCopyPieces];
+#pragma unroll
+    for (int u = 0; u < kCopyPieces; ++u) {
+      const int64_t p = p0 + u * kCopyThreads;
+      q[u] = p < pieces ? __ldcs(codes + r * pieces + p) : make_uint2(0u, 0u);
+    }
+#pragma unroll
+    for (int u = 0; u < kCopyPieces; ++u) {
+      const int64_t p = p0 + u * kCopyThreads;
+      if (p >= pieces) continue;
+      uint32_t h[4];
+      if constexpr (S == Scheme::int8) {
+        const __half2 scale = __half2half2(m.scales[r]);
+        const uint32_t a = q[u].x ^ 0x80808080u, b = q[u].y ^ 0x80808080u;
+        h[0] = h2_bits(__hmul2(int8x2_to_half2(a, 0x4140u), scale));
+        h[1] = h2_bits(__hmul2(int8x2_to_half2(a, 0x4342u), scale));
+        h[2] = h2_bits(__hmul2(int8x2_to_half2(b, 0x4140u), scale));
+        h[3] = h2_bits(__hmul2(int8x2_to_half2(b, 0x4342u), scale));
+      } else {  // the code's value (exact in fp16 and float) times the float scale, as quant.h
+        const float scale = fp8_scales(m)[r];
+        const uint32_t w[4] = {q[u].x, q[u].x >> 16, q[u].y, q[u].y >> 16};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 f = __half22float2(fp8x2_to_half2(w[j]));
+          h[j] = pack_half2(f.x * scale, f.y * scale);
+        }
+      }
+      reinterpret_cast<uint4*>(out + r * m.cols)[p] = make_uint4(h[0], h[1], h[2], h[3]);
     }
   }
 }
@@ -621,12 +699,36 @@ void prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s) {
 }
 
 void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
-  if (!m.int4_repacked) return dequantize_to_f16(m, out, s);
   const int64_t pieces = m.cols / 8;
-  const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads),
-                  static_cast<unsigned>(std::min<int64_t>(m.rows, 65535)));
-  dequantize_repacked_kernel<<<grid, kThreads, 0, s>>>(m, out);
+  const unsigned rows = static_cast<unsigned>(std::min<int64_t>(m.rows, 65535));
+  const dim3 copy_grid(
+      static_cast<unsigned>((pieces + kCopyThreads * kCopyPieces - 1) / (kCopyThreads * kCopyPieces)), rows);
+  if (m.int4_frag) {
+    const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads), rows);
+    dequantize_fragments_kernel<<<grid, kThreads, 0, s>>>(m, out);
+  } else if (m.int4_repacked) {
+    // The nibble order: whole words a row, groups of a power of two of them (fast_gemv_takes).
+    const int g = m.group_size;
+    if (m.cols % 8 != 0 || g < 8 || (g & (g - 1)) != 0)
+      fail(
+          "dequantize_any_to_f16: int4 in the nibble order needs a power-of-two group of at least 8 "
+          "columns and whole words a row ([{} x {}], group {})",
+          m.rows, m.cols, g);
+    int shift = 0;
+    while ((1 << shift) < g) ++shift;
+    dequantize_nibbles_kernel<<<copy_grid, kCopyThreads, 0, s>>>(m, shift, out);
+  } else if (m.scheme == Scheme::int8 && m.cols % 8 == 0) {
+    dequantize_bytes_kernel<Scheme::int8><<<copy_grid, kCopyThreads, 0, s>>>(m, out);
+  } else if (m.scheme == Scheme::fp8 && m.cols % 8 == 0) {
+    dequantize_bytes_kernel<Scheme::fp8><<<copy_grid, kCopyThreads, 0, s>>>(m, out);
+  } else {
+    return dequantize_to_f16(m, out, s);
+  }
   CUDA_CHECK_LAUNCH();
+}
+
+void dequantize_rows_to_f16(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out, cudaStream_t s) {
+  dequantize_any_to_f16(matrix_rows(m, r0, r1), out, s);
 }
 
 }  // namespace db::cuda

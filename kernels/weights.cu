@@ -411,4 +411,37 @@ void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
 }
 
+DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
+  if (r0 < 0 || r1 > m.rows || r0 >= r1)
+    fail("matrix_rows: rows [{}, {}) of a matrix of {} rows", r0, r1, m.rows);
+  if (m.int4_repacked && r0 % int4_meta::kBlockRows != 0)
+    fail("matrix_rows: the repacked int4 layout keeps blocks of {} rows; row {} starts none",
+         int4_meta::kBlockRows, r0);
+  if (m.scheme == Scheme::int4 && m.cols % 2 != 0 && r0 > 0)
+    fail("matrix_rows: int4 rows of {} columns share bytes", m.cols);
+  DeviceMatrix b = m;
+  b.rows = r1 - r0;
+  switch (m.scheme) {
+    case Scheme::fp16:
+      b.qweight = static_cast<__half*>(m.qweight) + r0 * m.cols;
+      break;
+    case Scheme::int8:  // a scale a row
+      b.qweight = static_cast<int8_t*>(m.qweight) + r0 * m.cols;
+      b.scales = m.scales + r0;
+      break;
+    case Scheme::fp8:  // a float scale a row
+      b.qweight = static_cast<uint8_t*>(m.qweight) + r0 * m.cols;
+      b.scales = reinterpret_cast<__half*>(fp8_scales(b) + r0);
+      break;
+    case Scheme::int4: {  // a scale (and zero point) a group; packed or not, row r's at r * groups
+      const int64_t groups = m.cols / m.group_size;
+      b.qweight = static_cast<uint8_t*>(m.qweight) + r0 * m.cols / 2;
+      b.scales = m.scales + r0 * groups;
+      if (m.zeros) b.zeros = m.zeros + r0 * groups;
+      break;
+    }
+  }
+  return b;
+}
+
 }  // namespace db::cuda

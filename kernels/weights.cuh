@@ -89,4 +89,11 @@ void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments = false);
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
 
+// Rows [r0, r1) of m as a matrix of r1 - r0 rows in m's layout, its pointers offset into m's
+// arrays (no copy): the weights, scales and zero points of those rows. In the int4 repacked
+// layouts a block of 8 rows is stored together (the nibble order's packed meta, the fragments'
+// words), so r0 is a multiple of 8 there; r1 may end anywhere. Fails on a range the layout
+// cannot cut.
+DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1);
+
 }  // namespace db::cuda
