@@ -114,7 +114,12 @@ struct BatchCase {
   Scheme scheme;
   const char* kernel;
   int64_t batch;
+  int64_t dequant_chunk_bytes = 0;  // the engine's blocks of fp16 copies; 0: the default
 };
+
+// Blocks of fp16 copies that cut the tiny model's matrices into several: 24 rows of 128 inputs,
+// 8 of 256 (fp16_chunk_rows).
+constexpr int64_t kSmallDequantChunk = 24 * 128 * 2;
 
 class EngineBatch : public ::testing::TestWithParam<BatchCase> {};
 
@@ -126,7 +131,9 @@ TEST_P(EngineBatch, EverySequenceWithinTheBoundAndSameArgmax) {
   const WeightSource ws(tiny(p.scheme), "", 5);
   const int64_t context = 5, steps = 4;
   const std::vector<Trace> cpu = cpu_batch(ws, p.batch, context, steps);
-  Engine e(ws, resolve_kernel(p.kernel, p.scheme), context + steps, false, p.batch);
+  const KernelInfo k = resolve_kernel(p.kernel, p.scheme);
+  Engine e(load_device_weights(ws, k, context + steps, false, p.batch), k, context + steps, false, p.batch,
+           std::nullopt, p.dequant_chunk_bytes);
   ASSERT_EQ(e.batch(), p.batch);
   const auto gpu = forced_batch(e, context, cpu, false);
   for (int64_t s = 0; s < p.batch; ++s)
@@ -151,16 +158,23 @@ std::vector<BatchCase> every_kernel_and_batch() {
     v.push_back({scheme, kernel, 5});
   // Past one skinny launch: int8, fp8 and int4 gemv run cuBLAS on an fp16 copy (the plan's
   // BatchedPath).
+  // Their copies are made a block of rows at a time (gemm_rows_dequant); the tiny model's
+  // matrices fit one default block, so again in blocks of 24 rows of 128 inputs (8 of 256):
+  // every matrix in several, each with a short last block but the down projection.
   for (const auto& [scheme, kernel] :
        {std::pair{Scheme::int8, "int8.gemv"}, std::pair{Scheme::int4, "int4.gemv"},
-        std::pair{Scheme::fp8, "fp8.gemv"}})
+        std::pair{Scheme::fp8, "fp8.gemv"}}) {
     v.push_back({scheme, kernel, 65});
+    v.push_back({scheme, kernel, 65, kSmallDequantChunk});
+  }
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, EngineBatch, ::testing::ValuesIn(every_kernel_and_batch()),
                          [](const auto& info) {
                            std::string n = fmt::format("{}_b{}", info.param.kernel, info.param.batch);
+                           if (info.param.dequant_chunk_bytes > 0)
+                             n += fmt::format("_chunk{}", info.param.dequant_chunk_bytes);
                            for (char& ch : n)
                              if (ch == '.' || ch == '-') ch = '_';
                            return n;
@@ -377,7 +391,7 @@ TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
 }
 
 // The memory plan counts the batch: the KV cache B-fold, and an engine of B sequences holds
-// what plan() says.
+// what plan() says; past the skinny GEMM, with the fp16 copies' blocks at its own block size.
 TEST(EngineBatchMemory, ThePlanCountsEverySequencesCache) {
   REQUIRE_GPU();
   const WeightSource ws(tiny(Scheme::int4), "", 3);
@@ -388,6 +402,18 @@ TEST(EngineBatchMemory, ThePlanCountsEverySequencesCache) {
   Engine e(ws, k, 40, false, 8);
   EXPECT_EQ(e.memory().kv_cache_bytes, eight.kv_cache_bytes);
   EXPECT_EQ(e.memory().scratch_bytes, eight.scratch_bytes);
+  // Past the skinny GEMM the fp16 copies' two blocks are scratch, at the engine's own block size.
+  const int64_t past = kSkinnyMaxBatch + 1;
+  LinearPlan p = plan_linears(ws.config(), k, past, device_capability(), false);
+  p.dequant_chunk_bytes = Engine::dequant_chunk_bytes();
+  const int64_t blocks = p.fp16_copy_elements();
+  p.dequant_chunk_bytes = kSmallDequantChunk;
+  const int64_t small = p.fp16_copy_elements();
+  EXPECT_EQ(small, 2 * 24 * 128);  // two blocks of 24 rows of 128 inputs
+  EXPECT_LT(small, blocks);
+  Engine f(load_device_weights(ws, k, 40, false, past), k, 40, false, past, std::nullopt, kSmallDequantChunk);
+  EXPECT_EQ(f.memory().scratch_bytes,
+            Engine::plan(ws.config(), k, 40, 0, past).scratch_bytes - 2 * (blocks - small));
 }
 
 }  // namespace

@@ -1,17 +1,22 @@
-// The fp16 copy of a quantized matrix a block of rows at a time (dequantize_rows_to_f16): a
-// block of rows of every layout has the bits of the same rows of the whole copy, and the copy
-// kernels of the layouts the fast kernels read have the canonical kernels' and the host's
-// bits.
+// The fp16 copy of a quantized matrix a block of rows at a time, as the batched step and the
+// prefill make it (gemm_rows_dequant): a block of rows of every layout has the bits of the
+// same rows of the whole copy; the copy kernels of the layouts the fast kernels read have the
+// canonical kernels' and the host's bits; and the GEMM over blocks of rows gives the
+// product the whole copy's GEMM gives, within the fp32 accumulation's rounding.
+#include <cublas_v2.h>
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "decodebench/error.h"
 #include "decodebench/half.h"
+#include "decodebench/linear_plan.h"
 #include "decodebench/quant.h"
+#include "engine.cuh"
 #include "gpu_common.cuh"
 #include "prefill.cuh"
 #include "weights.cuh"
@@ -165,6 +170,125 @@ TEST(DequantRows, TheFastLayoutsCopiesHaveTheCanonicalBits) {
     EXPECT_EQ(copy_of(canon.m, true), host) << name_of(p) << ": the canonical kernel";
     EXPECT_EQ(copy_of(d.m), host) << name_of(p);
   }
+}
+
+struct GemmCase {
+  LayoutCase m;
+  int64_t batch;
+};
+
+// y [batch, rows] (+)= x W^T through gemm_rows_dequant in blocks of `chunk` rows, the scratch
+// exactly the blocks' (a guard after it must stay untouched).
+std::vector<float> gemm_in_blocks(cublasHandle_t cublas, const DeviceMatrix& m,
+                                  const DeviceBuffer<uint16_t>& x, int64_t batch,
+                                  const std::vector<float>& y0, bool accumulate, int64_t chunk) {
+  const int64_t n = chunk < m.rows ? 2 * chunk * m.cols : m.rows * m.cols;
+  constexpr int64_t kGuard = 4096;
+  DeviceBuffer<uint16_t> scratch(static_cast<size_t>(n + kGuard));
+  scratch.poison();
+  DeviceBuffer<float> y(y0);
+  gemm_rows_dequant(cublas, m, reinterpret_cast<const __half*>(x.p), batch, y.p, accumulate,
+                    reinterpret_cast<__half*>(scratch.p), chunk, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> s = scratch.download();
+  for (int64_t i = n; i < n + kGuard; ++i)
+    if (s[static_cast<size_t>(i)] != 0xffffu) {
+      ADD_FAILURE() << "blocks of " << chunk << " rows wrote past their scratch at element " << i;
+      break;
+    }
+  return y.download();
+}
+
+// The GEMM over blocks of rows (several block sizes, one that leaves a short last block, one
+// block of 8 rows, the whole matrix as one block: the copy and GEMM the step ran before
+// blocks) against the whole copy's GEMM, storing and accumulating, at 65 sequences (the
+// engine's first batch past the skinny GEMM) and 3. cuBLAS forms each output from the same K
+// fp16 products, exact in fp32, in an order of its own for each shape (a block's M may take
+// another kernel or split K): each result is within (K + 1) 2^-23 S of the exact sum, S the
+// sum of the products' magnitudes and the accumulated |y0| (K + 1 additions, each rounding
+// at most 2^-23 of the partial sums' magnitudes even when the tensor cores truncate), so the
+// two are within twice that of each other. Both are checked against the exact sum in double
+// precision, which also catches a block written to the wrong rows.
+TEST(GemmRowsDequant, BlocksOfRowsGiveTheWholeCopysProduct) {
+  REQUIRE_GPU();
+  cublasHandle_t cublas = nullptr;
+  CUBLAS_CHECK(cublasCreate(&cublas));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const std::vector<GemmCase> cases = {
+      {{Scheme::int8, MatrixLayout::canonical, 200, 1024}, 65},
+      {{Scheme::fp8, MatrixLayout::canonical, 200, 1024}, 65},
+      {{Scheme::int4, MatrixLayout::int4_nibbles, 203, 1024, 128, true}, 65},
+      {{Scheme::int4, MatrixLayout::int4_fragments, 200, 2048, 128, true}, 65},
+      {{Scheme::int8, MatrixLayout::canonical, 200, 1024}, 3},
+      {{Scheme::int4, MatrixLayout::int4_nibbles, 203, 1024, 64, false}, 3},
+  };
+  int64_t identical = 0, compared = 0;
+  for (const GemmCase& g : cases) {
+    const LayoutCase& p = g.m;
+    std::vector<float> w(static_cast<size_t>(p.rows * p.cols));
+    for (float& v : w) v = 0.05f * nd(rng);
+    const QuantMatrix h =
+        quantize_matrix(w.data(), p.rows, p.cols, p.scheme, p.group ? p.group : 128, p.zero_point);
+    DeviceQuant d(h);
+    lay_out(d, p);
+    const std::vector<uint16_t> wf = copy_of(d.m);  // the fp16 weights every block multiplies
+    const int64_t B = g.batch, R = p.rows, K = p.cols;
+    std::vector<uint16_t> xh(static_cast<size_t>(B * K));
+    for (uint16_t& v : xh) v = f32_to_f16(nd(rng));
+    const DeviceBuffer<uint16_t> x(xh);
+    std::vector<float> y0(static_cast<size_t>(B * R));
+    for (float& v : y0) v = 4.f * nd(rng);
+    for (bool accumulate : {false, true}) {
+      // Storing: y starts as NaN, so that a row no block writes shows.
+      const std::vector<float> start = accumulate ? y0 : std::vector<float>(y0.size(), std::nanf(""));
+      const std::vector<float> whole = gemm_in_blocks(cublas, d.m, x, B, start, accumulate, R);
+      // The exact sums and the bound's S.
+      std::vector<double> exact(y0.size()), mag(y0.size());
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t r = 0; r < R; ++r) {
+          double e = accumulate ? y0[b * R + r] : 0.0, a = accumulate ? std::fabs(e) : 0.0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double t = double{f16_to_f32(wf[r * K + k])} * f16_to_f32(xh[b * K + k]);
+            e += t;
+            a += std::fabs(t);
+          }
+          exact[b * R + r] = e;
+          mag[b * R + r] = a;
+        }
+      const double u = (K + 1) * std::ldexp(1.0, -23);
+      for (int64_t chunk : {R, int64_t{8}, int64_t{24}, int64_t{64}, int64_t{128}}) {
+        const std::string what = fmt::format("{} batch {} blocks of {} rows{}", name_of(p), B, chunk,
+                                             accumulate ? ", accumulating" : "");
+        const std::vector<float> got = gemm_in_blocks(cublas, d.m, x, B, start, accumulate, chunk);
+        int64_t off = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+          const double tol = u * mag[i];
+          const bool ok = std::fabs(got[i] - exact[i]) <= tol && std::fabs(whole[i] - exact[i]) <= tol &&
+                          std::fabs(double{got[i]} - whole[i]) <= 2 * tol;
+          if (!ok && off++ < 5)
+            ADD_FAILURE() << what << ": sequence " << i / R << " row " << i % R << ": " << got[i]
+                          << " in blocks, " << whole[i] << " whole, exact " << exact[i] << " (bound " << tol
+                          << ")";
+          identical += got[i] == whole[i];
+          ++compared;
+        }
+        EXPECT_EQ(off, 0) << what;
+      }
+    }
+  }
+  CUBLAS_CHECK(cublasDestroy(cublas));
+  std::printf("gemm_rows_dequant: %.1f%% of the outputs in blocks bit-identical to the whole copy's\n",
+              100.0 * static_cast<double>(identical) / static_cast<double>(compared));
+}
+
+// A block size the layout cannot take is refused before anything runs.
+TEST(GemmRowsDequant, BlocksOfRowsThatCutARowBlockAreRefused) {
+  REQUIRE_GPU();
+  const QuantMatrix h = random_codes(Scheme::int8, 40, 256, 0, false, 3);
+  DeviceQuant d(h);
+  EXPECT_THROW(gemm_rows_dequant(nullptr, d.m, nullptr, 3, nullptr, false, nullptr, 12, nullptr), Error);
+  EXPECT_THROW(gemm_rows_dequant(nullptr, d.m, nullptr, 3, nullptr, false, nullptr, 0, nullptr), Error);
 }
 
 }  // namespace

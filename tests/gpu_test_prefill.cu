@@ -61,10 +61,13 @@ std::vector<float> cache_rows(const __half* cache, int64_t rows, int64_t kv_dim)
 constexpr double kBound = 1e-2;
 
 // The step path's tokens after the batched prefill, and its logits and cache within kBound.
+// `dequant_chunk_bytes`: the prefill engine's blocks of fp16 copies (0: the default).
 void expect_same_as_steps(const WeightSource& ws, const KernelInfo& kernel, int64_t context, int64_t chunk,
-                          const std::string& what) {
+                          const std::string& what, int64_t dequant_chunk_bytes = 0) {
   const int64_t steps = 16;
-  Engine s(ws, kernel, context + steps, true), b(ws, kernel, context + steps, true);
+  Engine s(ws, kernel, context + steps, true);
+  Engine b(load_device_weights(ws, kernel, context + steps, true), kernel, context + steps, true, 1,
+           std::nullopt, dequant_chunk_bytes);
   const Trace step = run_engine(s, context, steps, true);
   const Trace batched = run_batched(b, context, steps, chunk);
   const ModelConfig& c = ws.config();
@@ -162,6 +165,20 @@ TEST(Prefill, ExternalAdapterGivesTheStepPathsTokens) {
     const Adapter a = load_adapter("synthetic:rank=8,alpha=24", c, 5, AdapterMode::external);
     const WeightSource ws(c, "", 5, &a);
     expect_same_as_steps(ws, resolve_kernel("auto", s), 200, 64, fmt::format("{} external", to_string(s)));
+  }
+}
+
+// The prefill's quantized GEMMs go through fp16 copies a block of rows at a time, as the
+// batched step's: in blocks that cut every matrix of the tiny model into several (24 rows of
+// 128 inputs, 8 of 256), from every layout, the step path's tokens.
+TEST(Prefill, Fp16CopiesInBlocksOfRowsGiveTheStepPathsTokens) {
+  REQUIRE_GPU();
+  for (const auto& [scheme, kernel] :
+       {std::pair{Scheme::int8, "auto"}, std::pair{Scheme::fp8, "auto"}, std::pair{Scheme::int4, "auto"},
+        std::pair{Scheme::int4, "int4.naive"}, std::pair{Scheme::int8, "int8.dequant-cublas"}}) {
+    const WeightSource ws(tiny(scheme), "", 11);
+    expect_same_as_steps(ws, resolve_kernel(kernel, scheme), 200, 64,
+                         fmt::format("{} {} in blocks", to_string(scheme), kernel), 24 * 128 * 2);
   }
 }
 

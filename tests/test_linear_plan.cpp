@@ -379,14 +379,67 @@ TEST(LinearPlan, TheStepsResourcesFollowTheChoices) {
           cublas = cublas ||
                    (batch > 1 && l.batched != BatchedPath::gemv_columns &&
                     l.batched != BatchedPath::skinny_gemm && l.batched != BatchedPath::gemv_per_sequence);
-          if (l.impl == LinearImpl::dequant_cublas || l.batched == BatchedPath::fp16_copy_cublas)
+          if (l.impl == LinearImpl::dequant_cublas)
             copy = std::max(copy, l.shape.weights());
+          else if (l.batched == BatchedPath::fp16_copy_cublas)
+            copy = std::max(copy, fp16_chunk_elements(l.shape.rows, l.shape.cols, p.dequant_chunk_bytes));
         }
         EXPECT_EQ(p.uses_cublas(), cublas);
-        // One fp16 scratch copy serves every matrix that needs one: the largest's size.
+        // One fp16 scratch serves every matrix that needs a copy: dequant-cublas copies the
+        // largest whole, the batched step's copies take two blocks of rows.
         EXPECT_EQ(p.fp16_copy_elements(), copy);
+        EXPECT_EQ(p.dequant_chunk_bytes, kDequantChunkBytes);
         if (k.impl == LinearImpl::dequant_cublas) EXPECT_GE(copy, p[MatrixKind::gate_up].shape.weights());
       });
+}
+
+// The batched step's fp16 copies go a block of rows at a time through L2: a block's fp16 image
+// is at most the block size, in whole 128-row tiles where one fits, else in the 8-row blocks of
+// the int4 layouts (at least one), the whole matrix when it fits; the scratch is two blocks.
+TEST(LinearPlan, TheBatchedFp16CopiesAreMadeInBlocksOfRowsThatFitL2) {
+  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+           {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {57344, 8192}, {8192, 28672}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols));
+    const int64_t r = fp16_chunk_rows(rows, cols, kDequantChunkBytes);
+    EXPECT_EQ(r % 128, 0);
+    EXPECT_LE(2 * r * cols, kDequantChunkBytes);
+    EXPECT_GT(2 * (r + 128) * cols, kDequantChunkBytes);  // the most whole tiles that fit
+    EXPECT_EQ(fp16_chunk_elements(rows, cols, kDequantChunkBytes), 2 * r * cols);
+  }
+  EXPECT_EQ(fp16_chunk_rows(28672, 4096, kDequantChunkBytes), 2048);
+  EXPECT_EQ(fp16_chunk_rows(4096, 14336, kDequantChunkBytes), 512);
+  // Small blocks (the GPU tests'): whole blocks of 8 rows, at least one.
+  EXPECT_EQ(fp16_chunk_rows(256, 128, 24 * 128 * 2), 24);
+  EXPECT_EQ(fp16_chunk_rows(256, 128, 31 * 128 * 2), 24);
+  EXPECT_EQ(fp16_chunk_rows(128, 256, 12 * 256 * 2), 8);
+  EXPECT_EQ(fp16_chunk_rows(128, 4096, 100), 8);
+  EXPECT_EQ(fp16_chunk_elements(128, 4096, 100), 2 * 8 * 4096);
+  // A matrix that fits is one block, the scratch its size.
+  EXPECT_EQ(fp16_chunk_rows(100, 128, 100 * 128 * 2), 100);
+  EXPECT_EQ(fp16_chunk_elements(100, 128, 100 * 128 * 2), 100 * 128);
+  EXPECT_EQ(fp16_chunk_rows(5, 4096, 100), 5);
+  EXPECT_THROW(fp16_chunk_rows(8, 8, 0), Error);
+
+  // 8b-int4 and 8b-int8 past one skinny launch: every block linear copies in blocks, the
+  // scratch is two of qkv's (2048 rows of 4096), 32 MiB, where the whole gate/up took 224 MiB.
+  for (const char* preset : {"8b-int4", "8b-int8", "8b-fp8"}) {
+    SCOPED_TRACE(preset);
+    const ModelConfig c = load_model_config(preset);
+    LinearPlan p = plan_linears(c, resolve_kernel("auto", c.quant.scheme), 128, 90, true);
+    for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
+      EXPECT_EQ(p[k].batched, BatchedPath::fp16_copy_cublas) << to_string(k);
+    EXPECT_EQ(p.fp16_chunk_rows(MatrixKind::gate_up), 2048);
+    EXPECT_EQ(p.fp16_chunk_rows(MatrixKind::down), 512);
+    EXPECT_EQ(p.fp16_copy_elements(), 2 * 2048 * 4096);
+    EXPECT_LE(2 * p.fp16_copy_elements(), 2 * kDequantChunkBytes);
+    p.dequant_chunk_bytes = int64_t{4} << 20;  // an engine's own
+    EXPECT_EQ(p.fp16_chunk_rows(MatrixKind::gate_up), 512);
+    EXPECT_EQ(p.fp16_copy_elements(), 2 * 512 * 4096);
+  }
+  // dequant-cublas copies each matrix whole, at every batch.
+  const ModelConfig c = load_model_config("8b-int4");
+  const LinearPlan d = plan_linears(c, resolve_kernel("int4.dequant-cublas", Scheme::int4), 128, 90, false);
+  EXPECT_EQ(d.fp16_copy_elements(), 28672 * 4096);
 }
 
 TEST(LinearPlan, TheSkinnyShapesTimedAtLoadAreWhatTheResultRecords) {

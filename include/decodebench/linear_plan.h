@@ -34,12 +34,29 @@ enum class BatchedPath {
   gemv_columns,       // the fast kernels' linears up to their scheme's crossover: kernels/gemv_columns.cu
   skinny_gemm,        // the fast kernels' int8, fp8 and int4 above it: kernels/skinny.cu on the GEMV's layout
   cublas,             // fp16 weights through cuBLAS (the fast kernel's fp16 above it, and fp16.cublas)
-  fp16_copy_cublas,   // a quantized matrix the skinny GEMM does not take: dequantized from its
-                      // layout into fp16 (dequantize_any_to_f16), then cuBLAS
+  fp16_copy_cublas,   // a quantized matrix the skinny GEMM does not take: a block of rows at a
+                      // time (fp16_chunk_rows) dequantized from its layout into fp16, then cuBLAS
+                      // on those rows
   dequant_cublas,     // dequant-cublas: its fp16 copy from the canonical layout, then cuBLAS
   gemv_per_sequence,  // the naive kernel once a sequence: the slow path stays the slow path
 };
 const char* to_string(BatchedPath p);
+
+// The batched step's fp16 copy of a matrix (BatchedPath::fp16_copy_cublas) is made a block of
+// rows at a time, each block's GEMM right after it, in two scratch blocks used in turn: a block
+// written by the dequantization is read back by cuBLAS from L2 and later rewritten there, so the
+// copy stays off HBM. 16 MB a block, 32 MB both: they stay resident in the H200's 50 MB of L2
+// beside the quantized weights streaming through and the GEMM's inputs and outputs.
+constexpr int64_t kDequantChunkBytes = int64_t{16} << 20;
+
+// Rows of each block of a [rows, cols] matrix's fp16 copy at `chunk_bytes` a block: as many as
+// its fp16 image holds, in whole tiles of 128 rows (cuBLAS's M tile) where it holds one, else in
+// the 8-row blocks that the int4 layouts keep together (at least one); all of them when the
+// matrix fits.
+int64_t fp16_chunk_rows(int64_t rows, int64_t cols, int64_t chunk_bytes);
+// Elements of the scratch those blocks take: the whole matrix when it is one block, else two
+// blocks (the one being written, the one before it).
+int64_t fp16_chunk_elements(int64_t rows, int64_t cols, int64_t chunk_bytes);
 
 // The step that carries out a plan. Only one exists: one kernel (or a few) per operation, each
 // launched after the one before, captured into one CUDA graph (docs/kernels.md#the-step).
@@ -80,6 +97,8 @@ struct LinearPlan {
   StepMode step = StepMode::kernel_per_op;
   int64_t batch = 1;
   int capability = 0;  // the device's compute capability, 10 major + minor (90: sm_90)
+  // The fp16 copies' blocks (fp16_chunk_rows): kDequantChunkBytes unless an engine sets another.
+  int64_t dequant_chunk_bytes = kDequantChunkBytes;
 
   const LinearChoice& operator[](MatrixKind k) const { return linears[static_cast<int>(k)]; }
   LinearChoice& operator[](MatrixKind k) { return linears[static_cast<int>(k)]; }
@@ -93,9 +112,11 @@ struct LinearPlan {
   bool attention_triggers_early() const;
   // The step calls cuBLAS: a cuBLAS kernel at batch 1, or a cuBLAS path at batch > 1.
   bool uses_cublas() const;
-  // Elements of the largest fp16 copy of a matrix the step makes (dequant-cublas, and the
-  // batched step's fp16 copies); 0: none.
+  // Elements of the fp16 scratch the step needs: the largest matrix dequant-cublas copies
+  // whole, and the blocks of the batched step's fp16 copies (fp16_chunk_elements); 0: none.
   int64_t fp16_copy_elements() const;
+  // Rows of each block of kind k's fp16 copy (fp16_chunk_rows at dequant_chunk_bytes).
+  int64_t fp16_chunk_rows(MatrixKind k) const;
   // config.kernel_fallbacks: each fallback line, in step order.
   std::vector<std::string> fallbacks() const;
   // config.kernel_shapes: each timed skinny GEMM shape, one line a kind ("gate_up [28672 x

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 
 #include "attention.cuh"
@@ -67,9 +68,26 @@ std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws,
 
 // ------------------------------------------------------------------------ engine
 
+int64_t Engine::dequant_chunk_bytes() {
+#ifdef DB_DEV
+  static const int64_t bytes = [] {
+    const char* mb = std::getenv("DECODEBENCH_DEQUANT_CHUNK_MB");
+    if (!mb || !*mb) return kDequantChunkBytes;
+    const double v = std::atof(mb);
+    if (!(v > 0)) fail("DECODEBENCH_DEQUANT_CHUNK_MB={}: a positive number of MiB", mb);
+    return static_cast<int64_t>(v * (1 << 20));
+  }();
+  return bytes;
+#else
+  return kDequantChunkBytes;
+#endif
+}
+
 MemoryUse Engine::plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank,
                        int64_t batch, bool fallback) {
-  return memory_use(plan_linears(c, kernel, batch, device_capability(), fallback), c, positions, lora_rank);
+  LinearPlan p = plan_linears(c, kernel, batch, device_capability(), fallback);
+  p.dequant_chunk_bytes = dequant_chunk_bytes();
+  return memory_use(p, c, positions, lora_rank);
 }
 
 MemoryUse Engine::memory_use(const LinearPlan& plan, const ModelConfig& c, int64_t positions,
@@ -129,7 +147,7 @@ ModelConfig with_kv(ModelConfig c, std::optional<KvScheme> kv) {
 }  // namespace
 
 Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions,
-               bool fallback, int64_t batch, std::optional<KvScheme> kv)
+               bool fallback, int64_t batch, std::optional<KvScheme> kv, int64_t dequant_chunk_bytes)
     : c_(with_kv(non_null(weights).config(), kv)),
       positions_(positions),
       batch_(batch),
@@ -152,6 +170,8 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   check_kernel(c_, kernel, fallback);
   if (batch < 1 || batch > kMaxBatch)
     fail("a batch of {} sequences: the engine runs 1 to {}", batch, kMaxBatch);
+  if (dequant_chunk_bytes < 0) fail("fp16 copies in blocks of {} bytes", dequant_chunk_bytes);
+  plan_.dequant_chunk_bytes = dequant_chunk_bytes > 0 ? dequant_chunk_bytes : Engine::dequant_chunk_bytes();
   const int64_t B = batch;
 
   // --- the memory plan: the weights are resident already, so free memory need only hold the
@@ -223,6 +243,7 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   b.logits = static_cast<float*>(alloc(4 * V * B));
   b.xnorm = static_cast<__half*>(alloc(2 * std::max({H, I, qd}) * B));
   b.gate_up = static_cast<float*>(alloc(4 * 2 * I * B));
+  // dequant-cublas's whole fp16 copy, or the batched step's two blocks (fp16_copy_elements).
   if (const int64_t n = plan_.fp16_copy_elements(); n > 0) b.dequant = static_cast<__half*>(alloc(2 * n));
   const std::vector<float> rope = rope_table(c_, positions);
   b.rope = static_cast<float*>(alloc(4 * rope.size()));

@@ -80,9 +80,20 @@ struct DeviceLayer {
 };
 
 // Row-major y[rows, out] (+)= x[rows, in] W^T for a row-major fp16 W [out, in], through
-// cuBLAS (fp32 accumulation and output): the prefill's GEMMs and the batched step's.
+// cuBLAS (fp32 accumulation and output): the prefill's GEMMs and the batched step's. `ldy`:
+// the floats from one row of y to the next (0: out), so that W's rows can be a block of a
+// larger matrix's and y the matching columns of that matrix's output.
 void gemm_rows(cublasHandle_t h, const __half* w, int64_t out, int64_t in, const __half* x, int64_t rows,
-               float* y, bool accumulate);
+               float* y, bool accumulate, int64_t ldy = 0);
+// The same for a quantized W (any layout dequantize_any_to_f16 reads), through its fp16 copy
+// made `chunk_rows` rows of W at a time (a multiple of 8, or all of them): rows [r0, r0 +
+// chunk_rows) dequantized into one half of `scratch` (dequantize_rows_to_f16), then their
+// GEMM into y's columns r0.., then the next block into the other half; on the handle's
+// stream, which is `s`. `scratch` holds fp16_chunk_elements: the block stays in L2 from its
+// writing to its reading and is rewritten there, so the copy costs the quantized bytes and
+// the GEMMs, not an fp16 matrix written to HBM and read back.
+void gemm_rows_dequant(cublasHandle_t h, const DeviceMatrix& w, const __half* x, int64_t rows, float* y,
+                       bool accumulate, __half* scratch, int64_t chunk_rows, cudaStream_t s);
 // An external adapter's term for `rows` rows of x [rows, g.in]: the shrink of every row as one
 // GEMM into t [rows, targets x rank], then each row's expand added to y [rows, out].
 void lora_rows(cublasHandle_t h, const LoraGroup& g, const __half* x, int64_t rows, float* t, float* y,
@@ -101,8 +112,12 @@ class Engine {
   // single-sequence step.
   // `kv` (--kv-cache): the KV cache's scheme; unset, the weights' config's. Weights shared
   // between runs carry the config of the run that loaded them, so a run passes its own.
+  // `dequant_chunk_bytes`: the blocks of the batched step's fp16 copies
+  // (LinearPlan::dequant_chunk_bytes); 0, the default (dequant_chunk_bytes()). Tests give
+  // small ones to cut small matrices into many blocks.
   Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& kernel, int64_t positions,
-         bool fallback = false, int64_t batch = 1, std::optional<KvScheme> kv = std::nullopt);
+         bool fallback = false, int64_t batch = 1, std::optional<KvScheme> kv = std::nullopt,
+         int64_t dequant_chunk_bytes = 0);
   // The same with weights of its own (load_device_weights), freed with the engine.
   Engine(const WeightSource& weights, const KernelInfo& kernel, int64_t positions, bool fallback = false,
          int64_t batch = 1);
@@ -136,6 +151,11 @@ class Engine {
   // The sequences decoded in lockstep (any batch size; batch 1 is a batch of one).
   static constexpr int64_t kMaxBatch = 4096;  // grid dimensions and scratch stay far from limits
   int64_t batch() const { return batch_; }
+
+  // The default block of the batched step's fp16 copies: kDequantChunkBytes
+  // (decodebench/linear_plan.h); in lab builds (-DDECODEBENCH_DEV=ON)
+  // DECODEBENCH_DEQUANT_CHUNK_MB=N in the environment makes it N MiB, for timing other sizes.
+  static int64_t dequant_chunk_bytes();
 
   // Device memory an engine takes beside its weights: KV cache (in c.kv_cache's scheme) and
   // scratch (weights_bytes 0). `lora_rank`: an external adapter's rank, 0 without one. `batch`
@@ -171,6 +191,8 @@ class Engine {
  private:
   struct Buffers;
   void release();  // frees the engine's own resources (the destructor, or a constructor that throws)
+  // Elements of the prefill's fp16 scratch: the blocks of its largest quantized matrix's copy.
+  int64_t prefill_dequant_elements() const;
   // The device memory of an engine that carries out `plan` (Engine::plan).
   static MemoryUse memory_use(const LinearPlan& plan, const ModelConfig& c, int64_t positions,
                               int64_t lora_rank);

@@ -6,7 +6,9 @@
 // launched with PDL (their launch and first weight loads start under the kernel before); the
 // other launches start after their predecessor has completed. Each linear takes the batched
 // path the linear plan gives its kind; the skinny GEMM's shape for each kind is timed at
-// construction (tune_skinny_shapes) and written into the plan.
+// construction (tune_skinny_shapes) and written into the plan. A quantized matrix that runs
+// cuBLAS on its fp16 copy makes the copy a block of rows at a time (gemm_rows_dequant), each
+// block's GEMM right after it, so that the copy stays in L2.
 #include <algorithm>
 #include <array>
 #include <map>
@@ -41,9 +43,9 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
     case BatchedPath::cublas:
       gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
       break;
-    case BatchedPath::fp16_copy_cublas:  // as the prefill runs it
-      dequantize_any_to_f16(op.m, b.dequant, stream_);
-      gemm_rows(cublas_, b.dequant, rows, cols, x, B, y, accumulate);
+    case BatchedPath::fp16_copy_cublas:  // a block of rows at a time, through L2
+      gemm_rows_dequant(cublas_, op.m, x, B, y, accumulate, b.dequant,
+                        fp16_chunk_rows(rows, cols, plan_.dequant_chunk_bytes), stream_);
       break;
     case BatchedPath::dequant_cublas:
       dequantize_to_f16(op.m, b.dequant, stream_);

@@ -13,17 +13,17 @@ namespace db::cuda {
 struct Engine::Buffers {
   // At --batch B > 1 the activations hold a row per sequence: [B, ...] where [...] is their
   // shape at batch 1.
-  float* resid = nullptr;     // [hidden] the residual stream
-  float* qkv = nullptr;       // [q_dim + 2 kv_dim]
-  __half* attn = nullptr;     // [q_dim]
-  __half* act = nullptr;      // [intermediate]
-  float* logits = nullptr;    // [vocab]
-  __half* xnorm = nullptr;    // [max input dim] (cuBLAS paths; every linear's input at B > 1)
-  float* gate_up = nullptr;   // [2 intermediate] (cuBLAS paths, and B > 1)
-  __half* dequant = nullptr;  // [largest matrix] (dequant-cublas; at B > 1 also the skinny GEMM's refusals)
-  float* rope = nullptr;      // rope_table(positions)
-  float* part_o = nullptr;    // [B, heads, max_splits, head_dim]
-  float* part_ml = nullptr;   // [B, heads, max_splits, 2]
+  float* resid = nullptr;                    // [hidden] the residual stream
+  float* qkv = nullptr;                      // [q_dim + 2 kv_dim]
+  __half* attn = nullptr;                    // [q_dim]
+  __half* act = nullptr;                     // [intermediate]
+  float* logits = nullptr;                   // [vocab]
+  __half* xnorm = nullptr;                   // [max input dim] (cuBLAS paths; every linear's input at B > 1)
+  float* gate_up = nullptr;                  // [2 intermediate] (cuBLAS paths, and B > 1)
+  __half* dequant = nullptr;                 // dequant-cublas's matrix; at B > 1 2 blocks of rows of a copy
+  float* rope = nullptr;                     // rope_table(positions)
+  float* part_o = nullptr;                   // [B, heads, max_splits, head_dim]
+  float* part_ml = nullptr;                  // [B, heads, max_splits, 2]
   unsigned* counters = nullptr;              // [B, kv_heads]
   __half* resid_h = nullptr;                 // [hidden]: resid's fp16 copy, where every writer keeps it
   int32_t* state = nullptr;                  // token [B], pos, first_pos

@@ -1,6 +1,7 @@
 // The CUDA engine's batched prefill (Engine::prefill): the prompt in chunks of rows, each
 // chunk through every layer at once. The linears are cuBLAS GEMMs on fp16 weights (a
-// quantized matrix is dequantized into scratch first, whatever layout its kernel reads), the
+// quantized matrix is dequantized into scratch a block of rows at a time, whatever layout its
+// kernel reads, each block's GEMM right after it, as the batched step does), the
 // attention is kernels/prefill.cu's causal tensor-core kernel over the cache, and the K and V
 // rows of the chunk go to the cache the decode step reads, in the engine's KV scheme. No
 // lm_head: a prefill leaves the cache, and the first decode step feeds the next prompt token
@@ -28,7 +29,7 @@ struct PrefillBuffers {
   float* qkv = nullptr;       // [rows, q_dim + 2 kv_dim]
   __half* q = nullptr;        // [rows, q_dim]
   float* gate_up = nullptr;   // [rows, 2 intermediate]
-  __half* weight = nullptr;   // [largest quantized matrix]: its fp16 copy
+  __half* weight = nullptr;   // the blocks of a quantized matrix's fp16 copy (gemm_rows_dequant)
   float* lora = nullptr;      // [rows, targets * rank] of an external adapter
   void* workspace = nullptr;
   std::vector<void*> allocations;
@@ -36,14 +37,30 @@ struct PrefillBuffers {
 
 }  // namespace
 
-// Column-major, that is y^T = W x^T, with W^T's storage read transposed.
+// Column-major, that is y^T = W x^T, with W^T's storage read transposed: y^T is [out, rows]
+// with leading dimension ldy.
 void gemm_rows(cublasHandle_t h, const __half* w, int64_t out, int64_t in, const __half* x, int64_t rows,
-               float* y, bool accumulate) {
+               float* y, bool accumulate, int64_t ldy) {
   const float alpha = 1.f, beta = accumulate ? 1.f : 0.f;
   CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
                             static_cast<int>(in), &alpha, w, CUDA_R_16F, static_cast<int>(in), x, CUDA_R_16F,
-                            static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out),
+                            static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(ldy > 0 ? ldy : out),
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_rows_dequant(cublasHandle_t h, const DeviceMatrix& w, const __half* x, int64_t rows, float* y,
+                       bool accumulate, __half* scratch, int64_t chunk_rows, cudaStream_t s) {
+  if (chunk_rows <= 0 || (chunk_rows < w.rows && chunk_rows % 8 != 0))
+    fail("gemm_rows_dequant: blocks of {} rows of a matrix of {} (a multiple of 8, or all of them)",
+         chunk_rows, w.rows);
+  // One stream, block after block: block i + 1's dequantization overwrites the other half
+  // only after block i - 1's GEMM has read it.
+  for (int64_t r0 = 0, i = 0; r0 < w.rows; r0 += chunk_rows, ++i) {
+    const int64_t r1 = std::min(w.rows, r0 + chunk_rows);
+    __half* block = scratch + (i % 2) * chunk_rows * w.cols;
+    dequantize_rows_to_f16(w, r0, r1, block, s);
+    gemm_rows(h, block, r1 - r0, w.cols, x, rows, y + r0, accumulate, w.rows);
+  }
 }
 
 void lora_rows(cublasHandle_t h, const LoraGroup& g, const __half* x, int64_t rows, float* t, float* y,
@@ -52,16 +69,21 @@ void lora_rows(cublasHandle_t h, const LoraGroup& g, const __half* x, int64_t ro
   lora_expand_rows(g, t, rows, y, out, s);
 }
 
+int64_t Engine::prefill_dequant_elements() const {
+  int64_t n = 0;
+  for (const DeviceLayer& d : layers_)
+    for (const LinearOp* op : {&d.qkv, &d.o, &d.gate_up, &d.down})
+      if (op->m.scheme != Scheme::fp16)
+        n = std::max(n, fp16_chunk_elements(op->m.rows, op->m.cols, plan_.dequant_chunk_bytes));
+  return n;
+}
+
 uint64_t Engine::prefill_scratch_bytes(int64_t rows) const {
   const int64_t H = c_.hidden_size, I = c_.intermediate_size, qd = c_.q_dim(), kvd = c_.kv_dim();
   const int64_t in = std::max({H, qd, I});
-  int64_t largest = 0;
-  for (const DeviceLayer& d : layers_)
-    for (const LinearOp* op : {&d.qkv, &d.o, &d.gate_up, &d.down})
-      if (op->m.scheme != Scheme::fp16) largest = std::max(largest, op->m.rows * op->m.cols);
   const uint64_t lora = 4ull * rows * 3 * weights_->lora_rank();  // at most q, k, v adapted in a group
-  return rows * (4ull + 4 * H + 2 * in + 4 * (qd + 2 * kvd) + 2 * qd + 4 * 2 * I) + 2ull * largest + lora +
-         kPrefillCublasWorkspace;
+  return rows * (4ull + 4 * H + 2 * in + 4 * (qd + 2 * kvd) + 2 * qd + 4 * 2 * I) +
+         2ull * prefill_dequant_elements() + lora + kPrefillCublasWorkspace;
 }
 
 void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t sequence) {
@@ -110,11 +132,7 @@ void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t 
   b.qkv = static_cast<float*>(alloc(4ull * rows * (qd + 2 * kvd)));
   b.q = static_cast<__half*>(alloc(2ull * rows * qd));
   b.gate_up = static_cast<float*>(alloc(8ull * rows * I));
-  int64_t largest = 0;
-  for (const DeviceLayer& d : layers_)
-    for (const LinearOp* op : {&d.qkv, &d.o, &d.gate_up, &d.down})
-      if (op->m.scheme != Scheme::fp16) largest = std::max(largest, op->m.rows * op->m.cols);
-  if (largest > 0) b.weight = static_cast<__half*>(alloc(2ull * largest));
+  if (const int64_t n = prefill_dequant_elements(); n > 0) b.weight = static_cast<__half*>(alloc(2ull * n));
   if (weights_->lora_rank() > 0) b.lora = static_cast<float*>(alloc(4ull * rows * 3 * weights_->lora_rank()));
   b.workspace = alloc(kPrefillCublasWorkspace);
   CUBLAS_CHECK(cublasCreate(&cublas));
@@ -122,15 +140,15 @@ void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t 
   CUBLAS_CHECK(cublasSetWorkspace(cublas, b.workspace, kPrefillCublasWorkspace));
 
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  // y (+)= x W^T for the chunk's `m` rows, plus an external adapter's low-rank term at `site`.
+  // y (+)= x W^T for the chunk's `m` rows, plus an external adapter's low-rank term at `site`;
+  // a quantized W through its fp16 copy in blocks of rows, as the batched step makes it.
   auto linear = [&](int64_t l, LoraSite site, const LinearOp& op, const __half* x, int64_t m, float* y,
                     bool accumulate) {
-    const __half* w = static_cast<const __half*>(op.m.qweight);
-    if (op.m.scheme != Scheme::fp16) {
-      dequantize_any_to_f16(op.m, b.weight, stream_);
-      w = b.weight;
-    }
-    gemm_rows(cublas, w, op.m.rows, op.m.cols, x, m, y, accumulate);
+    if (op.m.scheme == Scheme::fp16)
+      gemm_rows(cublas, static_cast<const __half*>(op.m.qweight), op.m.rows, op.m.cols, x, m, y, accumulate);
+    else
+      gemm_rows_dequant(cublas, op.m, x, m, y, accumulate, b.weight,
+                        fp16_chunk_rows(op.m.rows, op.m.cols, plan_.dequant_chunk_bytes), stream_);
     if (weights_->lora_rank() == 0) return;
     const LoraGroup& g = weights_->lora_groups()[l][static_cast<int>(site)];
     if (g.targets > 0) lora_rows(cublas, g, x, m, b.lora, y, op.m.rows, stream_);

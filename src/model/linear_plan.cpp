@@ -309,12 +309,35 @@ bool LinearPlan::uses_cublas() const {
   });
 }
 
+int64_t fp16_chunk_rows(int64_t rows, int64_t cols, int64_t chunk_bytes) {
+  if (rows <= 0 || cols <= 0 || chunk_bytes <= 0)
+    fail("fp16_chunk_rows: a [{} x {}] matrix in blocks of {} bytes", rows, cols, chunk_bytes);
+  const int64_t fit = chunk_bytes / (2 * cols);
+  if (fit >= rows) return rows;
+  constexpr int64_t kTileRows = 128, kBlockRows = 8;
+  const int64_t unit = fit >= kTileRows ? kTileRows : kBlockRows;
+  return std::min(rows, std::max(kBlockRows, fit / unit * unit));
+}
+
+int64_t fp16_chunk_elements(int64_t rows, int64_t cols, int64_t chunk_bytes) {
+  const int64_t r = fp16_chunk_rows(rows, cols, chunk_bytes);
+  return (r < rows ? 2 * r : rows) * cols;
+}
+
 int64_t LinearPlan::fp16_copy_elements() const {
   int64_t n = 0;
-  for (const LinearChoice& l : linears)
-    if (l.impl == LinearImpl::dequant_cublas || l.batched == BatchedPath::fp16_copy_cublas)
+  for (const LinearChoice& l : linears) {
+    if (l.impl == LinearImpl::dequant_cublas)  // copied whole, at batch 1 and above
       n = std::max(n, l.shape.weights());
+    else if (l.batched == BatchedPath::fp16_copy_cublas)
+      n = std::max(n, fp16_chunk_elements(l.shape.rows, l.shape.cols, dequant_chunk_bytes));
+  }
   return n;
+}
+
+int64_t LinearPlan::fp16_chunk_rows(MatrixKind k) const {
+  const MatrixShape& m = (*this)[k].shape;
+  return db::fp16_chunk_rows(m.rows, m.cols, dequant_chunk_bytes);
 }
 
 std::vector<std::string> LinearPlan::fallbacks() const {
