@@ -402,7 +402,7 @@ TEST(EngineBatchMemory, ThePlanCountsEverySequencesCache) {
   Engine e(ws, k, 40, false, 8);
   EXPECT_EQ(e.memory().kv_cache_bytes, eight.kv_cache_bytes);
   EXPECT_EQ(e.memory().scratch_bytes, eight.scratch_bytes);
-  // Past the skinny GEMM the fp16 copies' two blocks are scratch, at the engine's own block size.
+  // Past the skinny GEMM the fp16 copies are scratch: two blocks at the engine's own block size.
   const int64_t past = kSkinnyMaxBatch + 1;
   LinearPlan p = plan_linears(ws.config(), k, past, device_capability(), false);
   p.dequant_chunk_bytes = Engine::dequant_chunk_bytes();

@@ -386,28 +386,32 @@ TEST(LinearPlan, TheStepsResourcesFollowTheChoices) {
         }
         EXPECT_EQ(p.uses_cublas(), cublas);
         // One fp16 scratch serves every matrix that needs a copy: dequant-cublas copies the
-        // largest whole, the batched step's copies take two blocks of rows.
+        // largest whole, the batched step's copies their blocks (whole matrices by default).
         EXPECT_EQ(p.fp16_copy_elements(), copy);
         EXPECT_EQ(p.dequant_chunk_bytes, kDequantChunkBytes);
         if (k.impl == LinearImpl::dequant_cublas) EXPECT_GE(copy, p[MatrixKind::gate_up].shape.weights());
       });
 }
 
-// The batched step's fp16 copies go a block of rows at a time through L2: a block's fp16 image
-// is at most the block size, in whole 128-row tiles where one fits, else in the 8-row blocks of
-// the int4 layouts (at least one), the whole matrix when it fits; the scratch is two blocks.
-TEST(LinearPlan, TheBatchedFp16CopiesAreMadeInBlocksOfRowsThatFitL2) {
+// The batched step's fp16 copies are made in blocks of rows: a block's fp16 image is at most
+// the block size, in whole 128-row tiles where one fits, else in the 8-row blocks of the int4
+// layouts (at least one), the whole matrix when it fits; the scratch is two blocks. By default
+// a block is the whole matrix.
+TEST(LinearPlan, TheBatchedFp16CopiesAreMadeInBlocksOfRows) {
+  constexpr int64_t kBlock = int64_t{16} << 20;
   for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
            {6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {57344, 8192}, {8192, 28672}}) {
     SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols));
-    const int64_t r = fp16_chunk_rows(rows, cols, kDequantChunkBytes);
+    const int64_t r = fp16_chunk_rows(rows, cols, kBlock);
     EXPECT_EQ(r % 128, 0);
-    EXPECT_LE(2 * r * cols, kDequantChunkBytes);
-    EXPECT_GT(2 * (r + 128) * cols, kDequantChunkBytes);  // the most whole tiles that fit
-    EXPECT_EQ(fp16_chunk_elements(rows, cols, kDequantChunkBytes), 2 * r * cols);
+    EXPECT_LE(2 * r * cols, kBlock);
+    EXPECT_GT(2 * (r + 128) * cols, kBlock);  // the most whole tiles that fit
+    EXPECT_EQ(fp16_chunk_elements(rows, cols, kBlock), 2 * r * cols);
+    EXPECT_EQ(fp16_chunk_rows(rows, cols, kDequantChunkBytes), rows);  // the default: whole
+    EXPECT_EQ(fp16_chunk_elements(rows, cols, kDequantChunkBytes), rows * cols);
   }
-  EXPECT_EQ(fp16_chunk_rows(28672, 4096, kDequantChunkBytes), 2048);
-  EXPECT_EQ(fp16_chunk_rows(4096, 14336, kDequantChunkBytes), 512);
+  EXPECT_EQ(fp16_chunk_rows(28672, 4096, kBlock), 2048);
+  EXPECT_EQ(fp16_chunk_rows(4096, 14336, kBlock), 512);
   // Small blocks (the GPU tests'): whole blocks of 8 rows, at least one.
   EXPECT_EQ(fp16_chunk_rows(256, 128, 24 * 128 * 2), 24);
   EXPECT_EQ(fp16_chunk_rows(256, 128, 31 * 128 * 2), 24);
@@ -420,21 +424,21 @@ TEST(LinearPlan, TheBatchedFp16CopiesAreMadeInBlocksOfRowsThatFitL2) {
   EXPECT_EQ(fp16_chunk_rows(5, 4096, 100), 5);
   EXPECT_THROW(fp16_chunk_rows(8, 8, 0), Error);
 
-  // 8b-int4 and 8b-int8 past one skinny launch: every block linear copies in blocks, the
-  // scratch is two of qkv's (2048 rows of 4096), 32 MiB, where the whole gate/up took 224 MiB.
+  // 8b-int4, 8b-int8 and 8b-fp8 past one skinny launch: every block linear copies whole by
+  // default (the scratch is gate/up's copy, the largest), in blocks at an engine's own size.
   for (const char* preset : {"8b-int4", "8b-int8", "8b-fp8"}) {
     SCOPED_TRACE(preset);
     const ModelConfig c = load_model_config(preset);
     LinearPlan p = plan_linears(c, resolve_kernel("auto", c.quant.scheme), 128, 90, true);
     for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
       EXPECT_EQ(p[k].batched, BatchedPath::fp16_copy_cublas) << to_string(k);
+    EXPECT_EQ(p.fp16_chunk_rows(MatrixKind::gate_up), 28672);
+    EXPECT_EQ(p.fp16_chunk_rows(MatrixKind::down), 4096);
+    EXPECT_EQ(p.fp16_copy_elements(), 28672 * 4096);
+    p.dequant_chunk_bytes = kBlock;  // an engine's own
     EXPECT_EQ(p.fp16_chunk_rows(MatrixKind::gate_up), 2048);
     EXPECT_EQ(p.fp16_chunk_rows(MatrixKind::down), 512);
     EXPECT_EQ(p.fp16_copy_elements(), 2 * 2048 * 4096);
-    EXPECT_LE(2 * p.fp16_copy_elements(), 2 * kDequantChunkBytes);
-    p.dequant_chunk_bytes = int64_t{4} << 20;  // an engine's own
-    EXPECT_EQ(p.fp16_chunk_rows(MatrixKind::gate_up), 512);
-    EXPECT_EQ(p.fp16_copy_elements(), 2 * 512 * 4096);
   }
   // dequant-cublas copies each matrix whole, at every batch.
   const ModelConfig c = load_model_config("8b-int4");

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,12 +43,13 @@ enum class BatchedPath {
 };
 const char* to_string(BatchedPath p);
 
-// The batched step's fp16 copy of a matrix (BatchedPath::fp16_copy_cublas) is made a block of
-// rows at a time, each block's GEMM right after it, in two scratch blocks used in turn: a block
-// written by the dequantization is read back by cuBLAS from L2 and later rewritten there, so the
-// copy stays off HBM. 16 MB a block, 32 MB both: they stay resident in the H200's 50 MB of L2
-// beside the quantized weights streaming through and the GEMM's inputs and outputs.
-constexpr int64_t kDequantChunkBytes = int64_t{16} << 20;
+// The batched step's fp16 copy of a matrix (BatchedPath::fp16_copy_cublas) is made in blocks
+// of rows of at most this many bytes, each block's GEMM right after it. The default is the
+// whole matrix, one block: on the H200 blocks small enough to stay in L2 (16 MiB) made 8b-int4
+// at 128 sequences 16.7 ms against 10.5 for whole copies, cuBLAS running each block's GEMM on
+// too few tiles to fill the GPU (results/lab/batch.md). Engines and lab builds may set smaller
+// blocks (LinearPlan::dequant_chunk_bytes).
+constexpr int64_t kDequantChunkBytes = std::numeric_limits<int64_t>::max();
 
 // Rows of each block of a [rows, cols] matrix's fp16 copy at `chunk_bytes` a block: as many as
 // its fp16 image holds, in whole tiles of 128 rows (cuBLAS's M tile) where it holds one, else in

@@ -7,8 +7,8 @@
 // other launches start after their predecessor has completed. Each linear takes the batched
 // path the linear plan gives its kind; the skinny GEMM's shape for each kind is timed at
 // construction (tune_skinny_shapes) and written into the plan. A quantized matrix that runs
-// cuBLAS on its fp16 copy makes the copy a block of rows at a time (gemm_rows_dequant), each
-// block's GEMM right after it, so that the copy stays in L2.
+// cuBLAS on its fp16 copy makes the copy in blocks of rows (gemm_rows_dequant; the whole matrix
+// by default, LinearPlan::dequant_chunk_bytes), each block's GEMM right after it.
 #include <algorithm>
 #include <array>
 #include <map>
@@ -43,7 +43,7 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
     case BatchedPath::cublas:
       gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);
       break;
-    case BatchedPath::fp16_copy_cublas:  // a block of rows at a time, through L2
+    case BatchedPath::fp16_copy_cublas:  // in blocks of rows: the whole matrix by default
       gemm_rows_dequant(cublas_, op.m, x, B, y, accumulate, b.dequant,
                         fp16_chunk_rows(rows, cols, plan_.dequant_chunk_bytes), stream_);
       break;

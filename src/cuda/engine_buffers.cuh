@@ -20,7 +20,7 @@ struct Engine::Buffers {
   float* logits = nullptr;                   // [vocab]
   __half* xnorm = nullptr;                   // [max input dim] (cuBLAS paths; every linear's input at B > 1)
   float* gate_up = nullptr;                  // [2 intermediate] (cuBLAS paths, and B > 1)
-  __half* dequant = nullptr;                 // dequant-cublas's matrix; at B > 1 2 blocks of rows of a copy
+  __half* dequant = nullptr;                 // an fp16 copy: a whole matrix, or 2 blocks of its rows
   float* rope = nullptr;                     // rope_table(positions)
   float* part_o = nullptr;                   // [B, heads, max_splits, head_dim]
   float* part_ml = nullptr;                  // [B, heads, max_splits, 2]

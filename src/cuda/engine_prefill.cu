@@ -1,7 +1,7 @@
 // The CUDA engine's batched prefill (Engine::prefill): the prompt in chunks of rows, each
 // chunk through every layer at once. The linears are cuBLAS GEMMs on fp16 weights (a
-// quantized matrix is dequantized into scratch a block of rows at a time, whatever layout its
-// kernel reads, each block's GEMM right after it, as the batched step does), the
+// quantized matrix is dequantized into scratch, whatever layout its kernel reads, in the blocks
+// of rows the batched step uses, each block's GEMM right after it), the
 // attention is kernels/prefill.cu's causal tensor-core kernel over the cache, and the K and V
 // rows of the chunk go to the cache the decode step reads, in the engine's KV scheme. No
 // lm_head: a prefill leaves the cache, and the first decode step feeds the next prompt token
