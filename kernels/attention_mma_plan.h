@@ -21,9 +21,10 @@ namespace db {
 // The engine runs the tensor-core kernel for a cache of at least this many positions and
 // the one-block-a-chunk kernels (attention.cu) below it; the attention bench
 // (tests/bench/attention_bench.cu) times both from 1024 to 131000 positions. On the H200, 8b's
-// layer at 4096 positions: 22.4 us against 18.3; at 32768: 62.0 against 69.5; at 131000:
-// 163.7 against 226.3 (results/lab/attention.md §18).
-constexpr int64_t kAttentionMmaMinPositions = 32768;
+// layer at 8192 positions, launched back to back over four layers' caches: 19.6 us against
+// 21.4 (fp16 cache), 17.2 against 18.2 (fp8), 16.9 against 18.1 (int8)
+// (results/lab/kv-stream-2026-12-04/next/attention_bench.jsonl).
+constexpr int64_t kAttentionMmaMinPositions = 8192;
 constexpr int kAttentionMmaMaxGroup = 16;    // query heads per kv head: mma.m16n8k16's 16 rows
 constexpr int kAttentionMmaTile = 16;        // positions a warp takes at a time: one k-step of P V
 constexpr int kAttentionMmaMaxSplits = 512;  // blocks a kv head at most: the partials one block merges

@@ -26,6 +26,8 @@ TEST(AttentionMmaPlan, TakesHeadSizesUpTo128AndGroupsUpTo16) {
 TEST(AttentionMmaPlan, TheEngineRunsItFromTheThresholdOn) {
   EXPECT_FALSE(attention_mma_chosen(kAttentionMmaMinPositions - 1, 128, 32, 8));
   EXPECT_TRUE(attention_mma_chosen(kAttentionMmaMinPositions, 128, 32, 8));
+  EXPECT_TRUE(attention_mma_chosen(8192, 128, 32, 8));  // 8b at 8192: faster on every cache scheme
+  EXPECT_FALSE(attention_mma_chosen(4096, 128, 32, 8));
   EXPECT_FALSE(attention_mma_chosen(131072, 256, 8, 2));  // a shape it does not take: attention()
 }
 

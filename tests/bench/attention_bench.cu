@@ -2,8 +2,8 @@
 //   build-gpu/decodebench_attention_bench [--reps N] [--sweep] [--only 8b|1b] [--positions N]
 //                                         [--layers N] [--warps 0|4|12]
 // 8b's shape (32 query heads, 8 kv heads, head_dim 128) and 1b's (32, 8, 64), the step at
-// the last of 1024, 4096, 8192, 16384, 32768 and 131000 positions (where the engine switches
-// kernels, kAttentionMmaMinPositions, lies between them): attention() (attention.cu, fp16 cache)
+// the last of 1024, 4096, 8192, 16384, 32768 and 131000 positions (the engine switches kernels
+// at kAttentionMmaMinPositions, 8192): attention() (attention.cu, fp16 cache)
 // and attention_mma() (attention_mma.cu) on fp16, fp8 and int8 caches, with its default grid
 // and, with --sweep, half and twice as many blocks a kv head; its blocks of `--warps` warps
 // (4 or 12; default 0, the GPU's choice, attention_mma_warps()). Each figure is the median of
