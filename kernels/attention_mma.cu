@@ -7,11 +7,14 @@
 // and P V are mma.sync.m16n8k16 (fp16 in, fp32 accumulate) and a warp spends ~200
 // instructions on 16 positions of a 128-wide head (8 KB of fp16 K and V).
 //
-// Grid: (kv heads, grid splits, batch), 4 warps a block, as many blocks a kv head as the GPU
-// holds at once (3 an SM on the H200, 2 on the A100, 1 on the L4): the grid is one wave
-// (attention_mma_plan.h), so no block pays a second prologue and no SM idles behind a tail
-// of short blocks. Block `split` takes the contiguous range of positions the plan gives it at
-// the run's `pos`; blocks past the active ones return at once.
+// Grid: (kv heads, grid splits, batch), W warps a block: 12, one block an SM, where the GPU
+// lets a block have their 160 to 210 KB of shared memory (the H200), else 4 (sm_86 / sm_89,
+// the A100 for most shapes; attention_mma_choose_warps). As many blocks a kv head as the GPU
+// holds at once: the grid is one wave (attention_mma_plan.h), so no block pays a second
+// prologue and no SM idles behind a tail of short blocks; 12-warp blocks leave a third as
+// many partials as 4-warp ones (3 an SM on the H200) for the last block to merge. Block
+// `split` takes the contiguous range of positions the plan gives it at the run's `pos`;
+// blocks past the active ones return at once.
 //
 // The new token's K and V and the queries are computed here, not by a kernel before: every
 // block needs its queries right after its wait, and a kernel boundary costs ~2 us of stream.
@@ -21,7 +24,7 @@
 //    the 8-bit schemes' scales) into a ring of kStages tiles of its own in shared memory; the
 //    ring's other tiles follow after the wait, once the queries' operands are requested, so
 //    that those loads do not queue in DRAM behind every block's whole ring. Warp w takes tiles
-//    w, w + 4, ... of the block's range; rows past the range and the row at pos are
+//    w, w + W, ... of the block's range; rows past the range and the row at pos are
 //    zero-filled (no global read).
 // 2. After the wait: the group's queries (bias, q norm, RoPE, times log2(e) / sqrt(hd)) to
 //    fp16 in shared memory, rows past the group zero: the A operand, rows = query heads. The
@@ -67,40 +70,36 @@
 namespace db::cuda {
 namespace {
 
-// Warps a block. The lab's trace tool builds a variant with other counts
-// (DB_ATTENTION_MMA_WARPS, tests/bench/attention_trace.cu): blocks of 12 warps, one an H200 SM,
-// leave a third as many partials to merge. Other builds: 4.
-#ifndef DB_ATTENTION_MMA_WARPS
-#define DB_ATTENTION_MMA_WARPS 4
-#endif
-constexpr int kWarps = DB_ATTENTION_MMA_WARPS;
-constexpr int kThreads = kWarps * kWarp;
-constexpr int kMinBlocks = std::max(1, 12 / kWarps);  // blocks an SM the registers are sized for
-constexpr int kTile = 16;                             // positions a warp takes at a time: one k-step of P V
-constexpr int kMergeBatch = 16;                       // the merge's partials a thread loads at once
-constexpr int kRows = kAttentionMmaMaxGroup;          // mma's 16 rows: the group's query heads, then zeros
+constexpr int kTile = kAttentionMmaTile;      // positions a warp takes at a time: one k-step of P V
+constexpr int kMergeBatch = 16;               // the merge's partials a thread loads at once
+constexpr int kRows = kAttentionMmaMaxGroup;  // mma's 16 rows: the group's query heads, then zeros
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-// A block's ring of tiles, 16 KB a warp, all of it in flight while the warps wait: 3 blocks
-// an H200 SM keep ~200 KB in flight, several times what its latency needs at full
-// bandwidth; and a block of 4 warps fits the 99 KB an sm_86 / sm_89 block may have.
-constexpr int kRingBudget = 16 * 1024 * kWarps;
+
+// The kernel's warps a block are its template argument W, 4 or 12 (attention_mma_choose_warps);
+// its registers are sized for kMinBlocks<W> blocks an SM: 3 of 4 warps, 1 of 12.
+template <int W>
+constexpr int kMinBlocks = std::max(1, 12 / W);
 
 // A warp's ring: kStages stages, each a tile's K rows, V rows and (8-bit schemes) their
 // scales. Rows padded by 16 bytes: a row is an odd number of 16-byte units, so the 8 rows an
-// ldmatrix phase reads start in 8 different bank groups.
-template <int HD, KvScheme KV>
+// ldmatrix phase reads start in 8 different bank groups. A block's ring takes 16 KB a warp
+// (kBudget), all of it in flight while the warps wait: 3 blocks of 4 warps, or 1 of 12, keep
+// ~200 KB in flight on an H200 SM, several times what its latency needs at full bandwidth; a
+// block of 4 warps fits the 99 KB an sm_86 / sm_89 block may have.
+template <int HD, KvScheme KV, int W>
 struct Ring {
+  static constexpr int kBudget = 16 * 1024 * W;
   static constexpr bool kCodes = KV != KvScheme::fp16;
   static constexpr int kElem = kCodes ? 1 : 2;            // bytes an element
   static constexpr int kPieces = HD * kElem / 16;         // 16-byte pieces of a row
   static constexpr int kRowBytes = HD * kElem + 16;       // a row in shared memory
   static constexpr int kScales = kCodes ? 2 * kTile : 0;  // floats: the tile's K scales, then V's
   static constexpr int kStageBytes = 2 * kTile * kRowBytes + 4 * kScales;
-  static constexpr int kStages = std::clamp(kRingBudget / kWarps / kStageBytes, 2, 8);
-  static constexpr int kBytes = kWarps * kStages * kStageBytes;
-  static_assert(kBytes >= 4 * (kWarps * kRows * HD + kWarps * kRows * 2), "the warps' merge fits the ring");
-  static_assert(kBytes >= 24 * kThreads, "the merge's float4 and float2 a thread fit the ring");
+  static constexpr int kStages = std::clamp(kBudget / W / kStageBytes, 2, 8);
+  static constexpr int kBytes = W * kStages * kStageBytes;
+  static_assert(kBytes >= 4 * (W * kRows * HD + W * kRows * 2), "the warps' merge fits the ring");
+  static_assert(kBytes >= 24 * W * kWarp, "the merge's float4 and float2 a thread fit the ring");
 };
 
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -246,9 +245,10 @@ __device__ __forceinline__ unsigned long long now() {
 #define DB_TRACE(slot, value) ((void)0)
 #endif
 
-template <int HD, KvScheme KV>
-__global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(AttentionArgs a) {
-  using R = Ring<HD, KV>;
+template <int HD, KvScheme KV, int W>
+__global__ void __launch_bounds__(W* kWarp, kMinBlocks<W>) attention_mma_kernel(AttentionArgs a) {
+  using R = Ring<HD, KV, W>;
+  constexpr int kThreads = W * kWarp;
   constexpr bool kCodes = R::kCodes;
   constexpr int E = HD / kWarp;  // elements a lane of the prologue's warps
   constexpr int KS = HD / 16;    // k-steps of Q K^T
@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(Att
   // the wait, so that the first tiles load under the QKV GEMV's tail.
   const int pos = __ldcg(a.pos);
   const int64_t keys = int64_t{pos} + 1;
-  const int active = attention_mma_active_splits(keys, static_cast<int>(gridDim.y));
+  const int active = attention_mma_active_splits(keys, static_cast<int>(gridDim.y), W);
   const int split = blockIdx.y;
   if (split >= active) return;
   const int64_t start = attention_mma_split_start(keys, active, split);
@@ -291,9 +291,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(Att
 
   // 1. The warp's first tiles, in flight before the wait.
   const int tiles = static_cast<int>((end - start + kTile - 1) / kTile);
-  const int mine = tiles > warp ? (tiles - warp + kWarps - 1) / kWarps : 0;
+  const int mine = tiles > warp ? (tiles - warp + W - 1) / W : 0;
   unsigned char* wring = ring + warp * R::kStages * R::kStageBytes;
-  const auto tile_key0 = [&](int i) { return start + int64_t{warp + i * kWarps} * kTile; };
+  const auto tile_key0 = [&](int i) { return start + int64_t{warp + i * W} * kTile; };
   const auto issue = [&](int i) {
     if (i < mine) {
       const int64_t key0 = tile_key0(i);
@@ -322,10 +322,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(Att
   DB_TRACE(1, now());
 
   // 2. The queries and, in the block holding pos, the new K and V. Items: queries 0..G-1, the
-  //    new K (G), the new V (G + 1); warp w takes items w, w + 4, ..., every operand loaded up
+  //    new K (G), the new V (G + 1); warp w takes items w, w + W, ..., every operand loaded up
   //    front so that the block pays one memory round trip here.
   {
-    constexpr int kMaxItems = (kRows + 2 + kWarps - 1) / kWarps;
+    constexpr int kMaxItems = (kRows + 2 + W - 1) / W;
     const int items = G + (owns_pos ? 2 : 0);
     const float* cosp = a.rope + int64_t{pos} * (HD / 2);
     const float* sinp = a.rope + (a.rope_positions + pos) * (HD / 2);
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(Att
     float v[kMaxItems][E];
 #pragma unroll
     for (int it = 0; it < kMaxItems; ++it) {
-      const int item = warp + it * kWarps;
+      const int item = warp + it * W;
       const int64_t off = item < G ? (kvh * G + item) * int64_t{HD} : q_dim + (item - G) * kv_dim + kvh * HD;
 #pragma unroll
       for (int e = 0; e < E; ++e) {
@@ -355,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(Att
     for (int i = 1; i < R::kStages; ++i) issue(i);
 #pragma unroll
     for (int it = 0; it < kMaxItems; ++it) {
-      const int item = warp + it * kWarps;
+      const int item = warp + it * W;
       if (item >= items) break;
       if (item <= G) {  // a query or the new K: norm and RoPE
         const bool is_k = item == G;
@@ -572,7 +572,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(Att
 
   // 4. The warps' partials merged: ob [warp][row][HD], mlb [warp][row][2] in the ring.
   float* ob = reinterpret_cast<float*>(ring);
-  float* mlb = ob + kWarps * kRows * HD;
+  float* mlb = ob + W * kRows * HD;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = g + 8 * r;
@@ -592,10 +592,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(Att
     const int row = idx / HD, i = idx % HD;
     float M = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, mlb[(w * kRows + row) * 2]);  // warp 0 has a tile
+    for (int w = 0; w < W; ++w) M = fmaxf(M, mlb[(w * kRows + row) * 2]);  // warp 0 has a tile
     float L = 0.f, O = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < W; ++w) {
       const float f = exp2f(mlb[(w * kRows + row) * 2] - M);  // 0 for a warp without tiles
       L += mlb[(w * kRows + row) * 2 + 1] * f;
       O += ob[(w * kRows + row) * HD + i] * f;
@@ -675,57 +675,105 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) attention_mma_kernel(Att
   DB_TRACE(5, now());
 }
 
-// The kernel for (HD, KV): its shared memory allowed once a process, and the blocks an SM
-// it reaches (the plan's `resident`).
-template <int HD, KvScheme KV>
+// The shared memory a block of the kernel for (HD, KV, W) uses: its ring and its static arrays.
+template <int HD, KvScheme KV, int W>
+int64_t block_bytes() {
+  static const int64_t bytes = [] {
+    cudaFuncAttributes fa = {};
+    CUDA_CHECK(cudaFuncGetAttributes(&fa, attention_mma_kernel<HD, KV, W>));
+    return int64_t{Ring<HD, KV, W>::kBytes} + static_cast<int64_t>(fa.sharedSizeBytes);
+  }();
+  return bytes;
+}
+
+// The shared memory a block may have on this GPU.
+inline int64_t optin_bytes() {
+  static const int64_t bytes = device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin);
+  return bytes;
+}
+
+// The blocks an SM the kernel for (HD, KV, W) reaches (the plan's `resident`), its shared
+// memory allowed once a process; 0 where a block's shared memory does not fit.
+template <int HD, KvScheme KV, int W>
 int occupancy() {
   static const int blocks = [] {
-    const auto kernel = attention_mma_kernel<HD, KV>;
+    if (block_bytes<HD, KV, W>() > optin_bytes()) return 0;
+    const auto kernel = attention_mma_kernel<HD, KV, W>;
     CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Ring<HD, KV>::kBytes));
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Ring<HD, KV, W>::kBytes));
     int n = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, Ring<HD, KV>::kBytes));
-    if (n < 1)
-      fail("attention_mma: a block with {} bytes of shared memory for its tiles does not fit on this GPU",
-           Ring<HD, KV>::kBytes);
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, W * kWarp, Ring<HD, KV, W>::kBytes));
     return n;
   }();
   return blocks;
 }
 
+// The warps a block for (HD, KV): `warps` 4 or 12 forces them, 0 takes the plan's choice for
+// this GPU. Fails where the block does not fit.
 template <int HD, KvScheme KV>
-int grid_splits(const AttentionArgs& a, int batch, int splits) {
-  const int resident = occupancy<HD, KV>();  // also allows the kernel its shared memory
-  if (splits > 0) return std::min({splits, a.max_splits, kAttentionMmaMaxSplits});
-  return attention_mma_grid_splits(resident, sm_count(), a.kv_heads, batch, a.max_splits);
+int block_warps(int warps) {
+  if (warps != 0 && warps != 4 && warps != 12)
+    fail("attention_mma: {} warps a block (0: this GPU's choice, 4 or 12)", warps);
+  if (warps == 0) {
+    static const int chosen = attention_mma_choose_warps(optin_bytes(), block_bytes<HD, KV, 4>(),
+                                                         block_bytes<HD, KV, 12>(), occupancy<HD, KV, 12>());
+    warps = chosen;  // 0 where neither fits: refused below
+  }
+  if (warps == 12) {
+    if (occupancy<HD, KV, 12>() < 1)
+      fail(
+          "attention_mma: a block of 12 warps needs {} bytes of shared memory (head_dim {}, {} cache); this "
+          "GPU allows a block {}, or its SM holds none",
+          block_bytes<HD, KV, 12>(), HD, to_string(KV), optin_bytes());
+    return 12;
+  }
+  if (occupancy<HD, KV, 4>() < 1)
+    fail("attention_mma: a block of 4 warps needs {} bytes of shared memory; this GPU allows a block {}",
+         block_bytes<HD, KV, 4>(), optin_bytes());
+  return 4;
+}
+
+// What a launch of the kernel is, or would be: its warps a block and its blocks a kv head.
+struct Launch {
+  int warps, splits;
+};
+
+template <int HD, KvScheme KV, int W>
+Launch run(const AttentionArgs& a, cudaStream_t s, int batch, int splits, bool launch_it) {
+  const int resident = occupancy<HD, KV, W>();  // also allows the kernel its shared memory
+  const int n = splits > 0 ? std::min({splits, a.max_splits, kAttentionMmaMaxSplits})
+                           : attention_mma_grid_splits(resident, sm_count(), a.kv_heads, batch, a.max_splits);
+  if (launch_it)
+    launch(attention_mma_kernel<HD, KV, W>, dim3(a.kv_heads, n, batch), W * kWarp, Ring<HD, KV, W>::kBytes, s,
+           a);
+  return {W, n};
 }
 
 template <int HD, KvScheme KV>
-int run(const AttentionArgs& a, cudaStream_t s, int batch, int splits, bool launch_it) {
-  const int n = grid_splits<HD, KV>(a, batch, splits);
-  if (launch_it)
-    launch(attention_mma_kernel<HD, KV>, dim3(a.kv_heads, n, batch), kThreads, Ring<HD, KV>::kBytes, s, a);
-  return n;
+Launch run_warps(const AttentionArgs& a, cudaStream_t s, int batch, int splits, int warps, bool launch_it) {
+  if (block_warps<HD, KV>(warps) == 12) return run<HD, KV, 12>(a, s, batch, splits, launch_it);
+  return run<HD, KV, 4>(a, s, batch, splits, launch_it);
 }
 
 template <KvScheme KV>
-int run_hd(const AttentionArgs& a, cudaStream_t s, int batch, int splits, bool launch_it) {
+Launch run_hd(const AttentionArgs& a, cudaStream_t s, int batch, int splits, int warps, bool launch_it) {
   switch (a.head_dim) {
     case 32:
-      return run<32, KV>(a, s, batch, splits, launch_it);
+      return run_warps<32, KV>(a, s, batch, splits, warps, launch_it);
     case 64:
-      return run<64, KV>(a, s, batch, splits, launch_it);
+      return run_warps<64, KV>(a, s, batch, splits, warps, launch_it);
     case 96:
-      return run<96, KV>(a, s, batch, splits, launch_it);
+      return run_warps<96, KV>(a, s, batch, splits, warps, launch_it);
     case 128:
-      return run<128, KV>(a, s, batch, splits, launch_it);
+      return run_warps<128, KV>(a, s, batch, splits, warps, launch_it);
   }
   fail("attention_mma: head_dim {} is not supported (32, 64, 96 or 128)", a.head_dim);
 }
 
-// The one dispatch from the run's shapes and scheme to the kernel; `launch_it` false only
-// computes the grid's splits.
-int dispatch(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv, int splits, bool launch_it) {
+// The one dispatch from the run's shapes, scheme and warps to the kernel; `launch_it` false
+// only computes the launch.
+Launch dispatch(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv, int splits, int warps,
+                bool launch_it) {
   if (!attention_mma_takes(a.head_dim, a.heads, a.kv_heads))
     fail(
         "attention_mma: head_dim {} with {} query heads over {} kv heads is not supported (head_dim 32, 64, "
@@ -736,23 +784,27 @@ int dispatch(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv, int
   if (a.max_splits < 1) fail("attention_mma: no room for partials (max_splits {})", a.max_splits);
   switch (kv) {
     case KvScheme::fp16:
-      return run_hd<KvScheme::fp16>(a, s, batch, splits, launch_it);
+      return run_hd<KvScheme::fp16>(a, s, batch, splits, warps, launch_it);
     case KvScheme::fp8:
-      return run_hd<KvScheme::fp8>(a, s, batch, splits, launch_it);
+      return run_hd<KvScheme::fp8>(a, s, batch, splits, warps, launch_it);
     case KvScheme::int8:
-      return run_hd<KvScheme::int8>(a, s, batch, splits, launch_it);
+      return run_hd<KvScheme::int8>(a, s, batch, splits, warps, launch_it);
   }
   fail("attention_mma: unknown KV cache scheme");
 }
 
 }  // namespace
 
-void attention_mma(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv, int splits) {
-  dispatch(a, s, batch, kv, splits, true);
+void attention_mma(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv, int splits, int warps) {
+  dispatch(a, s, batch, kv, splits, warps, true);
 }
 
-int attention_mma_splits(const AttentionArgs& a, int batch, KvScheme kv) {
-  return dispatch(a, nullptr, batch, kv, 0, false);
+int attention_mma_splits(const AttentionArgs& a, int batch, KvScheme kv, int warps) {
+  return dispatch(a, nullptr, batch, kv, 0, warps, false).splits;
+}
+
+int attention_mma_warps(const AttentionArgs& a, KvScheme kv) {
+  return dispatch(a, nullptr, 1, kv, 0, 0, false).warps;
 }
 
 }  // namespace db::cuda

@@ -22,11 +22,20 @@ namespace db::cuda {
 // one launch once its blocks have streamed their positions. Takes the shapes
 // attention_mma_takes() accepts and fails with the reason on any other. `splits` > 0 sets
 // the grid's blocks a kv head (the lab bench; at most max_splits and
-// kAttentionMmaMaxSplits); 0 takes attention_mma_splits().
-void attention_mma(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv, int splits = 0);
+// kAttentionMmaMaxSplits); 0 takes attention_mma_splits(). `warps` 4 or 12 sets the warps a
+// block (the lab tools and the tests; fails where such a block does not fit on this GPU); 0
+// takes attention_mma_warps().
+void attention_mma(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv, int splits = 0,
+                   int warps = 0);
 
-// The grid's blocks a kv head that attention_mma() launches by default for `a` and `batch`:
-// attention_mma_grid_splits() for this device's SMs and the kernel's blocks an SM.
-int attention_mma_splits(const AttentionArgs& a, int batch, KvScheme kv);
+// The grid's blocks a kv head that attention_mma() launches by default for `a`, `batch` and
+// `warps` (0: this GPU's choice): attention_mma_grid_splits() for this device's SMs and the
+// kernel's blocks an SM.
+int attention_mma_splits(const AttentionArgs& a, int batch, KvScheme kv, int warps = 0);
+
+// The warps a block that attention_mma() launches by default for `a`'s head size and `kv`:
+// attention_mma_choose_warps() for this GPU, 12 where a 12-warp block's shared memory fits
+// (the H200), else 4. Fails where neither fits, or on a shape the kernel does not take.
+int attention_mma_warps(const AttentionArgs& a, KvScheme kv);
 
 }  // namespace db::cuda

@@ -1,10 +1,11 @@
 // The tensor-core decode attention (kernels/attention_mma.cu) against attention computed in
 // double precision over the same cache: every output within the bound its arithmetic allows,
-// for head sizes 64 and 128, 1 to 16 query heads a kv head, 1 to 70000 positions (one block,
-// several, the token at pos in the last), one sequence and three (grid z), and every KV cache
-// scheme; the qwen2 biases and qwen3 norms on a subset. attention() (attention.cu) is held to
-// its own bound on the same fp16 inputs, which checks the reference and the test's layout.
-// The row at pos a kernel writes is the new K and V stored as the scheme says.
+// for blocks of 4 and of 12 warps, head sizes 64 and 128, 1 to 16 query heads a kv head, 1 to
+// 70000 positions (one block, several, the token at pos in the last; fewer keys than a tile
+// a warp; fewer active blocks than the grid's), one sequence and three (grid z), and every KV
+// cache scheme; the qwen2 biases and qwen3 norms on a subset. attention() (attention.cu) is
+// held to its own bound on the same fp16 inputs, which checks the reference and the test's
+// layout. The row at pos a kernel writes is the new K and V stored as the scheme says.
 //
 // The inputs make the bound sensitive: even query heads are needles, a query along one key
 // (the new token, the first position, the last cached one, a block's edge, a random one) that
@@ -205,7 +206,8 @@ std::vector<double> head_vector(const Setup& s, const Model& m, const std::vecto
 //        schemes' V codes times their scale's fraction of the tile's largest, both in fp16
 //        (2^-10 of |v|, and 2^-25 of the largest scale for a fraction in fp16's subnormals,
 //        times a code of up to 448); the fp32 accumulations (the tensor core's and the
-//        merges', ~4 roundings a tile of a warp and 2 a block); the fp16 output.
+//        merges', ~4 roundings a tile of a warp, 1 a warp of the block and 2 a block); the
+//        fp16 output.
 //   current: fp32 queries and probabilities: only the fp32 terms and the fp16 output.
 struct HeadFigures {
   double a_max = 0, s_range = 0;  // max_j sum_i |q_i k_ji| / sqrt(hd); max - min score
@@ -217,7 +219,7 @@ struct Reference {
 
 Reference reference(const Setup& s, const Model& m, const std::vector<float>& rope,
                     const std::vector<float>& qkv, const HostCache& c, int64_t pos, Kernel kernel,
-                    int grid_splits) {
+                    int grid_splits, int warps) {
   Reference r;
   const int64_t out_len = int64_t{s.batch} * s.q_dim();
   r.o.assign(out_len, 0);
@@ -226,9 +228,10 @@ Reference reference(const Setup& s, const Model& m, const std::vector<float>& ro
   const bool codes = s.kv != KvScheme::fp16;
   double gamma = 0;  // the fp32 accumulations, relative to sum_j w_j |v_j|
   if (kernel == Kernel::mma) {
-    const int active = attention_mma_active_splits(n, grid_splits);
-    const int64_t tiles = (n / active + 1 + 63) / 64;  // a warp's tiles in the longest block
-    gamma = (4 * tiles + 64 + 2 * active) * kE32 * 2 + 8 * kE32 * 4;
+    const int active = attention_mma_active_splits(n, grid_splits, warps);
+    const int64_t sweep = attention_mma_min_keys(warps);         // the keys of a tile for each warp
+    const int64_t tiles = (n / active + 1 + sweep - 1) / sweep;  // a warp's tiles in the longest block
+    gamma = (4 * tiles + 64 + warps + 2 * active) * kE32 * 2 + 8 * kE32 * 4;
   } else {
     gamma = (128 + attention_splits(n) + 64) * kE32 * 2 + 8 * kE32 * 4;
   }
@@ -416,8 +419,19 @@ struct Stream {
   Stream& operator=(const Stream&) = delete;
 };
 
-// One (head size, scheme, extras) over batches, group sizes and positions.
-void run_cases(int hd, KvScheme kv, Extra extra, const std::vector<int>& batches,
+// Whether this GPU runs blocks of `warps` warps for head size `hd` and `kv` (12 needs ~200 KB
+// of shared memory a block): blocks of 4 run everywhere the kernel does.
+bool warps_fit(int hd, KvScheme kv, int warps) {
+  AttentionArgs a;
+  a.heads = a.kv_heads = 1;
+  a.head_dim = hd;
+  a.max_splits = 1;
+  return warps == 4 || attention_mma_warps(a, kv) == warps;
+}
+
+// One (head size, scheme, extras, warps a block) over batches, group sizes and positions.
+// attention() runs beside the 4-warp kernel only: it does not depend on the warps.
+void run_cases(int hd, KvScheme kv, Extra extra, int warps, const std::vector<int>& batches,
                const std::vector<int>& groups, std::vector<int64_t> positions) {
   // Longest first: a launch stores row pos, which the shorter cases after it never read.
   std::sort(positions.rbegin(), positions.rend());
@@ -433,14 +447,14 @@ void run_cases(int hd, KvScheme kv, Extra extra, const std::vector<int>& batches
       const Model m = make_model(s, rng);
       Device d(s, cache, m, rope);
       const AttentionArgs a = d.args(s, m);
-      const int grid = attention_mma_splits(a, batch, kv);
+      const int grid = attention_mma_splits(a, batch, kv, warps);
       for (int64_t positions_attended : positions) {
         const int64_t pos = positions_attended - 1;
-        const std::string what = fmt::format("hd {} {} kv {} batch {} group {} positions {}", hd,
+        const std::string what = fmt::format("hd {} {} kv {} warps {} batch {} group {} positions {}", hd,
                                              extra == Extra::bias   ? "bias"
                                              : extra == Extra::norm ? "norm"
                                                                     : "plain",
-                                             to_string(kv), batch, G, positions_attended);
+                                             to_string(kv), warps, batch, G, positions_attended);
         // The step's qkv: the new token's K and V, then the queries (needles need the keys).
         std::vector<float> qkv(s.batch * s.qkv_len());
         for (int z = 0; z < batch; ++z) {
@@ -474,17 +488,19 @@ void run_cases(int hd, KvScheme kv, Extra extra, const std::vector<int>& batches
         d.qkv.upload(qkv);
         const int32_t p32 = static_cast<int32_t>(pos);
         CUDA_CHECK(cudaMemcpy(d.pos.p, &p32, 4, cudaMemcpyHostToDevice));
-        for (Kernel k : {Kernel::current, Kernel::mma}) {
+        const std::vector<Kernel> kernels =
+            warps == 4 ? std::vector<Kernel>{Kernel::current, Kernel::mma} : std::vector<Kernel>{Kernel::mma};
+        for (Kernel k : kernels) {
           const std::string name = what + (k == Kernel::mma ? " attention_mma" : " attention");
           d.out.poison();
           if (k == Kernel::mma)
-            attention_mma(a, stream.s, batch, kv);
+            attention_mma(a, stream.s, batch, kv, 0, warps);
           else
             attention(a, stream.s, batch, kv);
           CUDA_CHECK(cudaStreamSynchronize(stream.s));
           check_new_rows(s, m, rope, qkv, d, cache, pos, name);
           if (::testing::Test::HasFatalFailure()) return;
-          const Reference r = reference(s, m, rope, qkv, cache, pos, k, grid);
+          const Reference r = reference(s, m, rope, qkv, cache, pos, k, grid, warps);
           check_output(s, d, r, name);
           const std::vector<unsigned> counters = d.counters.download();
           EXPECT_EQ(*std::max_element(counters.begin(), counters.end()), 0u)
@@ -498,30 +514,90 @@ void run_cases(int hd, KvScheme kv, Extra extra, const std::vector<int>& batches
 struct MmaCase {
   int hd;
   KvScheme kv;
+  int warps;
 };
 
-class AttentionMma : public ::testing::TestWithParam<MmaCase> {};
+class AttentionMma : public ::testing::TestWithParam<MmaCase> {
+ protected:
+  void SetUp() override {
+    REQUIRE_GPU();
+    if (!warps_fit(GetParam().hd, GetParam().kv, GetParam().warps))
+      GTEST_SKIP() << "blocks of " << GetParam().warps << " warps do not fit this GPU";
+  }
+};
 
 TEST_P(AttentionMma, OutputsWithinTheArithmeticsBoundOfExactAttention) {
-  REQUIRE_GPU();
-  run_cases(GetParam().hd, GetParam().kv, Extra::none, {1, 3}, {1, 4, 8, 16},
+  run_cases(GetParam().hd, GetParam().kv, Extra::none, GetParam().warps, {1, 3}, {1, 4, 8, 16},
             {1, 64, 65, 127, 128, 129, 5000, 70000});
 }
 
-INSTANTIATE_TEST_SUITE_P(HeadSizesAndSchemes, AttentionMma,
-                         ::testing::Values(MmaCase{64, KvScheme::fp16}, MmaCase{128, KvScheme::fp16},
-                                           MmaCase{64, KvScheme::fp8}, MmaCase{128, KvScheme::fp8},
-                                           MmaCase{64, KvScheme::int8}, MmaCase{128, KvScheme::int8}),
+// Fewer keys than a tile a warp of a 12-warp block (192): with 12 warps one block, whose warps
+// past the keys' tiles hold none and merge as empty partials; with 4, one or two blocks.
+TEST_P(AttentionMma, FewerKeysThanATileAWarp) {
+  run_cases(GetParam().hd, GetParam().kv, Extra::none, GetParam().warps, {1, 3}, {1, 16}, {100, 150, 191});
+}
+
+// Fewer active blocks than the grid's: about half the grid holds positions, the rest return at
+// once, and the merge counts the active ones only.
+TEST_P(AttentionMma, FewerActiveBlocksThanTheGrid) {
+  const MmaCase& p = GetParam();
+  AttentionArgs a;
+  a.heads = 4 * kKvHeads;
+  a.kv_heads = kKvHeads;
+  a.head_dim = p.hd;
+  a.max_splits = attention_splits(kCachePositions);
+  const int grid = attention_mma_splits(a, 1, p.kv, p.warps);
+  ASSERT_GE(grid, 4);
+  const int64_t positions = int64_t{grid / 2} * attention_mma_min_keys(p.warps) + 7;
+  const int active = attention_mma_active_splits(positions, grid, p.warps);
+  ASSERT_GT(active, 1);
+  ASSERT_LT(active, grid);
+  run_cases(p.hd, p.kv, Extra::none, p.warps, {1}, {4}, {positions});
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadSizesSchemesAndWarps, AttentionMma,
+                         ::testing::Values(MmaCase{64, KvScheme::fp16, 4}, MmaCase{128, KvScheme::fp16, 4},
+                                           MmaCase{64, KvScheme::fp8, 4}, MmaCase{128, KvScheme::fp8, 4},
+                                           MmaCase{64, KvScheme::int8, 4}, MmaCase{128, KvScheme::int8, 4},
+                                           MmaCase{64, KvScheme::fp16, 12}, MmaCase{128, KvScheme::fp16, 12},
+                                           MmaCase{64, KvScheme::fp8, 12}, MmaCase{128, KvScheme::fp8, 12},
+                                           MmaCase{64, KvScheme::int8, 12}, MmaCase{128, KvScheme::int8, 12}),
                          [](const auto& info) {
-                           return fmt::format("hd{}_{}", info.param.hd, to_string(info.param.kv));
+                           return fmt::format("hd{}_{}_w{}", info.param.hd, to_string(info.param.kv),
+                                              info.param.warps);
                          });
 
-TEST(AttentionMmaExtras, Qwen2BiasesAndQwen3NormsAreApplied) {
+class AttentionMmaQwen : public ::testing::TestWithParam<int> {};
+
+TEST_P(AttentionMmaQwen, Qwen2BiasesAndQwen3NormsAreApplied) {
   REQUIRE_GPU();
+  const int warps = GetParam();
   for (Extra e : {Extra::bias, Extra::norm})
     for (KvScheme kv : {KvScheme::fp16, KvScheme::int8}) {
-      run_cases(128, kv, e, {1, 3}, {4, 16}, {1, 129, 5000});
-      run_cases(64, kv, e, {1}, {8}, {129, 5000});
+      if (warps_fit(128, kv, warps)) run_cases(128, kv, e, warps, {1, 3}, {4, 16}, {1, 129, 5000});
+      if (warps_fit(64, kv, warps)) run_cases(64, kv, e, warps, {1}, {8}, {129, 5000});
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Warps, AttentionMmaQwen, ::testing::Values(4, 12),
+                         [](const auto& info) { return fmt::format("w{}", info.param); });
+
+// The default launch is the plan's choice of warps for this GPU, and its grid is the one
+// attention_mma_splits() gives for those warps.
+TEST(AttentionMmaWarps, TheDefaultIsTheChoiceForThisGpu) {
+  REQUIRE_GPU();
+  for (int hd : {32, 64, 96, 128})
+    for (KvScheme kv : {KvScheme::fp16, KvScheme::fp8, KvScheme::int8}) {
+      AttentionArgs a;
+      a.heads = 32;
+      a.kv_heads = 8;
+      a.head_dim = hd;
+      a.max_splits = attention_splits(131072);
+      const int warps = attention_mma_warps(a, kv);
+      EXPECT_TRUE(warps == 4 || warps == 12) << warps;
+      EXPECT_EQ(attention_mma_splits(a, 1, kv), attention_mma_splits(a, 1, kv, warps)) << hd;
+      EXPECT_EQ(attention_mma_splits(a, 3, kv), attention_mma_splits(a, 3, kv, warps)) << hd;
+      if (warps == 4) EXPECT_THROW(attention_mma_splits(a, 1, kv, 12), db::Error) << hd;
     }
 }
 
@@ -537,6 +613,9 @@ TEST(AttentionMmaExtras, RefusesAShapeItDoesNotTake) {
   a.head_dim = 64;
   a.heads = 34;  // 17 query heads a kv head
   EXPECT_THROW(attention_mma(a, nullptr, 1, KvScheme::fp16), db::Error);
+  a.heads = 8;
+  for (int warps : {1, 8, 16, -4})
+    EXPECT_THROW(attention_mma_splits(a, 1, KvScheme::fp16, warps), db::Error) << warps;
 }
 
 }  // namespace

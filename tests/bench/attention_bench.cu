@@ -1,17 +1,19 @@
 // Decode attention of one layer timed alone on a cold L2 (lab tool, not a test):
 //   build-gpu/decodebench_attention_bench [--reps N] [--sweep] [--only 8b|1b] [--positions N]
-//                                         [--layers N]
+//                                         [--layers N] [--warps 0|4|12]
 // 8b's shape (32 query heads, 8 kv heads, head_dim 128) and 1b's (32, 8, 64), the step at
-// the last of 1024, 4096, 8192, 16384, 32768 and 131000 positions (where the engine switches
-// kernels, kAttentionMmaMinPositions, lies between them): attention() (attention.cu, fp16 cache)
+// the last of 1024, 4096, 8192, 16384, 32768 and 131000 positions (the engine switches kernels
+// at kAttentionMmaMinPositions, 8192): attention() (attention.cu, fp16 cache)
 // and attention_mma() (attention_mma.cu) on fp16, fp8 and int8 caches, with its default grid
-// and, with --sweep, half and twice as many blocks a kv head. Each figure is the median of
+// and, with --sweep, half and twice as many blocks a kv head; its blocks of `--warps` warps
+// (4 or 12; default 0, the GPU's choice, attention_mma_warps()). Each figure is the median of
 // `reps` launches (default 15), each after a 512 MB memset that evicts L2 (a real step's KV
 // comes from HBM: 32 layers' caches exceed L2), timed by two events around the launch alone
 // (so it includes the ~2 us of a launch that a graph's PDL hides in the step). One JSON line
 // a figure:
-//   {"model", "kernel", "kv", "positions", "splits", "us", "kv_bytes", "gbps", "of_read",
+//   {"model", "kernel", "kv", "positions", "warps", "splits", "us", "kv_bytes", "gbps", "of_read",
 //    "us_train", "of_read_train"}
+// warps: attention_mma()'s warps a block (null for attention()).
 // us_train: the same kernel launched back to back over `--layers` layers' caches (default 4,
 // each its own allocation, together past L2), `reps` rounds between two events, divided by the
 // launches: no memset's dirty lines to write back, launches queued as a step's are.
@@ -77,7 +79,7 @@ double cold_us(cudaStream_t s, void* flush, int reps, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int reps = 15, layers = 4;
+  int reps = 15, layers = 4, warps = 0;
   bool sweep = false;
   std::string only;
   std::vector<int64_t> positions_list = {1024, 4096, 8192, 16384, 32768, 131000};
@@ -93,8 +95,15 @@ int main(int argc, char** argv) {
       layers = std::clamp(std::atoi(argv[++i]), 1, 64);
     } else if (arg == "--positions" && i + 1 < argc) {
       positions_list = {std::max<int64_t>(1, std::atoll(argv[++i]))};
+    } else if (arg == "--warps" && i + 1 < argc &&
+               (std::strcmp(argv[i + 1], "0") == 0 || std::strcmp(argv[i + 1], "4") == 0 ||
+                std::strcmp(argv[i + 1], "12") == 0)) {
+      warps = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--reps N] [--sweep] [--only 8b|1b] [--positions N] [--layers N]\n", argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--reps N] [--sweep] [--only 8b|1b] [--positions N] [--layers N] [--warps 0|4|12]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -113,30 +122,32 @@ int main(int argc, char** argv) {
           for (int l = 0; l < layers; ++l) ls.push_back(std::make_unique<Layer>(sh, positions, kv));
           Layer& layer = *ls[0];
           const uint64_t bytes = 2 * kvq::sequence_bytes(kv, positions, sh.kv_heads, sh.head_dim);
-          const auto line = [&](const char* kernel, int splits, double us, double us_train) {
+          const auto line = [&](const char* kernel, int block_warps, int splits, double us, double us_train) {
             const double gbps = bytes / (us * 1e3), gbps_train = bytes / (us_train * 1e3);
             fmt::print(
-                "{{\"model\": \"{}\", \"kernel\": \"{}\", \"kv\": \"{}\", \"positions\": {}, \"splits\": {}, "
-                "\"us\": {:.2f}, \"kv_bytes\": {}, \"gbps\": {:.1f}, \"of_read\": {:.3f}, \"us_train\": {:.2f}, "
-                "\"of_read_train\": {:.3f}}}\n",
-                sh.name, kernel, to_string(kv), positions, splits, us, bytes, gbps, gbps / read_gbps, us_train,
-                gbps_train / read_gbps);
+                "{{\"model\": \"{}\", \"kernel\": \"{}\", \"kv\": \"{}\", \"positions\": {}, \"warps\": {}, "
+                "\"splits\": {}, \"us\": {:.2f}, \"kv_bytes\": {}, \"gbps\": {:.1f}, \"of_read\": {:.3f}, "
+                "\"us_train\": {:.2f}, \"of_read_train\": {:.3f}}}\n",
+                sh.name, kernel, to_string(kv), positions,
+                block_warps > 0 ? std::to_string(block_warps) : std::string("null"), splits, us, bytes, gbps,
+                gbps / read_gbps, us_train, gbps_train / read_gbps);
             std::fflush(stdout);
           };
-          line("attention", layer.a.max_splits,
+          line("attention", 0, layer.a.max_splits,
                cold_us(s, flush, reps, [&](cudaStream_t st) { attention(layer.a, st, 1, kv); }),
                train_us(s, layers, reps, [&](cudaStream_t st, int l) { attention(ls[l]->a, st, 1, kv); }));
-          const int def = attention_mma_splits(layer.a, 1, kv);
+          const int w = warps > 0 ? warps : attention_mma_warps(layer.a, kv);
+          const int def = attention_mma_splits(layer.a, 1, kv, w);
           std::vector<int> grids = {def};
           if (sweep)
             for (int g : {def / 2, def * 2})
               if (g >= 1 && g <= std::min(layer.a.max_splits, kAttentionMmaMaxSplits) && g != def)
                 grids.push_back(g);
           for (int g : grids)
-            line("attention_mma", g,
-                 cold_us(s, flush, reps, [&](cudaStream_t st) { attention_mma(layer.a, st, 1, kv, g); }),
+            line("attention_mma", w, g,
+                 cold_us(s, flush, reps, [&](cudaStream_t st) { attention_mma(layer.a, st, 1, kv, g, w); }),
                  train_us(s, layers, reps,
-                          [&](cudaStream_t st, int l) { attention_mma(ls[l]->a, st, 1, kv, g); }));
+                          [&](cudaStream_t st, int l) { attention_mma(ls[l]->a, st, 1, kv, g, w); }));
         }
       }
     }
