@@ -548,7 +548,8 @@ def knee_text(points):
 
 def path_change_text(before, at):
     """Where a knee's batch runs some matrices on other paths than the batch before it: which,
-    from what to what ("; there qkv, o_proj move from gemv-columns to skinny-gemm"), so that a
+    from what to what ("; there qkv, o_proj move from gemv-columns to skinny-gemm and lm_head
+    moves from gemv-columns to cublas"), so that a
     knee set by a kernel reads as one. Empty where no path changed or a point has none."""
     if len(before) < 5 or len(at) < 5:
         return ""
@@ -557,7 +558,9 @@ def path_change_text(before, at):
         old = before[4].get(matrix)
         if old is not None and old != path:
             changes.setdefault((old, path), []).append(matrix)
-    return "".join(f"; there {', '.join(ms)} move from {old} to {new}" for (old, new), ms in changes.items())
+    moves = [f"{', '.join(ms)} {'moves' if len(ms) == 1 else 'move'} from {old} to {new}"
+             for (old, new), ms in changes.items()]
+    return f"; there {' and '.join(moves)}" if moves else ""
 
 
 def curve_colors(curves):

@@ -128,7 +128,7 @@ TEST_F(Plot, BatchKneeNamesTheKernelChangeThere) {
   };
   add("8b-int4", 1, 1.0, {});
   add("8b-int4", 2, 1.1, paths("gemv-columns", "gemv-columns"));
-  add("8b-int4", 4, 1.6, paths("skinny-gemm", "skinny-gemm"));
+  add("8b-int4", 4, 1.6, paths("skinny-gemm", "cublas"));
   add("1b-int4", 1, 1.0, {});
   add("1b-int4", 2, 1.7, paths("gemv-columns", "gemv-columns"));
   add("4b-int4", 1, 1.0, {});
@@ -139,7 +139,8 @@ TEST_F(Plot, BatchKneeNamesTheKernelChangeThere) {
   ASSERT_EQ(o.code, 0) << "stderr: " << o.err;
   EXPECT_EQ(o.out,
             "8b-int4 int4.gemv: knee at batch 4 (TPOT 1.60x batch 1's, 1.10x at 2); the floors predict none "
-            "up to it; there qkv, gate_up move from gemv-columns to skinny-gemm\n"
+            "up to it; there qkv moves from gemv-columns to skinny-gemm and gate_up moves from gemv-columns to "
+            "cublas\n"
             "1b-int4 int4.gemv: knee at batch 2 (TPOT 1.70x batch 1's); the floors predict none up to it; "
             "there qkv, gate_up move from int4.gemv to gemv-columns\n"
             "4b-int4 int4.gemv: knee at batch 4 (TPOT 1.60x batch 1's, 1.10x at 2); the floors predict none "
