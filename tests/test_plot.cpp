@@ -137,14 +137,15 @@ TEST_F(Plot, BatchKneeNamesTheKernelChangeThere) {
   { std::ofstream(path("b.jsonl")) << lines; }
   const db_test::Outcome o = run_script("plot.py", {"batch", path("b.png"), path("b.jsonl")});
   ASSERT_EQ(o.code, 0) << "stderr: " << o.err;
-  EXPECT_EQ(o.out,
-            "8b-int4 int4.gemv: knee at batch 4 (TPOT 1.60x batch 1's, 1.10x at 2); the floors predict none "
-            "up to it; there qkv moves from gemv-columns to skinny-gemm and gate_up moves from gemv-columns to "
-            "cublas\n"
-            "1b-int4 int4.gemv: knee at batch 2 (TPOT 1.70x batch 1's); the floors predict none up to it; "
-            "there qkv, gate_up move from int4.gemv to gemv-columns\n"
-            "4b-int4 int4.gemv: knee at batch 4 (TPOT 1.60x batch 1's, 1.10x at 2); the floors predict none "
-            "up to it\n");
+  EXPECT_EQ(
+      o.out,
+      "8b-int4 int4.gemv: knee at batch 4 (TPOT 1.60x batch 1's, 1.10x at 2); the floors predict none "
+      "up to it; there qkv moves from gemv-columns to skinny-gemm and gate_up moves from gemv-columns to "
+      "cublas\n"
+      "1b-int4 int4.gemv: knee at batch 2 (TPOT 1.70x batch 1's); the floors predict none up to it; "
+      "there qkv, gate_up move from int4.gemv to gemv-columns\n"
+      "4b-int4 int4.gemv: knee at batch 4 (TPOT 1.60x batch 1's, 1.10x at 2); the floors predict none "
+      "up to it\n");
 }
 
 // A context sweep of two KV cache schemes: one line each with its floor, and on stdout each
