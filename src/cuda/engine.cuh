@@ -89,9 +89,8 @@ void gemm_rows(cublasHandle_t h, const __half* w, int64_t out, int64_t in, const
 // made `chunk_rows` rows of W at a time (a multiple of 8, or all of them): rows [r0, r0 +
 // chunk_rows) dequantized into one half of `scratch` (dequantize_rows_to_f16), then their
 // GEMM into y's columns r0.., then the next block into the other half; on the handle's
-// stream, which is `s`. `scratch` holds fp16_chunk_elements: the block stays in L2 from its
-// writing to its reading and is rewritten there, so the copy costs the quantized bytes and
-// the GEMMs, not an fp16 matrix written to HBM and read back.
+// stream, which is `s`. `scratch` holds fp16_chunk_elements. With `chunk_rows` = all the
+// rows (the engine's default, kDequantChunkBytes) it is one copy of the matrix and one GEMM.
 void gemm_rows_dequant(cublasHandle_t h, const DeviceMatrix& w, const __half* x, int64_t rows, float* y,
                        bool accumulate, __half* scratch, int64_t chunk_rows, cudaStream_t s);
 // An external adapter's term for `rows` rows of x [rows, g.in]: the shrink of every row as one
