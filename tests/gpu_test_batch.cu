@@ -156,6 +156,12 @@ std::vector<BatchCase> every_kernel_and_batch() {
        {std::pair{Scheme::fp16, "fp16.gemv"}, std::pair{Scheme::int8, "int8.gemv"},
         std::pair{Scheme::int4, "int4.gemv"}, std::pair{Scheme::fp8, "fp8.gemv"}})
     v.push_back({scheme, kernel, 5});
+  // The fast kernels at 16 sequences (the skinny GEMM, fp16's cuBLAS) and at 256 (the fp16
+  // copies and cuBLAS): the batches the byte law is measured at.
+  for (const auto& [scheme, kernel] :
+       {std::pair{Scheme::fp16, "fp16.gemv"}, std::pair{Scheme::int8, "int8.gemv"},
+        std::pair{Scheme::int4, "int4.gemv"}, std::pair{Scheme::fp8, "fp8.gemv"}})
+    for (int64_t b : {16, 256}) v.push_back({scheme, kernel, b});
   // Past one skinny launch: int8, fp8 and int4 gemv run cuBLAS on an fp16 copy (the plan's
   // BatchedPath).
   // Their copies are made a block of rows at a time (gemm_rows_dequant); the tiny model's
