@@ -45,7 +45,7 @@ struct PrefillQkvArgs {
   int64_t cache_positions = 0;
   KvScheme kv = KvScheme::fp16;
 };
-// The decode attention's prologue (attention.cu) for every row of the chunk at once.
+// The decode attention's prologue (attention_kernels.cuh) for every row of the chunk at once.
 void prefill_qkv(const PrefillQkvArgs& a, cudaStream_t s);
 
 struct PrefillAttentionArgs {
