@@ -9,6 +9,7 @@
 #include "attention.cuh"
 #include "common.cuh"
 #include "kv_cache.cuh"
+#include "norm_rope.cuh"
 #include "pdl.cuh"
 
 namespace db::cuda {
@@ -20,30 +21,6 @@ constexpr int kMaxGroup = 8;  // query heads per kv head (70B: 64 / 8)
 static_assert(kAttentionChunk <= kThreads, "at most one position per thread");
 static_assert(sizeof(AttentionArgs) <= 128,
               "the kernel parameter stays in the parameter space (attention.cuh)");
-
-// One head vector (q or the new k) handled by one warp: lane l holds elements l*E..l*E+E-1,
-// so RoPE's partner i + HD/2 sits in lane l ^ 16. RMSNorm (qwen3) with a warp reduction,
-// then HF's rotate_half: out[i] = v[i] cos - v[i+h] sin, out[i+h] = v[i+h] cos + v[i] sin.
-template <int HD>
-__device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const float (&norm_w)[HD / kWarp],
-                                               bool has_norm, float eps, const float (&cosv)[HD / kWarp],
-                                               const float (&sinv)[HD / kWarp], int lane) {
-  constexpr int E = HD / kWarp;
-  if (has_norm) {
-    float ss = 0.f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) ss += v[e] * v[e];
-    const float inv = rsqrtf(warp_sum(ss) / HD + eps);
-#pragma unroll
-    for (int e = 0; e < E; ++e) v[e] = v[e] * inv * norm_w[e];
-  }
-  const bool upper = lane >= kWarp / 2;
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    const float partner = __shfl_xor_sync(0xffffffffu, v[e], kWarp / 2);
-    v[e] = upper ? v[e] * cosv[e] + partner * sinv[e] : v[e] * cosv[e] - partner * sinv[e];
-  }
-}
 
 // Sequence blockIdx.z of a batch: its slices of qkv, of the caches (rope_positions rows
 // each: the engine's cache holds as many positions as the rope table; kv_quant.h's
@@ -380,44 +357,29 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   float o[MAXG];
 #pragma unroll
   for (int g = 0; g < MAXG; ++g) o[g] = 0.f;
+  // o[g] += probs[t][g] v for the group's query heads.
+  const auto accumulate = [&](int t, float v) {
+    if constexpr (MAXG == 2) {
+      const float2 pr = *reinterpret_cast<const float2*>(&probs[t][0]);
+      o[0] += pr.x * v;
+      o[1] += pr.y * v;
+    } else {
+#pragma unroll
+      for (int g = 0; g < MAXG; g += 4) {
+        const float4 pr = *reinterpret_cast<const float4*>(&probs[t][g]);
+        o[g] += pr.x * v;
+        o[g + 1] += pr.y * v;
+        o[g + 2] += pr.z * v;
+        o[g + 3] += pr.w * v;
+      }
+    }
+  };
   if constexpr (!kQuant) {
     if (i < HD) {
 #pragma unroll 8
-      for (int t = 0; t < n; ++t) {
-        const float v = __half2float(v_s[t][i]);
-        if constexpr (MAXG == 2) {
-          const float2 pr = *reinterpret_cast<const float2*>(&probs[t][0]);
-          o[0] += pr.x * v;
-          o[1] += pr.y * v;
-        } else {
-#pragma unroll
-          for (int g = 0; g < MAXG; g += 4) {
-            const float4 pr = *reinterpret_cast<const float4*>(&probs[t][g]);
-            o[g] += pr.x * v;
-            o[g + 1] += pr.y * v;
-            o[g + 2] += pr.z * v;
-            o[g + 3] += pr.w * v;
-          }
-        }
-      }
+      for (int t = 0; t < n; ++t) accumulate(t, __half2float(v_s[t][i]));
     }
   } else {
-    const auto accumulate = [&](int t, float v) {
-      if constexpr (MAXG == 2) {
-        const float2 pr = *reinterpret_cast<const float2*>(&probs[t][0]);
-        o[0] += pr.x * v;
-        o[1] += pr.y * v;
-      } else {
-#pragma unroll
-        for (int g = 0; g < MAXG; g += 4) {
-          const float4 pr = *reinterpret_cast<const float4*>(&probs[t][g]);
-          o[g] += pr.x * v;
-          o[g + 1] += pr.y * v;
-          o[g + 2] += pr.z * v;
-          o[g + 3] += pr.w * v;
-        }
-      }
-    };
     if (i < HD) {
       int t = 0;
 #pragma unroll 4

@@ -65,6 +65,7 @@
 
 #include "common.cuh"
 #include "decodebench/kv_quant.h"
+#include "norm_rope.cuh"
 #include "pdl.cuh"
 
 namespace db::cuda {
@@ -170,30 +171,6 @@ __device__ __forceinline__ uint32_t codes_to_half2(uint32_t x, unsigned lo_byte,
     const uint32_t biased =
         __byte_perm(x ^ 0x80808080u, 0x6464u, lo_byte | (4u << 4) | (hi_byte << 8) | (5u << 12));
     return h2_bits(__hsub2(bits_h2(biased), __float2half2_rn(1152.f)));
-  }
-}
-
-// One head vector (a query or the new K) held by one warp, lane l holding elements
-// l*E..l*E+E-1 so that RoPE's partner i + HD/2 sits in lane l ^ 16: RMSNorm (qwen3) with a
-// warp reduction, then HF's rotate_half. The arithmetic of attention.cu's norm_rope_warp.
-template <int HD>
-__device__ __forceinline__ void norm_rope(float (&v)[HD / kWarp], const float (&norm_w)[HD / kWarp],
-                                          bool has_norm, float eps, const float (&cosv)[HD / kWarp],
-                                          const float (&sinv)[HD / kWarp], int lane) {
-  constexpr int E = HD / kWarp;
-  if (has_norm) {
-    float ss = 0.f;
-#pragma unroll
-    for (int e = 0; e < E; ++e) ss += v[e] * v[e];
-    const float inv = rsqrtf(warp_sum(ss) / HD + eps);
-#pragma unroll
-    for (int e = 0; e < E; ++e) v[e] = v[e] * inv * norm_w[e];
-  }
-  const bool upper = lane >= kWarp / 2;
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    const float partner = __shfl_xor_sync(0xffffffffu, v[e], kWarp / 2);
-    v[e] = upper ? v[e] * cosv[e] + partner * sinv[e] : v[e] * cosv[e] - partner * sinv[e];
   }
 }
 
@@ -362,7 +339,8 @@ __global__ void __launch_bounds__(W* kWarp, kMinBlocks<W>) attention_mma_kernel(
         float nw[E];
 #pragma unroll
         for (int e = 0; e < E; ++e) nw[e] = is_k ? kn[e] : qn[e];
-        norm_rope<HD>(v[it], nw, is_k ? a.k_norm != nullptr : a.q_norm != nullptr, a.eps, cosv, sinv, lane);
+        norm_rope_warp<HD>(v[it], nw, is_k ? a.k_norm != nullptr : a.q_norm != nullptr, a.eps, cosv, sinv,
+                           lane);
       }
       if (item < G) {
 #pragma unroll
