@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The tensor-core GEMV at 2 to 16 sequences (kernels/gemv_mma.cu), on the H200:
+# The tensor-core GEMV at 2 to 16 sequences (kernels/gemv_mma.cu), on the H200. It ran on the
+# tree of 3a966ac's patch (batch.md §26); that kernel is not in main, so this is the record:
 #   bash results/lab/batch-mma-2026-12-04/run.sh a   # build, its gpu tests, the linears' bench
 #   bash results/lab/batch-mma-2026-12-04/run.sh b   # at once after: the step at 1-16 sequences
 # Design: the fast GEMV's 16-byte weight loads unchanged (int4 nibbles, int8, fp8, fp16), 8 rows
@@ -13,15 +14,9 @@
 # device calls (tuning included): stop and write down why.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-if [ -d .debs ] && ! pkg-config --exists re2 2>/dev/null; then
-  for f in .debs/*.deb; do dpkg -x "$f" /tmp/r; done
-  export PKG_CONFIG_SYSROOT_DIR=/tmp/r PKG_CONFIG_PATH=/tmp/r/usr/lib/x86_64-linux-gnu/pkgconfig \
-    LD_LIBRARY_PATH=/tmp/r/usr/lib/x86_64-linux-gnu
-fi
+. results/lab/device-env.sh
 out=${OUT:-results/lab/batch-mma-2026-12-04/out}
 mkdir -p "$out/runs"
-b=build-gpu
-T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 case "${1:?usage: run.sh a|b}" in
   a)
     { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&

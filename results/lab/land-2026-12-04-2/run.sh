@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call for two changes (bash results/lab/land-2026-12-04-2/run.sh):
+# One device call for two changes (bash results/lab/land-2026-12-04-2/run.sh), both killed and
+# in git history only (3a966ac's patches; batch.md §26, attention.md §22):
 # 1. kernels/gemv_mma.cu without 64-bit divisions in its loop (the run of batch-mma-2026-12-04
 #    spent its time there: fp16, with the most items, was slowest); its shapes tuned in the
 #    bench, the step at the best one (DECODEBENCH_MMA_SHAPE, DEV builds).
@@ -10,15 +11,9 @@
 #    32768 not below the per-head grid's.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
-if [ -d .debs ] && ! pkg-config --exists re2 2>/dev/null; then
-  for f in .debs/*.deb; do dpkg -x "$f" /tmp/r; done
-  export PKG_CONFIG_SYSROOT_DIR=/tmp/r PKG_CONFIG_PATH=/tmp/r/usr/lib/x86_64-linux-gnu/pkgconfig \
-    LD_LIBRARY_PATH=/tmp/r/usr/lib/x86_64-linux-gnu
-fi
+. results/lab/device-env.sh
 out=${OUT:-results/lab/land-2026-12-04-2/out}
 mkdir -p "$out/runs"
-b=build-gpu
-T0=$(date +%s); t() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
   cmake --build $b -j16 --target decodebench decodebench_gpu_tests decodebench_skinny_bench decodebench_attention_bench; } \
   >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; tail -5 "$out/build.log"; exit 1; }
