@@ -168,14 +168,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   const int vectors = G + (owns_pos ? kNewVectors : 0);
   float cosv[E], sinv[E], qn[E], kn[E];
   float v[kMaxItems][E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    const int i = lane * E + e, j = i - (lane >= kWarp / 2 ? HD / 2 : 0);
-    cosv[e] = cosp[j];
-    sinv[e] = sinp[j];
-    qn[e] = a.q_norm ? __half2float(a.q_norm[i]) : 1.f;
-    kn[e] = a.k_norm ? __half2float(a.k_norm[i]) : 1.f;
-  }
+  lane_rope_operands<HD>(cosp, sinp, a.q_norm, a.k_norm, lane, cosv, sinv, qn, kn);
 #pragma unroll
   for (int it = 0; it < kMaxItems; ++it) {
     const int item = warp + it * kWarps;

@@ -308,14 +308,7 @@ __global__ void __launch_bounds__(W* kWarp, kMinBlocks<W>) attention_mma_kernel(
     const float* sinp = a.rope + (a.rope_positions + pos) * (HD / 2);
     const float qscale = rsqrtf(static_cast<float>(HD)) * kLog2e;  // scores in base 2
     float cosv[E], sinv[E], qn[E], kn[E];
-#pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int i = lane * E + e, j = i - (lane >= kWarp / 2 ? HD / 2 : 0);
-      cosv[e] = cosp[j];
-      sinv[e] = sinp[j];
-      qn[e] = a.q_norm ? __half2float(a.q_norm[i]) : 1.f;
-      kn[e] = a.k_norm ? __half2float(a.k_norm[i]) : 1.f;
-    }
+    lane_rope_operands<HD>(cosp, sinp, a.q_norm, a.k_norm, lane, cosv, sinv, qn, kn);
     float v[kMaxItems][E];
 #pragma unroll
     for (int it = 0; it < kMaxItems; ++it) {

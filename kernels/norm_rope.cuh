@@ -30,4 +30,23 @@ __device__ __forceinline__ void norm_rope_warp(float (&v)[HD / kWarp], const flo
   }
 }
 
+// A lane's operands of norm_rope_warp for a head vector of the position whose RoPE table rows
+// are cosp and sinp (HD / 2 each): its elements' cos and sin (lane l and l ^ 16 share them),
+// and the q and k norm weights (1 where the model has none).
+template <int HD>
+__device__ __forceinline__ void lane_rope_operands(const float* cosp, const float* sinp, const __half* q_norm,
+                                                   const __half* k_norm, int lane, float (&cosv)[HD / kWarp],
+                                                   float (&sinv)[HD / kWarp], float (&qn)[HD / kWarp],
+                                                   float (&kn)[HD / kWarp]) {
+  constexpr int E = HD / kWarp;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int i = lane * E + e, j = i - (lane >= kWarp / 2 ? HD / 2 : 0);
+    cosv[e] = cosp[j];
+    sinv[e] = sinp[j];
+    qn[e] = q_norm ? __half2float(q_norm[i]) : 1.f;
+    kn[e] = k_norm ? __half2float(k_norm[i]) : 1.f;
+  }
+}
+
 }  // namespace db::cuda
