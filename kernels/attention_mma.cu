@@ -4,7 +4,7 @@
 // Why: the one-block-a-chunk kernel (attention.cu) computes the scores, softmax and P V in
 // fp32 on the CUDA cores, ~2,000 instructions a thread per 128 positions; at long context
 // that arithmetic, not DRAM, bounds its KV stream (about half the read bandwidth). Here Q K^T
-// and P V are mma.sync.m16n8k16 (fp16 in, fp32 accumulate) and a warp spends ~200
+// and P V are mma.sync.m16n8k16 (fp16 in, fp32 accumulate) and a warp spends a few hundred
 // instructions on 16 positions of a 128-wide head (8 KB of fp16 K and V).
 //
 // Grid: (kv heads, grid splits, batch), W warps a block: 12, one block an SM, where the GPU
@@ -34,7 +34,8 @@
 // 3. Each warp walks its tiles, a tile's copies waited for by that warp alone (no block
 //    barrier in the loop), the next tile's copies issued as a buffer frees up:
 //      S = Q K^T: K [key][dim] as it lies is the "col" B operand, ldmatrix without .trans;
-//      online softmax in base 2 per query row, across the quad of lanes holding a row;
+//      online softmax in base 2 per query row, across the quad of lanes holding a row, the
+//      output accumulators rescaled only in tiles where some row's max grew;
 //      P V: the score accumulators of the tile's two 8-key halves, rounded to fp16, are the
 //      A operand as they lie; V [key][dim] through ldmatrix.trans is the B operand.
 //    The row at pos is patched into its tile from the step's own K and V before use.
@@ -49,10 +50,10 @@
 // dequantized copies. A key's K scale multiplies its score column (fp32) after Q K^T. The V
 // scales are not applied to P's columns: P times an fp8 scale (amax / 448) lands in fp16's
 // subnormals for most keys of a long cache, where it loses up to all of its bits. Instead a
-// key's V codes are multiplied (hmul2) by its scale as a fraction of the tile's largest, and
-// the output accumulators count in units of that largest scale, converted with the softmax's
-// rescaling at every tile and to values at the end: every factor in fp16 is at most 1 and
-// normal. The byte tiles are read by the same ldmatrix instructions as 16-bit pairs:
+// key's V codes are multiplied (hmul2) by its scale as a fraction of the largest scale the
+// warp has met, and the output accumulators count in units of that largest scale, converted
+// with the softmax's rescaling when it grows and to values at the end: every factor in fp16
+// is at most 1 and normal. The byte tiles are read by the same ldmatrix instructions as 16-bit pairs:
 //   K: a lane gets 4 consecutive codes (dims 4c..4c+3) of its key; the k index of the mma is
 //      permuted to match (the query fragments are loaded in the same order), dot products
 //      being indifferent to the order of their terms;
@@ -102,6 +103,29 @@ struct Ring {
   static_assert(kBytes >= 4 * (W * kRows * HD + W * kRows * 2), "the warps' merge fits the ring");
   static_assert(kBytes >= 24 * W * kWarp, "the merge's float4 and float2 a thread fit the ring");
 };
+
+// How a warp's lanes copy a tile's rows (the issue lambda of the kernel): kLanesRow lanes a
+// row, a lane taking kPiecesLane 16-byte pieces of it kLanesRow pieces apart (the last ones
+// absent where a row's pieces are not a multiple of kLanesRow: kRagged), kRowsRound rows a
+// round of the warp and kRounds rounds a tile. With 8 lanes a row a round reads 128
+// contiguous bytes of each of its rows.
+template <int HD, KvScheme KV>
+struct Copies {
+  static constexpr int kPieces = Ring<HD, KV, 4>::kPieces;
+  static constexpr int kLanesRow = kPieces >= 8 ? 8 : kPieces >= 4 ? 4 : 2;
+  static constexpr int kPiecesLane = (kPieces + kLanesRow - 1) / kLanesRow;
+  static constexpr bool kRagged = kPieces % kLanesRow != 0;
+  static constexpr int kRowsRound = kWarp / kLanesRow;
+  static constexpr int kRounds = kTile / kRowsRound;
+  static_assert(kTile % kRowsRound == 0, "a tile's rows are whole rounds of the warp");
+};
+
+// 2^x by the SFU alone: results below 2^-126 flush to zero, which a softmax weight can lose.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -266,30 +290,48 @@ __global__ void __launch_bounds__(W* kWarp, kMinBlocks<W>) attention_mma_kernel(
   const float* k_scales = reinterpret_cast<const float*>(kc + a.rope_positions * kv_dim);
   const float* v_scales = reinterpret_cast<const float*>(vc + a.rope_positions * kv_dim);
 
-  // 1. The warp's first tiles, in flight before the wait.
+  // 1. The warp's first tiles, in flight before the wait. A lane copies the 16-byte pieces
+  //    cr, cr + kLanesRow, ... of rows r0, r0 + kRowsRound, ... of a tile (Copies): every
+  //    offset but the tile's first row is a compile-time constant or one add a row group, and
+  //    a round of the warp still reads whole 128-byte lines. Rows at and past `lim` are zero
+  //    (end, or pos, whose row is patched in from the step's own K and V).
+  using C = Copies<HD, KV>;
   const int tiles = static_cast<int>((end - start + kTile - 1) / kTile);
   const int mine = tiles > warp ? (tiles - warp + W - 1) / W : 0;
   unsigned char* wring = ring + warp * R::kStages * R::kStageBytes;
   const auto tile_key0 = [&](int i) { return start + int64_t{warp + i * W} * kTile; };
+  const int64_t lim = owns_pos ? pos : end;
+  const int64_t row_stride = kv_dim * R::kElem;  // bytes from one position's row to the next
+  const int cr = lane % C::kLanesRow, r0 = lane / C::kLanesRow;
+  const int64_t lane_off = (int64_t{kvh} * HD) * R::kElem + int64_t{r0} * row_stride + 16 * cr;
+  const unsigned char* kl = kc + lane_off;  // the lane's first piece of position 0
+  const unsigned char* vl = vc + lane_off;
+  const int smem_lane = r0 * R::kRowBytes + 16 * cr;
+  // The 8-bit schemes' scales: lanes 0..15 the tile's K scales, 16..31 its V scales.
+  const float* scale_lane = (lane < kTile ? k_scales : v_scales) + int64_t{lane % kTile} * a.kv_heads + kvh;
   const auto issue = [&](int i) {
     if (i < mine) {
       const int64_t key0 = tile_key0(i);
+      const int rows = static_cast<int>(std::min<int64_t>(lim - key0, kTile));  // rows to read
       unsigned char* st = wring + (i % R::kStages) * R::kStageBytes;
-      static_assert(kTile * R::kPieces % kWarp == 0, "a tile's pieces are whole rounds of the warp");
+      const int64_t tile_off = key0 * row_stride;
 #pragma unroll
-      for (int k = 0; k < kTile * R::kPieces / kWarp; ++k) {
-        const int e = lane + k * kWarp, r = e / R::kPieces, p = e % R::kPieces;
-        const int64_t key = key0 + r;
-        const bool ok = key < end && key != pos;
-        const int64_t off = ok ? (key * kv_dim + kvh * HD) * R::kElem + 16 * p : 0;
-        cp_async16_zfill(st + r * R::kRowBytes + 16 * p, kc + off, ok);
-        cp_async16_zfill(st + (kTile + r) * R::kRowBytes + 16 * p, vc + off, ok);
+      for (int g = 0; g < C::kRounds; ++g) {
+        const bool ok = r0 + g * C::kRowsRound < rows;
+        const int64_t off = ok ? tile_off + g * C::kRowsRound * row_stride : 0;
+        unsigned char* dst = st + smem_lane + g * C::kRowsRound * R::kRowBytes;
+#pragma unroll
+        for (int m = 0; m < C::kPiecesLane; ++m) {
+          if (C::kRagged && cr + m * C::kLanesRow >= R::kPieces) continue;
+          cp_async16_zfill(dst + 16 * C::kLanesRow * m, kl + off + 16 * C::kLanesRow * m, ok);
+          cp_async16_zfill(dst + kTile * R::kRowBytes + 16 * C::kLanesRow * m,
+                           vl + off + 16 * C::kLanesRow * m, ok);
+        }
       }
-      if constexpr (kCodes) {  // lanes 0..15 the K scales, 16..31 the V scales
-        const int64_t key = key0 + lane % kTile;
-        const bool ok = key < end && key != pos;
-        const float* src = (lane < kTile ? k_scales : v_scales) + (ok ? key * a.kv_heads + kvh : 0);
-        cp_async4_zfill(st + 2 * kTile * R::kRowBytes + 4 * lane, src, ok);
+      if constexpr (kCodes) {
+        const bool ok = lane % kTile < rows;
+        cp_async4_zfill(st + 2 * kTile * R::kRowBytes + 4 * lane, scale_lane + (ok ? key0 * a.kv_heads : 0),
+                        ok);
       }
     }
     cp_async_commit();  // an empty group past the warp's tiles keeps the wait counts uniform
@@ -396,7 +438,7 @@ __global__ void __launch_bounds__(W* kWarp, kMinBlocks<W>) attention_mma_kernel(
 #pragma unroll
   for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // running max (base 2) and sum
-  float v_unit = 1.f;  // codes: the V scale o is counted in (the last tile's largest)
+  float v_unit = 0.f, v_inv = 0.f;  // codes: the V scale o is counted in (the largest met), its inverse
   // The ldmatrix row and byte column of this lane's address: 8-key half (lane >> 3) & 1, and
   // for the codes' K and V and the fp16 V the column half lane >> 4; the fp16 K's x4 takes
   // two 8-key halves of one k-step instead.
@@ -459,43 +501,55 @@ __global__ void __launch_bounds__(W* kWarp, kMinBlocks<W>) attention_mma_kernel(
           if (key0 + 8 * n + 2 * c + (e & 1) >= end) s[n][e] = -INFINITY;
     }
     // The codes' V scales: this lane's keys' (2c, 2c + 1, 8 + 2c, 9 + 2c) as fractions of the
-    // tile's largest, in fp16 (normal numbers for scales within 2^14 of the largest); the
-    // output accumulators are held in units of the largest, rescaled with the softmax.
+    // largest the warp has met (v_unit), in fp16 (normal numbers for scales within 2^14 of
+    // it); the output accumulators are held in units of v_unit, rescaled when it grows.
     __half2 vs0 = __float2half2_rn(1.f), vs1 = vs0;
-    float o_units = 1.f;  // the factor the accumulators take for the tile's unit
+    float o_units = 1.f;  // the factor the accumulators take for a new unit
     if constexpr (kCodes) {
       const float2 v0 = *reinterpret_cast<const float2*>(scales + kTile + 2 * c);
       const float2 v1 = *reinterpret_cast<const float2*>(scales + kTile + 8 + 2 * c);
       float top = fmaxf(fmaxf(v0.x, v0.y), fmaxf(v1.x, v1.y));
       top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));  // > 0: the first key is in range
-      const float inv = 1.f / top;
-      vs0 = __floats2half2_rn(v0.x * inv, v0.y * inv);
-      vs1 = __floats2half2_rn(v1.x * inv, v1.y * inv);
-      o_units = v_unit * inv;
-      v_unit = top;
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));  // the tile's largest; > 0 (a key in range)
+      if (top > v_unit) {                                      // the same in every lane
+        o_units = v_unit / top;  // 0 at the first tile, whose accumulators are 0
+        v_unit = top;
+        v_inv = 1.f / top;
+      }
+      vs0 = __floats2half2_rn(v0.x * v_inv, v0.y * v_inv);
+      vs1 = __floats2half2_rn(v1.x * v_inv, v1.y * v_inv);
     }
     // Online softmax. The tile's first position is in range, so every row's max is finite.
+    // The accumulators are rescaled only when a row's max or the unit moved in some lane
+    // (rarely, past a block's first tiles): the factor is 1 otherwise.
+    float corr[2];
+    bool moved = o_units != 1.f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx = fmaxf(fmaxf(s[0][2 * r], s[0][2 * r + 1]), fmaxf(s[1][2 * r], s[1][2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[r], mx);
-      const float corr = exp2f(m[r] - m_new);  // 0 at the first tile (m = -inf)
+      moved |= m_new > m[r];
+      corr[r] = exp2_ftz(m[r] - m_new);  // 0 at the first tile (m = -inf)
       m[r] = m_new;
-      l[r] *= corr;
-      const float o_corr = kCodes ? corr * o_units : corr;
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        o[n][2 * r] *= o_corr;
-        o[n][2 * r + 1] *= o_corr;
-      }
+      l[r] *= corr[r];
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
-        s[n][2 * r] = exp2f(s[n][2 * r] - m_new);
-        s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - m_new);
+        s[n][2 * r] = exp2_ftz(s[n][2 * r] - m_new);
+        s[n][2 * r + 1] = exp2_ftz(s[n][2 * r + 1] - m_new);
         l[r] += s[n][2 * r] + s[n][2 * r + 1];
+      }
+    }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float o_corr = corr[r] * o_units;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          o[n][2 * r] *= o_corr;
+          o[n][2 * r + 1] *= o_corr;
+        }
       }
     }
     const uint32_t p[4] = {pack_half2(s[0][0], s[0][1]), pack_half2(s[0][2], s[0][3]),
@@ -544,14 +598,15 @@ __global__ void __launch_bounds__(W* kWarp, kMinBlocks<W>) attention_mma_kernel(
   // 4. The warps' partials merged: ob [warp][row][HD], mlb [warp][row][2] in the ring.
   float* ob = reinterpret_cast<float*>(ring);
   float* mlb = ob + W * kRows * HD;
+  const float unit = kCodes ? v_unit : 1.f;  // what the accumulators count in
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = g + 8 * r;
     if (row >= G) continue;
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      ob[(warp * kRows + row) * HD + out_dim<kCodes>(n, 2 * r, c)] = o[n][2 * r] * v_unit;
-      ob[(warp * kRows + row) * HD + out_dim<kCodes>(n, 2 * r + 1, c)] = o[n][2 * r + 1] * v_unit;
+      ob[(warp * kRows + row) * HD + out_dim<kCodes>(n, 2 * r, c)] = o[n][2 * r] * unit;
+      ob[(warp * kRows + row) * HD + out_dim<kCodes>(n, 2 * r + 1, c)] = o[n][2 * r + 1] * unit;
     }
     if (c == 0) {
       mlb[(warp * kRows + row) * 2] = m[r];

@@ -1,6 +1,6 @@
 // The tensor-core decode attention (kernels/attention_mma.cu) against attention computed in
 // double precision over the same cache: every output within the bound its arithmetic allows,
-// for blocks of 4 and of 12 warps, head sizes 64 and 128, 1 to 16 query heads a kv head, 1 to
+// for blocks of 4 and of 12 warps, head sizes 32, 64, 96 and 128, 1 to 16 query heads a kv head, 1 to
 // 70000 positions (one block, several, the token at pos in the last; fewer keys than a tile
 // a warp; fewer active blocks than the grid's), one sequence and three (grid z), and every KV
 // cache scheme; the qwen2 biases and qwen3 norms on a subset. attention() (attention.cu) is
@@ -203,7 +203,7 @@ std::vector<double> head_vector(const Setup& s, const Model& m, const std::vecto
 //   mma: the queries rounded to fp16 (2^-11 of sum_i |q_i k_i| / sqrt(hd)) and the fp32
 //        dot, the max subtraction and exp2 (2^-24 each); P rounded to fp16 for P V while the
 //        sum l adds P unrounded (each p's rounding error times |v_j|, over l); the 8-bit
-//        schemes' V codes times their scale's fraction of the tile's largest, both in fp16
+//        schemes' V codes times their scale's fraction of the largest the warp has met, both in fp16
 //        (2^-10 of |v|, and 2^-25 of the largest scale for a fraction in fp16's subnormals,
 //        times a code of up to 448); the fp32 accumulations (the tensor core's and the
 //        merges', ~4 roundings a tile of a warp, 1 a warp of the block and 2 a block); the
@@ -561,7 +561,12 @@ INSTANTIATE_TEST_SUITE_P(HeadSizesSchemesAndWarps, AttentionMma,
                                            MmaCase{64, KvScheme::int8, 4}, MmaCase{128, KvScheme::int8, 4},
                                            MmaCase{64, KvScheme::fp16, 12}, MmaCase{128, KvScheme::fp16, 12},
                                            MmaCase{64, KvScheme::fp8, 12}, MmaCase{128, KvScheme::fp8, 12},
-                                           MmaCase{64, KvScheme::int8, 12}, MmaCase{128, KvScheme::int8, 12}),
+                                           MmaCase{64, KvScheme::int8, 12}, MmaCase{128, KvScheme::int8, 12},
+                                           // head sizes whose rows a warp's copies cover in other
+                                           // shapes (a row of 2, 4, 6 or 12 pieces of 16 bytes)
+                                           MmaCase{32, KvScheme::fp16, 12}, MmaCase{96, KvScheme::fp16, 12},
+                                           MmaCase{32, KvScheme::fp8, 12}, MmaCase{96, KvScheme::fp8, 12},
+                                           MmaCase{32, KvScheme::int8, 4}, MmaCase{96, KvScheme::int8, 4}),
                          [](const auto& info) {
                            return fmt::format("hd{}_{}_w{}", info.param.hd, to_string(info.param.kv),
                                               info.param.warps);

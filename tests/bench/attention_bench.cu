@@ -1,12 +1,15 @@
 // Decode attention of one layer timed alone on a cold L2 (lab tool, not a test):
 //   build-gpu/decodebench_attention_bench [--reps N] [--sweep] [--only 8b|1b] [--positions N]
-//                                         [--layers N] [--warps 0|4|12]
+//                                         [--layers N] [--warps 0|4|12] [--kv fp16|fp8|int8]
+//                                         [--shape HEADS,KV_HEADS,HEAD_DIM] [--splits N]
 // 8b's shape (32 query heads, 8 kv heads, head_dim 128) and 1b's (32, 8, 64), the step at
 // the last of 1024, 4096, 8192, 16384, 32768 and 131000 positions (the engine switches kernels
 // at kAttentionMmaMinPositions, 8192): attention() (attention.cu, fp16 cache)
 // and attention_mma() (attention_mma.cu) on fp16, fp8 and int8 caches, with its default grid
-// and, with --sweep, half and twice as many blocks a kv head; its blocks of `--warps` warps
-// (4 or 12; default 0, the GPU's choice, attention_mma_warps()). Each figure is the median of
+// and, with --sweep, half and twice as many blocks a kv head, with --splits N also N; its
+// blocks of `--warps` warps (4 or 12; default 0, the GPU's choice, attention_mma_warps()).
+// --kv keeps one cache scheme; --shape replaces 8b's and 1b's shapes by one (named "shape"),
+// e.g. 4,1,128 lays one kv head's rows end to end: 8b's per-head work on a contiguous cache. Each figure is the median of
 // `reps` launches (default 15), each after a 512 MB memset that evicts L2 (a real step's KV
 // comes from HBM: 32 layers' caches exceed L2), timed by two events around the launch alone
 // (so it includes the ~2 us of a launch that a graph's PDL hides in the step). One JSON line
@@ -81,7 +84,9 @@ double cold_us(cudaStream_t s, void* flush, int reps, F&& f) {
 int main(int argc, char** argv) {
   int reps = 15, layers = 4, warps = 0;
   bool sweep = false;
-  std::string only;
+  int extra_splits = 0;
+  std::string only, only_kv;
+  std::vector<Shape> shapes = {{"8b", 32, 8, 128}, {"1b", 32, 8, 64}};
   std::vector<int64_t> positions_list = {1024, 4096, 8192, 16384, 32768, 131000};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -99,10 +104,22 @@ int main(int argc, char** argv) {
                (std::strcmp(argv[i + 1], "0") == 0 || std::strcmp(argv[i + 1], "4") == 0 ||
                 std::strcmp(argv[i + 1], "12") == 0)) {
       warps = std::atoi(argv[++i]);
+    } else if (arg == "--kv" && i + 1 < argc) {
+      only_kv = argv[++i];
+    } else if (arg == "--splits" && i + 1 < argc) {
+      extra_splits = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--shape" && i + 1 < argc &&
+               std::sscanf(argv[i + 1], "%d,%d,%d", &shapes[0].heads, &shapes[0].kv_heads, &shapes[0].head_dim) ==
+                   3 &&
+               shapes[0].kv_heads > 0 && shapes[0].heads % shapes[0].kv_heads == 0) {
+      ++i;
+      shapes[0].name = "shape";
+      shapes.resize(1);
     } else {
       std::fprintf(
           stderr,
-          "usage: %s [--reps N] [--sweep] [--only 8b|1b] [--positions N] [--layers N] [--warps 0|4|12]\n",
+          "usage: %s [--reps N] [--sweep] [--only 8b|1b] [--positions N] [--layers N] [--warps 0|4|12] "
+          "[--kv fp16|fp8|int8] [--shape HEADS,KV_HEADS,HEAD_DIM] [--splits N]\n",
           argv[0]);
       return 2;
     }
@@ -113,11 +130,11 @@ int main(int argc, char** argv) {
     void* flush = alloc(kFlushBytes);
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    const Shape shapes[] = {{"8b", 32, 8, 128}, {"1b", 32, 8, 64}};
     for (const Shape& sh : shapes) {
       if (!only.empty() && only != sh.name) continue;
       for (int64_t positions : positions_list) {
         for (KvScheme kv : {KvScheme::fp16, KvScheme::fp8, KvScheme::int8}) {
+          if (!only_kv.empty() && only_kv != to_string(kv)) continue;
           std::vector<std::unique_ptr<Layer>> ls;
           for (int l = 0; l < layers; ++l) ls.push_back(std::make_unique<Layer>(sh, positions, kv));
           Layer& layer = *ls[0];
@@ -143,6 +160,9 @@ int main(int argc, char** argv) {
             for (int g : {def / 2, def * 2})
               if (g >= 1 && g <= std::min(layer.a.max_splits, kAttentionMmaMaxSplits) && g != def)
                 grids.push_back(g);
+          if (extra_splits > 0 && extra_splits <= std::min(layer.a.max_splits, kAttentionMmaMaxSplits) &&
+              extra_splits != def)
+            grids.push_back(extra_splits);
           for (int g : grids)
             line("attention_mma", w, g,
                  cold_us(s, flush, reps, [&](cudaStream_t st) { attention_mma(layer.a, st, 1, kv, g, w); }),
