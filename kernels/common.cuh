@@ -100,6 +100,16 @@ __device__ __forceinline__ float block_sum(float v, float* scratch /* [32] */) {
   return warp_sum(v);
 }
 
+// D += A B on the tensor cores: mma.sync.m16n8k16 with fp16 A (row-major) and B (column-major)
+// fragments and fp32 accumulators, in the PTX ISA's fragment layout.
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // Weights are read once per token: stream them past L1 so the activations, scales and KV
 // cache keep the cache.
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
