@@ -39,8 +39,6 @@
 // the next step is a profile, not more features. Between 400 and 600: clusters with TMA
 // multicast, a shared-memory (stmatrix + TMA store) epilogue, or ping-pong consumers.
 #include <cublas_v2.h>
-#include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -57,6 +55,7 @@
 #include "bench_timing.cuh"
 #include "common.cuh"
 #include "mbarrier.cuh"
+#include "tma_wgmma.cuh"
 #include "wgmma_layout.h"
 
 using namespace db;
@@ -78,42 +77,16 @@ static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles on 1024-byte bo
 static_assert(kSmemBytes <= 227 * 1024, "an H100/H200 CTA's shared memory");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+using bench::fence_registers;
 using bench::mbar_arrive;
+using bench::mbar_expect_tx;
 using bench::mbar_init;
 using bench::mbar_wait;
 using bench::smem_u32;
-
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-               : "memory");
-}
-
-// One TMA box of `map` at (inner, outer) = (column, row) into `dst`, completing on `bar`.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int inner, int outer,
-                                            uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
-      "%3}], [%4];" ::"r"(smem_u32(dst)),
-      "l"(map), "r"(inner), "r"(outer), "r"(smem_u32(bar))
-      : "memory");
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// Tells the compiler the accumulators may change here: reads after a wgmma_wait stay after it.
-__device__ __forceinline__ void fence_accumulators(float (&d)[128]) {
-#pragma unroll
-  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
+using bench::tma_load_2d;
+using bench::wgmma_commit;
+using bench::wgmma_fence;
+using bench::wgmma_wait;
 
 // d (+)= A[64 x 16] * B[256 x 16]^T, both K-major in shared memory (descriptors a, b); d is
 // overwritten when accumulate is false.
@@ -233,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     wgmma_wait<0>();
-    fence_accumulators(acc);
+    fence_registers(acc);
     if (lane == 0 && kblocks > 0) mbar_arrive(&empty[(it - 1) % kStages]);
 
     // Epilogue: each thread's pairs of adjacent columns as half2 (wgmma_layout.h's acc_row,
@@ -265,32 +238,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       ::db::fail("cuBLAS error {} in {} at {}:{}", static_cast<int>(db_st_), #expr, __FILE__, __LINE__); \
   } while (0)
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
-    cudaDriverEntryPointQueryResult q{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void**>(&fn),
-                                                12000, cudaEnableDefault, &q));
-    if (q != cudaDriverEntryPointSuccess || !fn) fail("the driver has no cuTensorMapEncodeTiled");
-  }
-  return fn;
-}
-
 // A row-major fp16 matrix [rows, cols] as a tensor map of boxes of 64 columns x box_rows rows,
 // 128-byte swizzled, zero-filled past its edges.
 CUtensorMap kmajor_map(const __half* p, int rows, int cols, int box_rows) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(cols) * sizeof(__half)};
-  const cuuint32_t box[2] = {kBK, cuuint32_t(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r =
-      encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<__half*>(p), dims, strides, box,
-                     elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    fail("cuTensorMapEncodeTiled: error {} for [{}, {}]", static_cast<int>(r), rows, cols);
-  return map;
+  return bench::sw128_map(p, rows, cols, cols, box_rows);
 }
 
 struct Gemm {
