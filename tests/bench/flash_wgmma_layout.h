@@ -1,0 +1,106 @@
+// The layout arithmetic of the Hopper causal prefill attention (tests/bench/flash_wgmma_bench.cu)
+// that a CPU can check (tests/test_flash_wgmma_layout.cpp), on top of wgmma_layout.h's K-major
+// descriptors, swizzle and accumulator fragment:
+//   - the A register fragment of wgmma.m64nNk16 with 16-bit inputs, and how the f32 accumulator
+//     of S = Q K^T (m64n128) becomes the A operand P of O += P V without moving a value between
+//     threads;
+//   - the descriptor of an MN-major operand with the 128-byte swizzle (V: [key][dim] in shared
+//     memory, dims contiguous, is wgmma's B with the keys as K and the dims as N, read with
+//     imm-trans-b = 1);
+//   - the causal bounds of a query tile (the key tiles it walks, the ones it masks) and the
+//     order in which the grid's CTAs take (query head, query tile).
+#pragma once
+
+#include <cstdint>
+
+#include "wgmma_layout.h"
+
+namespace db::flash_wgmma {
+
+// The A register fragment of wgmma.m64nNk16 with .f16/.bf16 inputs (PTX ISA, "Register Fragments",
+// the figure of the m64nNk16 A layout): thread `t` (0-127) of the warpgroup holds 8 elements
+// a0..a7 in four .f16x2 registers (a0 the low half of the first); element i sits at row
+// a_row(t, i), column a_col(t, i) of the 64 x 16 tile. Each warp owns 16 rows; inside them it is
+// mma.m16n8k16's A: a quad of lanes shares a row, a thread holds two adjacent columns in rows
+// r and r + 8 for columns 0-7 (a0-a3), then the same for columns 8-15 (a4-a7).
+DB_WGMMA_HD constexpr int a_row(int t, int i) {
+  return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
+}
+DB_WGMMA_HD constexpr int a_col(int t, int i) {
+  return 2 * (t % 4) + i % 2 + 8 * (i / 4);
+}
+
+// P = S rounded to fp16 as the A operand of the P V product's k16 step `kk` (keys 16 kk to
+// 16 kk + 15 of the tile): element i of thread t's A fragment is S accumulator float
+// p_acc_index(kk, i) of the same thread. The accumulator repeats every 8 columns the pattern
+// that A repeats in its two 8-column halves, so the mapping is the identity on a thread's
+// registers: A register r (0-3) of step kk packs accumulators 8 kk + 2 r (low) and
+// 8 kk + 2 r + 1 (high).
+DB_WGMMA_HD constexpr int p_acc_index(int kk, int i) {
+  return 8 * kk + i;
+}
+
+// The descriptor of an MN-major 16-bit operand in the 128-byte swizzle mode, the PTX ISA's
+// canonical layout ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) in elements, T = 8: 64 consecutive N
+// (128 bytes, one swizzle atom's row) contiguous, the next 64 N at LBO bytes; 8 consecutive K
+// at 128 bytes, the next 8 K at SBO bytes. A TMA box of 64 dims x rows keys with
+// CU_TENSOR_MAP_SWIZZLE_128B is that layout with SBO = 1024 (eight 128-byte rows) and, for N
+// beyond 64, LBO = the distance to the box holding the next 64 dims.
+DB_WGMMA_HD constexpr uint64_t mnmajor_sw128_desc(uint32_t smem_addr, uint32_t lbo_bytes) {
+  return wgmma::make_desc(smem_addr, lbo_bytes, 1024, wgmma::Swizzle::b128);
+}
+
+// The shared-memory byte address from which wgmma reads element (k, n) of an MN-major 16-bit
+// B operand (k: 0-15, n: 0 to N-1) through descriptor `d` with the 128-byte swizzle: the
+// canonical layout above from the descriptor's start, then the swizzle of the absolute address.
+DB_WGMMA_HD constexpr uint32_t wgmma_mnmajor_sw128_addr(uint64_t d, uint32_t k, uint32_t n) {
+  return wgmma::swizzle128(wgmma::desc_start(d) + (n / 64) * wgmma::desc_lbo(d) + (n % 64) * 2 +
+                           (k / 8) * wgmma::desc_sbo(d) + (k % 8) * 128);
+}
+
+// Q, K and V tiles in shared memory: 128 rows (queries or keys) of 128 dims, each as two TMA
+// boxes of 64 dims (128-byte rows, 128-byte swizzle, 1024-byte aligned), the second kBoxBytes
+// after the first.
+constexpr uint32_t kBoxBytes = 128 * 128;
+
+// The K-major descriptor of rows first_row to first_row + 63 (Q: a consumer's 64 queries) or
+// 0 to 127 (K) of such a tile for the Q K^T product's k16 step kk (dims 16 kk to 16 kk + 15):
+// box kk / 4, 32 bytes further along the swizzled rows for each step inside it.
+DB_WGMMA_HD constexpr uint64_t kmajor_tile_desc(uint32_t tile_addr, uint32_t first_row, int kk) {
+  return wgmma::kmajor_sw128_desc(tile_addr + static_cast<uint32_t>(kk / 4) * kBoxBytes + first_row * 128 +
+                                  static_cast<uint32_t>(kk % 4) * 32);
+}
+
+// The MN-major descriptor of a V tile for the P V product's k16 step kk (keys 16 kk to
+// 16 kk + 15, all 128 dims as N): 16 rows (2048 bytes, two whole swizzle blocks) further on per
+// step; LBO the distance to the box of dims 64-127.
+DB_WGMMA_HD constexpr uint64_t v_tile_desc(uint32_t tile_addr, int kk) {
+  return mnmajor_sw128_desc(tile_addr + static_cast<uint32_t>(kk) * 16 * 128, kBoxBytes);
+}
+
+// Causal bounds for query tiles of `bm` queries and key tiles of `bn` keys over a sequence of
+// `t` positions (query q attends to keys 0..q). Query tile qt's last query is
+// min(qt bm + bm - 1, t - 1); it walks key tiles 0 .. causal_key_tiles - 1.
+DB_WGMMA_HD constexpr int causal_key_tiles(int qt, int bm, int bn, int t) {
+  const int last = qt * bm + bm - 1 < t - 1 ? qt * bm + bm - 1 : t - 1;
+  return last / bn + 1;
+}
+// Whether key tile kt holds a key past some query of query tile qt (its last key after the
+// tile's first query), so that the causal mask must be applied to it; the tiles before it need
+// none. With bm == bn that is the diagonal tile alone.
+DB_WGMMA_HD constexpr bool key_tile_needs_mask(int qt, int kt, int bm, int bn) {
+  return kt * bn + bn - 1 > qt * bm;
+}
+
+// The work of CTA `block` (0 to heads * q_tiles - 1): the longest query tiles first (the last
+// tile walks the most keys, so the grid's tail is short tiles), and within a query tile the
+// heads in order, so that the heads / kv_heads query heads sharing a kv head run side by side
+// and read its K and V tiles from L2.
+struct CtaWork {
+  int head, q_tile;
+};
+DB_WGMMA_HD constexpr CtaWork cta_work(int block, int heads, int q_tiles) {
+  return {block % heads, q_tiles - 1 - block / heads};
+}
+
+}  // namespace db::flash_wgmma
