@@ -1,6 +1,6 @@
 // Decode attention (see attention.cuh): the public entry points. The kernels and their launchers
-// are in attention_kernels.cuh, instantiated one KV cache scheme a file (attention_fp16.cu,
-// attention_fp8.cu, attention_int8.cu).
+// are in attention_kernels.cuh, instantiated one KV cache scheme and batch-1-or-more a file
+// (attention_fp16.cu, attention_fp16_batch.cu, and so on).
 #include "attention_kernels.cuh"
 
 namespace db::cuda {
@@ -20,11 +20,11 @@ void attention(const AttentionArgs& a, cudaStream_t s, int batch, KvScheme kv) {
   if (batch < 1 || batch > 65535) fail("attention: a batch of {} sequences (1 to 65535)", batch);
   switch (kv) {
     case KvScheme::fp16:
-      return attention_launch_fp16(a, s, batch);
+      return batch == 1 ? attention_launch_fp16(a, s) : attention_launch_fp16_batch(a, s, batch);
     case KvScheme::fp8:
-      return attention_launch_fp8(a, s, batch);
+      return batch == 1 ? attention_launch_fp8(a, s) : attention_launch_fp8_batch(a, s, batch);
     case KvScheme::int8:
-      return attention_launch_int8(a, s, batch);
+      return batch == 1 ? attention_launch_int8(a, s) : attention_launch_int8_batch(a, s, batch);
   }
   fail("attention: an unknown KV cache scheme");
 }

@@ -1,11 +1,11 @@
-// The decode attention kernels (attention_kernels.cuh) for an fp16 KV cache, a translation unit of
-// their own so that the three schemes' instances compile in parallel.
+// The decode attention kernels (attention_kernels.cuh) for an fp16 KV cache at batch 1, a
+// translation unit of their own so that the instances compile in parallel.
 #include "attention_kernels.cuh"
 
 namespace db::cuda {
 
-void attention_launch_fp16(const AttentionArgs& a, cudaStream_t s, int batch) {
-  launch_scheme<KvScheme::fp16>(a, s, batch);
+void attention_launch_fp16(const AttentionArgs& a, cudaStream_t s) {
+  launch_batch<false, KvScheme::fp16>(a, s, 1);
 }
 
 }  // namespace db::cuda

@@ -1,9 +1,10 @@
 // The decode attention kernels of attention.cu (see attention.cuh) and their launchers, for the
-// translation units that instantiate them: one a KV cache scheme (attention_fp16.cu,
-// attention_fp8.cu, attention_int8.cu), so that a build compiles the ~300 kernel instances in
-// three parallel parts. One block per (kv head, split of kAttentionChunk positions); the
-// block's query heads share every K and V row it loads. Internal: only attention.cu and those
-// three include it; the kernels' anonymous namespace gives each its own copy of what it uses.
+// translation units that instantiate them: one a KV cache scheme at batch 1 (attention_fp16.cu,
+// attention_fp8.cu, attention_int8.cu) and one a scheme at larger batches (attention_fp16_batch.cu
+// and so on), so that a build compiles the ~300 kernel instances in six parallel parts. One block
+// per (kv head, split of kAttentionChunk positions); the block's query heads share every K and V
+// row it loads. Internal: only attention.cu and those six include it; the kernels' anonymous
+// namespace gives each its own copy of what it uses.
 #pragma once
 
 #include "attention.cuh"
@@ -829,17 +830,15 @@ void launch_batch(const AttentionArgs& a, cudaStream_t s, int batch) {
   launch_group<8, SEQ, KV>(a, s, batch);
 }
 
-template <KvScheme KV>
-void launch_scheme(const AttentionArgs& a, cudaStream_t s, int batch) {
-  if (batch == 1) return launch_batch<false, KV>(a, s, 1);
-  launch_batch<true, KV>(a, s, batch);
-}
-
 }  // namespace
 
-// attention() for one KV cache scheme, each defined in its own translation unit.
-void attention_launch_fp16(const AttentionArgs& a, cudaStream_t s, int batch);
-void attention_launch_fp8(const AttentionArgs& a, cudaStream_t s, int batch);
-void attention_launch_int8(const AttentionArgs& a, cudaStream_t s, int batch);
+// attention() for one KV cache scheme at batch 1 (launch_batch<false, KV>) and at a batch of
+// more than one sequence (launch_batch<true, KV>), each defined in its own translation unit.
+void attention_launch_fp16(const AttentionArgs& a, cudaStream_t s);
+void attention_launch_fp8(const AttentionArgs& a, cudaStream_t s);
+void attention_launch_int8(const AttentionArgs& a, cudaStream_t s);
+void attention_launch_fp16_batch(const AttentionArgs& a, cudaStream_t s, int batch);
+void attention_launch_fp8_batch(const AttentionArgs& a, cudaStream_t s, int batch);
+void attention_launch_int8_batch(const AttentionArgs& a, cudaStream_t s, int batch);
 
 }  // namespace db::cuda
