@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 namespace db::bench {
@@ -45,9 +44,10 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity, unsign
 }
 
 // mbar_wait with a bound: after `limit_ns` of failed tries (the global timer, read once every
-// 1024 tries) it prints the barrier, the parity and `what`, and traps, so that a wrong byte
-// count or a lost arrival ends the kernel with an error instead of hanging the device.
-__device__ __forceinline__ void mbar_wait_bounded(uint64_t* bar, unsigned parity, int what,
+// 1024 tries) it traps, so that a wrong byte count or a lost arrival ends the kernel with an
+// error ("an illegal instruction was encountered") instead of hanging the device. No printf: a
+// call inside a wgmma pipeline makes ptxas serialise every wgmma of the kernel (C7510).
+__device__ __forceinline__ void mbar_wait_bounded(uint64_t* bar, unsigned parity,
                                                   unsigned long long limit_ns = 2000000000ull) {
   unsigned long long start = 0;
   for (unsigned tries = 0;; ++tries) {
@@ -65,13 +65,10 @@ __device__ __forceinline__ void mbar_wait_bounded(uint64_t* bar, unsigned parity
     if (tries % 1024 == 0) {
       unsigned long long now;
       asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-      if (tries == 0) {
+      if (tries == 0)
         start = now;
-      } else if (now - start > limit_ns) {
-        printf("mbarrier timeout: block %d thread %d barrier smem 0x%x parity %u at %d\n", blockIdx.x, threadIdx.x,
-               smem_u32(bar), parity, what);
+      else if (now - start > limit_ns)
         __trap();
-      }
     }
   }
 }

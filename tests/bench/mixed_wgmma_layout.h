@@ -349,13 +349,16 @@ DB_WGMMA_HD constexpr Plan make_plan(int64_t rows, int64_t cols, int64_t batch, 
   return p;
 }
 
-// The workspace a plan needs: a counter an output tile (int32, reset by the kernel after use)
-// and, with splits, an fp32 partial of kCtaRows x n_tile a unit.
-DB_WGMMA_HD constexpr int64_t counters_bytes(const Plan& p) {
-  return (p.row_tiles * p.seq_tiles * 4 + 255) / 256 * 256;
+// The workspace of the kernel: a counter an output tile (int32, zero between launches: the last
+// unit of a tile resets its counter) in a region of fixed size, so that the counters of one plan
+// never overlap the partials of another that shares the workspace, then with splits an fp32
+// partial of kCtaRows x n_tile a unit.
+constexpr int64_t kCounterBytes = int64_t{1} << 16;
+DB_WGMMA_HD constexpr bool counters_fit(const Plan& p) {
+  return p.splits == 1 || p.row_tiles * p.seq_tiles * 4 <= kCounterBytes;
 }
 DB_WGMMA_HD constexpr int64_t workspace_bytes(const Plan& p) {
-  return counters_bytes(p) + (p.splits > 1 ? p.units * kCtaRows * int64_t{p.n_tile} * 4 : 0);
+  return kCounterBytes + (p.splits > 1 ? p.units * kCtaRows * int64_t{p.n_tile} * 4 : 0);
 }
 
 }  // namespace db::mixed
