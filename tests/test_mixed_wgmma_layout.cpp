@@ -329,7 +329,7 @@ TEST(MixedWgmmaLayout, UnitsCoverEveryTileAndChunkOnce) {
     for (int64_t batch : {1, 65, 300})
       for (int forced : {0, 1, 3, 7}) {
         const int64_t cols = 1024;
-        const Plan p = make_plan(rows, cols, batch, 132, forced);
+        const Plan p = make_plan(Kind::int4, rows, cols, batch, 132, forced);
         ASSERT_GE(p.splits, 1);
         ASSERT_LE(p.splits, p.chunks);
         std::vector<int> covered(p.row_tiles * p.seq_tiles * p.chunks, 0);
@@ -346,22 +346,30 @@ TEST(MixedWgmmaLayout, UnitsCoverEveryTileAndChunkOnce) {
       }
 }
 
-TEST(MixedWgmmaLayout, SplitsFillTheSmsWhenTilesAreFew) {
-  // The 8b shapes at 132 SMs and B <= 256 (one sequence tile): the split minimises split_cost,
-  // tiles filling two waves are never split, and a matrix with fewer tiles than SMs is.
-  for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
-    const Plan p = make_plan(rows, cols, 256, 132);
-    for (int s = 1; s <= kMaxSplits; ++s)
-      EXPECT_LE(split_cost(p.row_tiles, p.chunks, p.splits, 132), split_cost(p.row_tiles, p.chunks, s, 132));
-    if (p.row_tiles < 132) {
-      EXPECT_GT(p.splits, 1) << rows << "x" << cols;
-    }
-  }
-  EXPECT_EQ(make_plan(4096, 4096, 16, 132).splits, 4);   // 32 tiles: 128 units, one wave
-  EXPECT_EQ(make_plan(65536, 4096, 16, 132).splits, 1);  // 512 tiles
+TEST(MixedWgmmaLayout, SplitsFillTheSmsWhenTilesAreFewAndShrinkWithTheBatch) {
+  // The 8b shapes at 132 SMs (one sequence tile): the split minimises split_cost, tiles filling
+  // two waves are never split, and a matrix with fewer tiles than SMs is, less at 256 sequences
+  // (its partials cost ~7 chunks) than at 16 (they cost a fraction of one).
+  for (Kind k : {Kind::int4, Kind::int8})
+    for (int64_t batch : {16, 256})
+      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
+        const Plan p = make_plan(k, rows, cols, batch, 132);
+        for (int s = 1; s <= kMaxSplits; ++s)
+          EXPECT_LE(split_cost(k, p.n_tile, p.row_tiles, p.chunks, p.splits, 132),
+                    split_cost(k, p.n_tile, p.row_tiles, p.chunks, s, 132));
+        if (p.row_tiles < 132) {
+          EXPECT_GT(p.splits, 1) << rows << "x" << cols;
+        }
+        if (p.row_tiles >= 264) {
+          EXPECT_EQ(p.splits, 1);
+        }
+        EXPECT_LE(make_plan(k, rows, cols, 256, 132).splits, make_plan(k, rows, cols, 16, 132).splits);
+      }
+  EXPECT_EQ(make_plan(Kind::int4, 4096, 4096, 16, 132).splits, 4);   // 32 tiles: 128 units, one round
+  EXPECT_EQ(make_plan(Kind::int4, 6144, 4096, 256, 132).splits, 2);  // 48 tiles: 96 units
+  EXPECT_EQ(make_plan(Kind::int4, 65536, 4096, 16, 132).splits, 1);  // 512 tiles
   // Partials only with splits, after a counter region of fixed size.
-  const Plan one = make_plan(65536, 4096, 16, 132), four = make_plan(4096, 4096, 16, 132);
+  const Plan one = make_plan(Kind::int4, 65536, 4096, 16, 132), four = make_plan(Kind::int4, 4096, 4096, 16, 132);
   EXPECT_EQ(workspace_bytes(one), kCounterBytes);
   EXPECT_EQ(workspace_bytes(four), kCounterBytes + four.units * kCtaRows * 16 * 4);
   EXPECT_TRUE(counters_fit(four));

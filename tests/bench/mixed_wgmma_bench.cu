@@ -428,7 +428,7 @@ struct Prepared {
 
 Prepared prepare(const MixedMatrix& m, const __half* x, int64_t batch, int splits_override = 0) {
   Prepared p;
-  p.plan = mixed::make_plan(m.rows, m.cols, batch, sm_count(), splits_override);
+  p.plan = mixed::make_plan(m.kind, m.rows, m.cols, batch, sm_count(), splits_override);
   p.tm_x = bench::sw128_map(x, batch, m.cols, m.cols, p.plan.n_tile);
   return p;
 }

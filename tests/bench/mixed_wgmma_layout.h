@@ -304,23 +304,39 @@ DB_WGMMA_HD constexpr Unit unit_coord(int64_t u, int seq_tiles, int splits) {
   return Unit{u / seq_tiles / splits, static_cast<int>(u % seq_tiles), static_cast<int>((u / seq_tiles) % splits)};
 }
 
-// The cost model the split choice minimises, in chunk-times of one SM: whole rounds of units
-// over the SMs, each unit its chunks plus kUnitOverhead (the pipeline's first fill, the
-// epilogue, the partials' round trip).
-constexpr int64_t kUnitOverhead = 4;
+// The time model the split choice minimises (nanoseconds; H200-class figures, a choice only
+// needs their ratios): a unit takes its chunks, each the longer of streaming its weight block
+// and meta at the SM's share of HBM and its wgmmas at the SM's share of the tensor cores, plus a
+// fixed drain (the last wgmma, the epilogue's latency) and, split, its fp32 partial written and
+// read back through L2 (128 x N x 8 bytes: at N = 256 as long as ~7 chunks, which is why large
+// batches split less). Units run in whole rounds over the SMs.
+constexpr double kHbmBytesPerNs = 4500.0;       // ~4.5 TB/s streamed
+constexpr double kTensorFlopPerNs = 900000.0;   // ~900 TFLOP/s dense fp16
+constexpr double kL2BytesPerNs = 8000.0;        // partials: written, then read by another SM
+constexpr double kUnitDrainNs = 500.0;
 constexpr int kMaxSplits = 16;
-DB_WGMMA_HD constexpr int64_t split_cost(int64_t tiles, int64_t chunks, int splits, int sms) {
+
+DB_WGMMA_HD constexpr double chunk_ns(Kind k, int n_tile, int sms) {
+  const double bytes = 2.0 * block_bytes(k) + kMetaBytes;
+  const double mem = bytes / (kHbmBytesPerNs / sms);
+  const double mma = 2.0 * kCtaRows * n_tile * kChunk / (kTensorFlopPerNs / sms);
+  return mem > mma ? mem : mma;
+}
+
+DB_WGMMA_HD constexpr double split_cost(Kind k, int n_tile, int64_t tiles, int64_t chunks, int splits, int sms) {
   const int64_t rounds = (tiles * splits + sms - 1) / sms;
-  return rounds * ((chunks + splits - 1) / splits + kUnitOverhead);
+  const double partial = splits > 1 ? 2.0 * kCtaRows * n_tile * 4 / (kL2BytesPerNs / sms) : 0.0;
+  return static_cast<double>(rounds) *
+         (static_cast<double>((chunks + splits - 1) / splits) * chunk_ns(k, n_tile, sms) + kUnitDrainNs + partial);
 }
 
 // K splits for `tiles` output tiles of `chunks` chunks on `sms` SMs: 1 when the tiles fill two
 // waves, else the cheapest by split_cost (the fewest on a tie), at most kMaxSplits and chunks.
-DB_WGMMA_HD constexpr int choose_splits(int64_t tiles, int64_t chunks, int sms) {
+DB_WGMMA_HD constexpr int choose_splits(Kind k, int n_tile, int64_t tiles, int64_t chunks, int sms) {
   if (tiles >= 2 * int64_t{sms}) return 1;
   int best = 1;
   for (int s = 2; s <= kMaxSplits && s <= chunks; ++s)
-    if (split_cost(tiles, chunks, s, sms) < split_cost(tiles, chunks, best, sms)) best = s;
+    if (split_cost(k, n_tile, tiles, chunks, s, sms) < split_cost(k, n_tile, tiles, chunks, best, sms)) best = s;
   return best;
 }
 
@@ -335,7 +351,8 @@ struct Plan {
 };
 
 // splits_override > 0 forces the split count (clamped to chunks).
-DB_WGMMA_HD constexpr Plan make_plan(int64_t rows, int64_t cols, int64_t batch, int sms, int splits_override = 0) {
+DB_WGMMA_HD constexpr Plan make_plan(Kind k, int64_t rows, int64_t cols, int64_t batch, int sms,
+                                     int splits_override = 0) {
   Plan p{};
   p.n_tile = n_tile_for(batch);
   p.seq_tiles = static_cast<int>((batch + p.n_tile - 1) / p.n_tile);
@@ -343,7 +360,7 @@ DB_WGMMA_HD constexpr Plan make_plan(int64_t rows, int64_t cols, int64_t batch, 
   p.chunks = cols / kChunk;
   const int64_t tiles = p.row_tiles * p.seq_tiles;
   p.splits = splits_override > 0 ? (splits_override < p.chunks ? splits_override : static_cast<int>(p.chunks))
-                                 : choose_splits(tiles, p.chunks, sms);
+                                 : choose_splits(k, p.n_tile, tiles, p.chunks, sms);
   p.units = tiles * p.splits;
   p.grid = static_cast<int>(p.units < sms ? p.units : sms);
   return p;
