@@ -352,7 +352,8 @@ TEST(MixedWgmmaLayout, SplitsFillTheSmsWhenTilesAreFewAndShrinkWithTheBatch) {
   // (its partials cost ~7 chunks) than at 16 (they cost a fraction of one).
   for (Kind k : {Kind::int4, Kind::int8})
     for (int64_t batch : {16, 256})
-      for (auto [rows, cols] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
+      for (auto [rows, cols] :
+           {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}}) {
         const Plan p = make_plan(k, rows, cols, batch, 132);
         for (int s = 1; s <= kMaxSplits; ++s)
           EXPECT_LE(split_cost(k, p.n_tile, p.row_tiles, p.chunks, p.splits, 132),
@@ -369,7 +370,8 @@ TEST(MixedWgmmaLayout, SplitsFillTheSmsWhenTilesAreFewAndShrinkWithTheBatch) {
   EXPECT_EQ(make_plan(Kind::int4, 6144, 4096, 256, 132).splits, 2);  // 48 tiles: 96 units
   EXPECT_EQ(make_plan(Kind::int4, 65536, 4096, 16, 132).splits, 1);  // 512 tiles
   // Partials only with splits, after a counter region of fixed size.
-  const Plan one = make_plan(Kind::int4, 65536, 4096, 16, 132), four = make_plan(Kind::int4, 4096, 4096, 16, 132);
+  const Plan one = make_plan(Kind::int4, 65536, 4096, 16, 132),
+             four = make_plan(Kind::int4, 4096, 4096, 16, 132);
   EXPECT_EQ(workspace_bytes(one), kCounterBytes);
   EXPECT_EQ(workspace_bytes(four), kCounterBytes + four.units * kCtaRows * 16 * 4);
   EXPECT_TRUE(counters_fit(four));
