@@ -175,7 +175,8 @@ __device__ __forceinline__ void fence_fragment(uint32_t (&a)[mixed::kSteps][4]) 
 
 // The thread's A fragments of one k-chunk (four k16 steps) from the stage's weight block and
 // meta entry, dequantized as mixed_wgmma_layout.h lays out: registers 0 and 2 hold rows g, 1 and
-// 3 rows g + 8 of the thread's warp (wgmma_layout.h a_row).
+// 3 rows g + 8 of the thread's warp (PTX ISA, "Register Fragments", the m64nNk16 A figure for
+// .f16; wgmma_layout.h a_row / a_col), the lower column of each pair in the low half.
 template <int N, Kind K>
 __device__ __forceinline__ void load_fragments(uint32_t stage, int consumer, int t, uint32_t (&a)[mixed::kSteps][4]) {
   using C = Cfg<N, K>;
@@ -224,13 +225,18 @@ __device__ __forceinline__ void consume_chunk(uint32_t ring, uint64_t* full, uin
   // PTX ISA, "wgmma.fence": required before a wgmma.mma_async whose A registers (or accumulators)
   // other instructions have written.
   wgmma_fence();
-  // x's K-major descriptor (wgmma_layout.h): 128-byte rows, SBO 1024 to the next 8 sequences,
-  // 128-byte swizzle; each k16 step 32 bytes further (2 in the start address's 16-byte units).
+  // x's K-major descriptor (PTX ISA, "Matrix Descriptor Format" and "Shared Memory Matrix
+  // Layout"; wgmma_layout.h kmajor_sw128_desc): 128-byte rows, SBO 1024 to the next 8
+  // sequences, 128-byte swizzle; each k16 step 32 bytes further (2 in the start address's
+  // 16-byte units), as wgmma_bench advances its B.
   const uint64_t desc = wgmma::kmajor_sw128_desc(stage);
 #pragma unroll
   for (int k = 0; k < mixed::kSteps; ++k) bench::wgmma_rs<N>(acc, frag[k], desc + 2 * k, !first || k > 0);
   wgmma_commit();
-  if (!first) {  // "wgmma.wait_group": the previous chunk's group has completed, its x is free
+  // PTX ISA, "wgmma.wait_group": the A registers and the shared memory a wgmma reads may not be
+  // touched before a wait_group that covers it. Waiting for all but the newest group: the
+  // previous chunk's wgmmas have completed, so its frag buffer and its stage's x are free.
+  if (!first) {
     wgmma_wait<1>();
     if (t % 32 == 0) mbar_arrive(&empty[(it - 1) % C::kStages]);
   }
@@ -273,7 +279,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           const uint32_t s = it % C::kStages, phase = (it / C::kStages) & 1;
           mbar_wait_bounded(&empty[s], phase ^ 1);  // the first use of a stage passes at once
           uint8_t* stage = smem + s * C::kStageBytes;
-          mbar_expect_tx(&full[s], C::kStageTx);  // a box past the batch still counts whole
+          // PTX ISA, "mbarrier.expect_tx", "cp.async.bulk.tensor" and "cp.async.bulk": one
+          // arrival announcing the stage's bytes, then three copies completing them; a box past
+          // the batch still counts whole (its rows zero-filled).
+          mbar_expect_tx(&full[s], C::kStageTx);
           tma_load_2d(stage, &tm_x, static_cast<int>(kc * mixed::kChunk), c.st * N, &full[s]);
           bulk_load(stage + C::kXBytes, a.w + mixed::block_index(c.rt, kc, 0, a.chunks) * mixed::block_bytes(K),
                     C::kWBytes, &full[s]);
@@ -305,8 +314,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_registers(acc);
     if (t % 32 == 0) mbar_arrive(&empty[(it - 1) % C::kStages]);
 
-    // The accumulator fragment (wgmma_layout.h acc_row / acc_col): float j at row acc_row(t, j)
-    // of the consumer's 64, sequence acc_col(t, j) of the tile's N.
+    // The accumulator fragment (PTX ISA, "Register Fragments", the m64nNk16 D figure;
+    // wgmma_layout.h acc_row / acc_col): float j at row acc_row(t, j) of the consumer's 64,
+    // sequence acc_col(t, j) of the tile's N.
     const int64_t row0 = c.rt * mixed::kCtaRows + 64 * consumer;
     const int seq0 = c.st * N;
     auto store = [&](int j, float v) {

@@ -54,7 +54,7 @@ constexpr int kCtaRows = 128;   // a CTA's rows: two consumers
 constexpr int kChunk = 64;      // columns a stage: four k16 steps
 constexpr int kSteps = kChunk / 16;
 constexpr int kMetaEntryBytes = 8;
-constexpr int kMetaBytes = (kCtaRows / 8) * kMetaEntryBytes * 4;  // 512 a (row tile, group)
+constexpr int kMetaBytes = (kCtaRows / 2) * kMetaEntryBytes;  // an entry a pair of rows g, g + 8
 static_assert(kMetaBytes == 512, "64 entries of 8 bytes");
 
 enum class Kind { int4, int8 };
