@@ -327,23 +327,25 @@ TEST(MixedWgmmaLayout, NTileIsTheBatchRoundedUpToAnInstance) {
 TEST(MixedWgmmaLayout, UnitsCoverEveryTileAndChunkOnce) {
   for (int64_t rows : {200, 4100, 6144})
     for (int64_t batch : {1, 65, 300})
-      for (int forced : {0, 1, 3, 7}) {
-        const int64_t cols = 1024;
-        const Plan p = make_plan(Kind::int4, rows, cols, batch, 132, forced);
-        ASSERT_GE(p.splits, 1);
-        ASSERT_LE(p.splits, p.chunks);
-        std::vector<int> covered(p.row_tiles * p.seq_tiles * p.chunks, 0);
-        for (int64_t u = 0; u < p.units; ++u) {
-          const Unit c = unit_coord(u, p.seq_tiles, p.splits);
-          ASSERT_LT(c.rt, p.row_tiles);
-          const KRange kr = split_range(c.split, p.splits, p.chunks);
-          ASSERT_LT(kr.k0, kr.k1) << "an empty split";
-          for (int64_t kc = kr.k0; kc < kr.k1; ++kc) ++covered[(c.rt * p.seq_tiles + c.st) * p.chunks + kc];
+      for (int forced : {0, 1, 3, 7})
+        for (int n_tile : {0, 64}) {
+          const int64_t cols = 1024;
+          const Plan p = make_plan(Kind::int4, rows, cols, batch, 132, forced, n_tile);
+          EXPECT_EQ(p.n_tile, n_tile > 0 && batch > 64 ? 64 : n_tile_for(batch));
+          ASSERT_GE(p.splits, 1);
+          ASSERT_LE(p.splits, p.chunks);
+          std::vector<int> covered(p.row_tiles * p.seq_tiles * p.chunks, 0);
+          for (int64_t u = 0; u < p.units; ++u) {
+            const Unit c = unit_coord(u, p.seq_tiles, p.splits);
+            ASSERT_LT(c.rt, p.row_tiles);
+            const KRange kr = split_range(c.split, p.splits, p.chunks);
+            ASSERT_LT(kr.k0, kr.k1) << "an empty split";
+            for (int64_t kc = kr.k0; kc < kr.k1; ++kc) ++covered[(c.rt * p.seq_tiles + c.st) * p.chunks + kc];
+          }
+          for (int v : covered) ASSERT_EQ(v, 1);
+          EXPECT_EQ(p.grid, std::min<int64_t>(p.units, 132));
+          EXPECT_EQ(p.seq_tiles * p.n_tile >= batch, true);
         }
-        for (int v : covered) ASSERT_EQ(v, 1);
-        EXPECT_EQ(p.grid, std::min<int64_t>(p.units, 132));
-        EXPECT_EQ(p.seq_tiles * p.n_tile >= batch, true);
-      }
 }
 
 TEST(MixedWgmmaLayout, SplitsFillTheSmsWhenTilesAreFewAndShrinkWithTheBatch) {

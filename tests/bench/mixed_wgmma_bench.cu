@@ -1,6 +1,6 @@
 // A Hopper mixed-input GEMM, int4 or int8 weights x fp16 activations on wgmma with the weights as
 // the register operand (Machete's design), checked and timed beside cuBLAS (lab tool, sm_90a):
-//   build-gpu/decodebench_mixed_wgmma_bench [--check-only] [--splits S] [rows cols]...
+//   build-gpu/decodebench_mixed_wgmma_bench [--check-only] [--splits S] [--ntile N] [rows cols]...
 // y[b * rows + r] (+)= sum_c W[r, c] x[b * cols + c] for every sequence b < batch, W quantized
 // (int4: w = (q - z) s, a scale and zero point a row and group of 64 k columns or a whole row;
 // int8: w = q s, a scale a row), x fp16, y fp32: the batched decode step's linear, the signature
@@ -436,9 +436,10 @@ struct Prepared {
   CUtensorMap tm_x;
 };
 
-Prepared prepare(const MixedMatrix& m, const __half* x, int64_t batch, int splits_override = 0) {
+Prepared prepare(const MixedMatrix& m, const __half* x, int64_t batch, int splits_override = 0,
+                 int n_tile_override = 0) {
   Prepared p;
-  p.plan = mixed::make_plan(m.kind, m.rows, m.cols, batch, sm_count(), splits_override);
+  p.plan = mixed::make_plan(m.kind, m.rows, m.cols, batch, sm_count(), splits_override, n_tile_override);
   p.tm_x = bench::sw128_map(x, batch, m.cols, m.cols, p.plan.n_tile);
   return p;
 }
@@ -612,6 +613,7 @@ struct CheckCase {
   int row_step = 1;   // check every row_step-th row
   int splits = 0;     // > 0: forced
   bool accumulate = false;
+  int n_tile = 0;     // > 0: a smaller N tile than the batch's, forced
 };
 
 // Runs the kernel on one case at each batch against the CPU; returns the outputs past their bound.
@@ -654,7 +656,7 @@ int64_t check_case(const CheckCase& cc, Workspace& ws, uint64_t seed) {
   CUDA_CHECK(cudaMemcpy(x, xh.data(), xh.size() * sizeof(__half), cudaMemcpyHostToDevice));
   int64_t bad_total = 0;
   for (int b : cc.batches) {
-    const Prepared p = prepare(m, x, b, cc.splits);
+    const Prepared p = prepare(m, x, b, cc.splits, cc.n_tile);
     ws.ensure(mixed::workspace_bytes(p.plan));
     // accumulate: y starts at small integers the kernel must add to; otherwise NaN, so that an
     // output the kernel never writes fails.
@@ -710,6 +712,7 @@ int64_t run_checks(const std::vector<std::pair<int64_t, int64_t>>& big_shapes) {
       {"int4 g128 zp, a split a chunk", Kind::int4, 200, 384, 128, true, true, {9, 65, 300}, 1, 6},
       {"int4 g128 zp, accumulate", Kind::int4, 200, 384, 128, true, true, {9, 300}, 1, 0, true},
       {"int8, one split, accumulate", Kind::int8, 200, 384, 0, false, true, {65}, 1, 1, true},
+      {"int4 g128 zp, N tile 64", Kind::int4, 200, 384, 128, true, true, {65, 256, 300}, 1, 0, false, 64},
       {"int4 g128 zp 4100", Kind::int4, 4100, 1024, 128, true, false, {1, 9, 65, 300}},
       {"int4 g64 symmetric 4100", Kind::int4, 4100, 1024, 64, false, false, {1, 9, 65, 300}},
       {"int4 row zp 4100", Kind::int4, 4100, 1024, 0, true, false, {1, 9, 65, 300}},
@@ -765,7 +768,8 @@ void print_line(const Line& l, const char* gpu) {
   std::fflush(stdout);
 }
 
-void run_timing(const std::vector<std::pair<int64_t, int64_t>>& shapes, int splits_override, const char* gpu) {
+void run_timing(const std::vector<std::pair<int64_t, int64_t>>& shapes, int splits_override, int n_tile_override,
+                const char* gpu) {
   const std::vector<int64_t> batches = {8, 16, 32, 64, 128, 256, 512};
   const int64_t max_b = batches.back();
   int64_t max_rows = 0, max_cols = 0, max_elems = 0;
@@ -868,7 +872,7 @@ void run_timing(const std::vector<std::pair<int64_t, int64_t>>& shapes, int spli
       for (int64_t b : batches) {
         Line l{"mixed_wgmma", scheme, b, {}, bytes, layer_flop * b, ""};
         for (size_t i = 0; i < shapes.size(); ++i) {
-          const Prepared p = prepare(copies[i][0], x, b, splits_override);
+          const Prepared p = prepare(copies[i][0], x, b, splits_override, n_tile_override);
           ws.ensure(mixed::workspace_bytes(p.plan));
           l.us.push_back(time_us(
               [&](int c) { run_mixed(copies[i][c % copies[i].size()], p, b, y, false, ws.p, ws.bytes); }, 40, 4));
@@ -892,17 +896,19 @@ void run_timing(const std::vector<std::pair<int64_t, int64_t>>& shapes, int spli
 int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> shapes = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
   bool check_only = false;
-  int splits = 0;
+  int splits = 0, n_tile = 0;
   std::vector<int64_t> given;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--check-only") == 0) {
       check_only = true;
     } else if (std::strcmp(argv[i], "--splits") == 0 && i + 1 < argc) {
       splits = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--ntile") == 0 && i + 1 < argc) {
+      n_tile = std::atoi(argv[++i]);
     } else if (argv[i][0] != '-') {
       given.push_back(std::atoll(argv[i]));
     } else {
-      std::fprintf(stderr, "usage: %s [--check-only] [--splits S] [rows cols]...\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--check-only] [--splits S] [--ntile N] [rows cols]...\n", argv[0]);
       return 2;
     }
   }
@@ -932,7 +938,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     if (bad != 0) return 1;
     if (check_only) return 0;
-    run_timing(shapes, splits, prop.name);
+    run_timing(shapes, splits, n_tile, prop.name);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mixed_wgmma_bench: %s\n", e.what());

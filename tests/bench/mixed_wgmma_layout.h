@@ -350,11 +350,14 @@ struct Plan {
   int grid;          // persistent CTAs: min(units, sms)
 };
 
-// splits_override > 0 forces the split count (clamped to chunks).
+// splits_override > 0 forces the split count (clamped to chunks); n_tile_override > 0 a smaller
+// N tile than the batch's (an instantiated one, n_tile_for rounds it up), more sequence tiles
+// instead of splits.
 DB_WGMMA_HD constexpr Plan make_plan(Kind k, int64_t rows, int64_t cols, int64_t batch, int sms,
-                                     int splits_override = 0) {
+                                     int splits_override = 0, int n_tile_override = 0) {
   Plan p{};
-  p.n_tile = n_tile_for(batch);
+  p.n_tile = n_tile_override > 0 && n_tile_override < n_tile_for(batch) ? n_tile_for(n_tile_override)
+                                                                        : n_tile_for(batch);
   p.seq_tiles = static_cast<int>((batch + p.n_tile - 1) / p.n_tile);
   p.row_tiles = row_tiles(rows);
   p.chunks = cols / kChunk;

@@ -4,8 +4,9 @@
 # checks against the CPU (exit 1 on a failure, a trap on a barrier that waits 2 s), then one 8b
 # layer at 8-512 sequences beside cuBLAS on fp16 weights and the dequantize_to_f16 + cuBLAS path,
 # int4 (group 128, zero point) and int8; then the prediction and the kill criterion evaluated.
-# ~5-7 minutes with the build. MIXED_SPLITS=S forces the K splits of every matrix (a second call's
-# knob); MIXED_ARGS adds shapes ("rows cols ...").
+# ~5-7 minutes with the build. MIXED_SPLITS=S forces the K splits of every matrix and
+# MIXED_NTILE=N a smaller N tile than the batch's (a second call's knobs); MIXED_ARGS gives
+# shapes ("rows cols ...").
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 . results/lab/device-env.sh
@@ -19,6 +20,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.limit --fo
 git rev-parse HEAD >"$out/commit.txt" 2>/dev/null
 args=()
 [ -n "${MIXED_SPLITS:-}" ] && args+=(--splits "$MIXED_SPLITS")
+[ -n "${MIXED_NTILE:-}" ] && args+=(--ntile "$MIXED_NTILE")
 # shellcheck disable=SC2206
 [ -n "${MIXED_ARGS:-}" ] && args+=($MIXED_ARGS)
 timeout 420 $b/decodebench_mixed_wgmma_bench "${args[@]}" >"$out/mixed.jsonl" 2>"$out/mixed.err"
