@@ -275,6 +275,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int64_t u = blockIdx.x; u < a.units; u += gridDim.x) {
         const mixed::Unit c = mixed::unit_coord(u, a.seq_tiles, a.splits);
         const mixed::KRange kr = mixed::split_range(c.split, a.splits, a.chunks);
+        // The chunk's group kept by counting, not dividing: a 64-bit division a chunk would cost
+        // the lone producer thread a good part of a chunk's ~240 cycles at small batches.
+        int64_t group = kr.k0 / a.chunks_per_group, in_group = kr.k0 - group * a.chunks_per_group;
         for (int64_t kc = kr.k0; kc < kr.k1; ++kc, ++it) {
           const uint32_t s = it % C::kStages, phase = (it / C::kStages) & 1;
           mbar_wait_bounded(&empty[s], phase ^ 1);  // the first use of a stage passes at once
@@ -286,9 +289,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           tma_load_2d(stage, &tm_x, static_cast<int>(kc * mixed::kChunk), c.st * N, &full[s]);
           bulk_load(stage + C::kXBytes, a.w + mixed::block_index(c.rt, kc, 0, a.chunks) * mixed::block_bytes(K),
                     C::kWBytes, &full[s]);
-          bulk_load(stage + C::kXBytes + C::kWBytes,
-                    a.meta + (c.rt * a.groups + kc / a.chunks_per_group) * mixed::kMetaBytes, mixed::kMetaBytes,
-                    &full[s]);
+          bulk_load(stage + C::kXBytes + C::kWBytes, a.meta + (c.rt * a.groups + group) * mixed::kMetaBytes,
+                    mixed::kMetaBytes, &full[s]);
+          if (++in_group == a.chunks_per_group) {
+            in_group = 0;
+            ++group;
+          }
         }
       }
     }
