@@ -7,9 +7,9 @@
 #   2. the bench: its checks against the CPU (every shape, 1-16 sequences), then one 8b layer at
 #      1-16 sequences beside the rows GEMV at 1, every shape and the default;
 #   3. the step: 8b-int4, graph on, --tokens 32 --repeat 1, at 1, 2, 8, 16 with
-#      DECODEBENCH_INT4_TILES=off (the columns GEMV and the skinny GEMM) and at 2, 8, 16 by
-#      default (the tiles GEMV), each TPOT and its ratio to batch 1 (which the variable leaves
-#      alone);
+#      DECODEBENCH_INT4_TILES=off (the columns GEMV and the skinny GEMM) and by default (the
+#      tiles GEMV from 2), each TPOT with its ratio to its own batch 1 (which the variable
+#      leaves alone) and the paths it took;
 #   4. build the gpu tests and run the tiles GEMV's (TilesTest, Tiles, TilesLayout,
 #      EngineBatchTiles, the EngineBatch cases in groups of 128) with the time left.
 # Out (6 files): build.log, tiles.jsonl, tiles.err, steps.tar.gz, gpu-build.log, gpu.txt.
@@ -63,7 +63,7 @@ step() {  # step NAME BATCHES [VAR=VALUE]
   echo "step $name rc $?"; grep -iE "error|fail" "$out/steps/$name.txt" | head -3
 }
 step off 1,2,8,16 DECODEBENCH_INT4_TILES=off
-step tiles 2,8,16
+step tiles 1,2,8,16
 t step
 python3 - "$out/steps/off.jsonl" "$out/steps/tiles.jsonl" <<'PY'
 import json, sys
