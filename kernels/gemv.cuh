@@ -27,6 +27,10 @@ struct DeviceMatrix {
   // int4_repacked, with the weights in the tensor-core dot's fragment layout
   // (include/decodebench/int4_frag.h) instead of the nibble order; the meta is packed as above.
   bool int4_frag = false;
+  // int4_repacked, in the batched step's tiles layout (kernels/int4_tiles_layout.h) instead:
+  // qweight holds the tiles (rows padded to whole tiles of 16), `scales` the meta words (a
+  // scale and zero constant a row and group, tiles_meta), `zeros` nothing.
+  bool int4_tiles = false;
   // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]; fp8: E4M3 codes
   // [rows, cols]
   void* qweight = nullptr;
@@ -42,12 +46,21 @@ __host__ __device__ inline float* fp8_scales(DeviceMatrix& m) {
   return reinterpret_cast<float*>(m.scales);
 }
 
+// The tiles layout's meta words, in the memory `scales` points to.
+__host__ __device__ inline const uint32_t* tiles_meta(const DeviceMatrix& m) {
+  return reinterpret_cast<const uint32_t*>(m.scales);
+}
+__host__ __device__ inline uint32_t* tiles_meta(DeviceMatrix& m) {
+  return reinterpret_cast<uint32_t*>(m.scales);
+}
+
 // The matrix's shape and layout as the linear plan names them (decodebench/linear_shapes.h).
 inline MatrixShape shape_of(const DeviceMatrix& m) {
   return {m.scheme, m.rows, m.cols, m.group_size, m.zero_point};
 }
 inline MatrixLayout layout_of(const DeviceMatrix& m) {
   if (m.int4_frag) return MatrixLayout::int4_fragments;
+  if (m.int4_tiles) return MatrixLayout::int4_tiles;
   return m.int4_repacked ? MatrixLayout::int4_nibbles : MatrixLayout::canonical;
 }
 // A matrix of this shape and layout, without memory.
@@ -55,6 +68,7 @@ inline DeviceMatrix device_matrix(const MatrixShape& s, MatrixLayout layout) {
   DeviceMatrix m{s.scheme, s.rows, s.cols, s.group_size, s.zero_point};
   m.int4_repacked = layout != MatrixLayout::canonical;
   m.int4_frag = layout == MatrixLayout::int4_fragments;
+  m.int4_tiles = layout == MatrixLayout::int4_tiles;
   return m;
 }
 

@@ -4,6 +4,7 @@
 #include "decodebench/quant.h"
 #include "int4_dot.cuh"
 #include "int4_meta.h"
+#include "int4_tiles_layout.h"
 #include "kv_cache.cuh"
 #include "pdl.cuh"
 #include "prefill.cuh"
@@ -498,6 +499,42 @@ __global__ void dequantize_fragments_kernel(DeviceMatrix m, __half* out) {
   }
 }
 
+// fp16 copy of rows [r0, r1) of a matrix in the int4 tiles layout (int4_tiles_layout.h), into
+// rows 0 .. r1 - r0 of `out`: eight columns a thread (one 16-byte store), rows over
+// blockIdx.y. A piece of 8 columns is two words of one lane of a tile, 8 bytes loaded at once;
+// each code is found in them where place() put it, its scale and zero point in its row's meta
+// word; the value as the canonical kernels make it (quant.h). Any r0: the prefill's blocks of
+// rows start at multiples of 8.
+__global__ void dequantize_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t r1, __half* out) {
+  const int64_t pieces = m.cols / 8, groups = m.cols / m.group_size, col_tiles = m.cols / tiles::kTileCols;
+  const uint8_t* codes = static_cast<const uint8_t*>(m.qweight);
+  for (int64_t r = r0 + blockIdx.y; r < r1; r += gridDim.y) {
+    for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pieces;
+         p += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t c0 = p * 8;
+      const uint32_t meta = tiles_meta(m)[tiles::meta_index(r, c0 / m.group_size, groups)];
+      const int row_in_tile = static_cast<int>(r % tiles::kTileRows);
+      const float scale = __half2float(__ushort_as_half(tiles::scale_bits_of(meta)));
+      const int zero = tiles::zero_of(meta, row_in_tile);
+      // Columns c0 .. c0 + 7 are words 2k and 2k + 1 of their lane (int4_tiles_layout.h).
+      const uint2 w = *reinterpret_cast<const uint2*>(codes + tiles::byte_of(tiles::place(r, c0, col_tiles)));
+      uint32_t h[4];
+#pragma unroll
+      for (int j = 0; j < 8; j += 2) {
+        float v[2];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const tiles::Place pl = tiles::place(r, c0 + j + k, col_tiles);
+          const uint32_t word = pl.word % 2 == 0 ? w.x : w.y;
+          v[k] = quant::dequantize_int4(static_cast<uint8_t>((word >> (4 * pl.nibble)) & 0xfu), scale, zero);
+        }
+        h[j / 2] = pack_half2(v[0], v[1]);
+      }
+      *reinterpret_cast<uint4*>(out + (r - r0) * m.cols + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+  }
+}
+
 // The fp16 copies of the layouts the fast kernels read, int4 in the nibble order and int8 and
 // fp8 (canonical): a thread converts a piece of 8 columns (one 16-byte store) in each of
 // kCopyPieces pieces kCopyThreads apart in a row, rows over blockIdx.y, so that each load
@@ -690,12 +727,28 @@ void prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s) {
   fail("prefill: an unknown KV cache scheme");
 }
 
+namespace {
+// Rows [r0, r1) of a tiles matrix, which keeps whole tiles of 16 rows: read in place, as no
+// matrix_rows cut of them starts at a multiple of 8 that is not one of 16.
+void dequantize_tiles_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out, cudaStream_t s) {
+  if (r0 < 0 || r1 > m.rows || r0 >= r1)
+    fail("dequantize_rows_to_f16: rows [{}, {}) of a matrix of {} rows", r0, r1, m.rows);
+  const int64_t pieces = m.cols / 8;
+  const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min<int64_t>(r1 - r0, 65535)));
+  dequantize_tiles_kernel<<<grid, kThreads, 0, s>>>(m, r0, r1, out);
+  CUDA_CHECK_LAUNCH();
+}
+}  // namespace
+
 void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   const int64_t pieces = m.cols / 8;
   const unsigned rows = static_cast<unsigned>(std::min<int64_t>(m.rows, 65535));
   const dim3 copy_grid(
       static_cast<unsigned>((pieces + kCopyThreads * kCopyPieces - 1) / (kCopyThreads * kCopyPieces)), rows);
-  if (m.int4_frag) {
+  if (m.int4_tiles) {
+    return dequantize_tiles_rows(m, 0, m.rows, out, s);
+  } else if (m.int4_frag) {
     const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads), rows);
     dequantize_fragments_kernel<<<grid, kThreads, 0, s>>>(m, out);
   } else if (m.int4_repacked) {
@@ -720,6 +773,7 @@ void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
 }
 
 void dequantize_rows_to_f16(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out, cudaStream_t s) {
+  if (m.int4_tiles) return dequantize_tiles_rows(m, r0, r1, out, s);
   dequantize_any_to_f16(matrix_rows(m, r0, r1), out, s);
 }
 

@@ -4,6 +4,7 @@
 #include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
 #include "int4_meta.h"
+#include "int4_tiles_layout.h"
 #include "weights.cuh"
 
 namespace db::cuda {
@@ -242,6 +243,57 @@ __global__ void repack_int4_frag_kernel(uint8_t* q, int64_t cols) {
   }
 }
 
+// Canonical codes -> the tiles layout (int4_tiles_layout.h): one block per row tile and span
+// of up to kTilesSpan column tiles. The span's canonical bytes (16 rows, the rows past the
+// matrix zero) are read coalesced, each code ORed into its word in shared memory where
+// place() puts it, and the span's tiles written out whole: 8 contiguous KiB a block.
+constexpr int kTilesSpan = 16;
+
+__global__ void repack_int4_tiles_kernel(const uint8_t* __restrict__ q, int64_t rows, int64_t cols,
+                                         uint8_t* __restrict__ out) {
+  __shared__ uint32_t words[kTilesSpan * tiles::kTileBytes / 4];
+  const int64_t col_tiles = cols / tiles::kTileCols;
+  const int64_t spans = (col_tiles + kTilesSpan - 1) / kTilesSpan;
+  const int64_t rt = blockIdx.x / spans, ct0 = blockIdx.x % spans * kTilesSpan;
+  const int n = static_cast<int>(col_tiles - ct0 < kTilesSpan ? col_tiles - ct0 : kTilesSpan);
+  for (int i = threadIdx.x; i < n * tiles::kTileBytes / 4; i += blockDim.x) words[i] = 0;
+  __syncthreads();
+  const int span_bytes = n * tiles::kTileCols / 2;  // of a canonical row
+  for (int e = threadIdx.x; e < tiles::kTileRows * span_bytes; e += blockDim.x) {
+    const int64_t row = rt * tiles::kTileRows + e / span_bytes;
+    const int64_t col = ct0 * tiles::kTileCols + 2 * (e % span_bytes);
+    const uint32_t byte = row < rows ? q[row * (cols / 2) + col / 2] : 0u;  // padded rows: code 0
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // the even column in the low nibble (quant.h pack_int4)
+      const tiles::Place p = tiles::place(row, col + h, col_tiles);
+      const int64_t at = tiles::byte_of(p) - (rt * col_tiles + ct0) * tiles::kTileBytes;
+      const uint32_t shift = 8 * (at % 4) + 4 * (p.nibble % 2);
+      atomicOr(&words[at / 4], ((byte >> (4 * h)) & 0xfu) << shift);
+    }
+  }
+  __syncthreads();
+  uint32_t* dst = reinterpret_cast<uint32_t*>(out + (rt * col_tiles + ct0) * tiles::kTileBytes);
+  for (int i = threadIdx.x; i < n * tiles::kTileBytes / 4; i += blockDim.x) dst[i] = words[i];
+}
+
+// Canonical scales and zero points -> the tiles layout's meta words, one thread a word (row
+// and group); the padded rows' words say scale 0, zero point 0.
+__global__ void tiles_meta_kernel(DeviceMatrix src, uint32_t* meta) {
+  const int64_t groups = src.cols / src.group_size, padded = tiles::padded_rows(src.rows);
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < padded * groups;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = i / groups, g = i % groups;
+    uint16_t scale = 0;
+    int zero = 0;
+    if (row < src.rows) {
+      scale = reinterpret_cast<const uint16_t*>(src.scales)[row * groups + g];
+      zero = src.zero_point ? src.zeros[row * groups + g] : quant::kInt4SymmetricZero;
+    }
+    meta[tiles::meta_index(row, g, groups)] =
+        tiles::meta_word(scale, static_cast<int>(row % tiles::kTileRows), zero);
+  }
+}
+
 // Canonical [rows][G] group parameters -> the packed layout (kernels/int4_meta.h), in
 // place: one block of threads per block of 8 rows, whose index range the permutation keeps.
 // A short last block fills its missing rows with copies of its last one (the array holds
@@ -396,6 +448,24 @@ void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments) {
   m.int4_repacked = true;
 }
 
+void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s) {
+  const char* why = nullptr;
+  if (!int4_tiles_hold(shape_of(src), &why)) fail("repack_int4_tiles [{}x{}]: {}", src.rows, src.cols, why);
+  if (src.int4_repacked) fail("repack_int4_tiles: expects the canonical int4 layout");
+  if (!dst.int4_tiles || dst.rows != src.rows || dst.cols != src.cols || dst.group_size != src.group_size ||
+      dst.zero_point != src.zero_point)
+    fail("repack_int4_tiles: [{}x{}] into a tiles matrix of another shape ([{}x{}])", src.rows, src.cols,
+         dst.rows, dst.cols);
+  const int64_t col_tiles = src.cols / tiles::kTileCols;
+  const int64_t blocks = tiles::row_tiles(src.rows) * ((col_tiles + kTilesSpan - 1) / kTilesSpan);
+  repack_int4_tiles_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(
+      static_cast<const uint8_t*>(src.qweight), src.rows, src.cols, static_cast<uint8_t*>(dst.qweight));
+  CUDA_CHECK_LAUNCH();
+  const int64_t words = tiles::padded_rows(src.rows) * (src.cols / src.group_size);
+  tiles_meta_kernel<<<grid_for(words), kThreads, 0, s>>>(src, reinterpret_cast<uint32_t*>(dst.scales));
+  CUDA_CHECK_LAUNCH();
+}
+
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   if (m.scheme == Scheme::fp16) fail("dequantize_to_f16: the matrix is already fp16");
   if (m.int4_repacked) fail("dequantize_to_f16: expects the canonical int4 layout");
@@ -414,6 +484,9 @@ void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
 DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
   if (r0 < 0 || r1 > m.rows || r0 >= r1)
     fail("matrix_rows: rows [{}, {}) of a matrix of {} rows", r0, r1, m.rows);
+  if (m.int4_tiles && r0 % tiles::kTileRows != 0)
+    fail("matrix_rows: the int4 tiles layout keeps tiles of {} rows; row {} starts none", tiles::kTileRows,
+         r0);
   if (m.int4_repacked && r0 % int4_meta::kBlockRows != 0)
     fail("matrix_rows: the repacked int4 layout keeps blocks of {} rows; row {} starts none",
          int4_meta::kBlockRows, r0);
@@ -435,6 +508,11 @@ DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
       break;
     case Scheme::int4: {  // a scale (and zero point) a group; packed or not, row r's at r * groups
       const int64_t groups = m.cols / m.group_size;
+      if (m.int4_tiles) {  // whole tiles: their codes and their meta words
+        b.qweight = static_cast<uint8_t*>(m.qweight) + r0 * m.cols / 2;
+        b.scales = m.scales + 2 * r0 * groups;  // a word (two halves) a row and group
+        break;
+      }
       b.qweight = static_cast<uint8_t*>(m.qweight) + r0 * m.cols / 2;
       b.scales = m.scales + r0 * groups;
       if (m.zeros) b.zeros = m.zeros + r0 * groups;

@@ -14,6 +14,7 @@
 #include "decodebench/synth.h"
 #include "gemv.cuh"
 #include "int4_meta.h"
+#include "int4_tiles_layout.h"
 
 namespace db::cuda {
 
@@ -67,11 +68,16 @@ struct MergeSource {
 void quantize_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s);
 
 // Bytes to allocate for m: its weights, and for int4 its scales and zero points for whole
-// blocks of 8 rows (the packed layout's padding, kernels/int4_meta.h). The byte account
-// (matrix_bytes) counts the matrix's own, which are all a decode step reads.
+// blocks of 8 rows (the packed layout's padding, kernels/int4_meta.h); in the tiles layout,
+// its codes for whole tiles of 16 rows and its meta words (`scales`; no zeros). The byte
+// account (matrix_bytes) counts the canonical bytes, which are all a decode step must read.
 inline MatrixBytes device_matrix_bytes(const DeviceMatrix& m) {
   MatrixBytes b = matrix_bytes(m.rows, m.cols, m.scheme, m.group_size, m.zero_point);
-  if (m.scheme == Scheme::int4) {
+  if (m.scheme == Scheme::int4 && m.int4_tiles) {
+    b.weights = static_cast<uint64_t>(tiles::code_bytes(m.rows, m.cols));
+    b.scales = static_cast<uint64_t>(tiles::meta_bytes(m.rows, m.cols, m.group_size));
+    b.zeros = 0;
+  } else if (m.scheme == Scheme::int4) {
     const MatrixBytes padded =
         matrix_bytes(int4_meta::padded_rows(m.rows), m.cols, m.scheme, m.group_size, m.zero_point);
     b.scales = padded.scales;
@@ -86,14 +92,21 @@ inline MatrixBytes device_matrix_bytes(const DeviceMatrix& m) {
 // of the nibble order (int4_frag).
 void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments = false);
 
+// Canonical int4 `src` -> the tiles layout in `dst` (kernels/int4_tiles_layout.h), whose
+// arrays hold device_matrix_bytes of a tiles matrix (dst.int4_tiles; the shape src's): every
+// code through the layout's place(), the padded rows' codes zero, every row's meta word with
+// its scale and zero constant (the symmetric zero point 8 without zero points). Not in place:
+// the layouts differ in size. src must be a matrix the tiles layout holds (int4_tiles_hold).
+void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s);
+
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
 
 // Rows [r0, r1) of m as a matrix of r1 - r0 rows in m's layout, its pointers offset into m's
 // arrays (no copy): the weights, scales and zero points of those rows. In the int4 repacked
 // layouts a block of 8 rows is stored together (the nibble order's packed meta, the fragments'
-// words), so r0 is a multiple of 8 there; r1 may end anywhere. Fails on a range the layout
-// cannot cut.
+// words), so r0 is a multiple of 8 there, and of 16 in the tiles layout (a tile); r1 may end
+// anywhere. Fails on a range the layout cannot cut.
 DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1);
 
 }  // namespace db::cuda

@@ -2,9 +2,10 @@
 // cache. Every sequence's logits stay within the single-sequence bound of the CPU reference
 // at B (which computes each sequence exactly as it would alone), every sequence decodes the
 // reference's tokens, graph and eager are identical, and adapters and a prefilled context
-// take the same paths as at batch 1.
+// take the same paths as at batch 1; int4 in groups of 128 through the tiles GEMV as well.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -115,7 +116,23 @@ struct BatchCase {
   const char* kernel;
   int64_t batch;
   int64_t dequant_chunk_bytes = 0;  // the engine's blocks of fp16 copies; 0: the default
+  int group = 0;                    // int4's group size; 0: the preset's (64)
 };
+
+// The tiny preset in `s`, int4 in groups of `group` (0: the preset's 64); 128 is the smallest
+// the tiles layout holds, so its batched step runs the tiles GEMV from 2 to 16 sequences.
+ModelConfig tiny_grouped(Scheme s, int group) {
+  ModelConfig c = tiny(s);
+  if (group > 0) c.quant.group_size = group;
+  return c;
+}
+
+// Whether the plan runs every block linear on the tiles GEMV (unless DECODEBENCH_INT4_TILES=off).
+void expect_tiles_paths(const Engine& e, bool tiles, const std::string& what) {
+  for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
+    EXPECT_EQ(e.linear_plan()[k].batched == BatchedPath::tiles_gemv, tiles && int4_tiles_enabled())
+        << what << " " << to_string(k) << ": " << to_string(e.linear_plan()[k].batched);
+}
 
 // Blocks of fp16 copies that cut the tiny model's matrices into several: 24 rows of 128 inputs,
 // 8 of 256 (fp16_chunk_rows).
@@ -128,13 +145,16 @@ class EngineBatch : public ::testing::TestWithParam<BatchCase> {};
 TEST_P(EngineBatch, EverySequenceWithinTheBoundAndSameArgmax) {
   REQUIRE_GPU();
   const BatchCase p = GetParam();
-  const WeightSource ws(tiny(p.scheme), "", 5);
+  const WeightSource ws(tiny_grouped(p.scheme, p.group), "", 5);
   const int64_t context = 5, steps = 4;
   const std::vector<Trace> cpu = cpu_batch(ws, p.batch, context, steps);
   const KernelInfo k = resolve_kernel(p.kernel, p.scheme);
   Engine e(load_device_weights(ws, k, context + steps, false, p.batch), k, context + steps, false, p.batch,
            std::nullopt, p.dequant_chunk_bytes);
   ASSERT_EQ(e.batch(), p.batch);
+  if (p.group == 128)
+    expect_tiles_paths(e, k.impl == LinearImpl::gemv_fast && p.batch >= 2 && p.batch <= kTilesGemvMaxBatch,
+                       fmt::format("{} batch {}", p.kernel, p.batch));
   const auto gpu = forced_batch(e, context, cpu, false);
   for (int64_t s = 0; s < p.batch; ++s)
     expect_reference_logits(gpu[static_cast<size_t>(s)], cpu[static_cast<size_t>(s)],
@@ -173,6 +193,12 @@ std::vector<BatchCase> every_kernel_and_batch() {
     v.push_back({scheme, kernel, 65});
     v.push_back({scheme, kernel, 65, kSmallDequantChunk});
   }
+  // int4 in groups of 128, which the tiles layout holds: the fast kernel's block linears run the
+  // tiles GEMV from 2 to 16 sequences (one sequence tile, masked at 2 and 3; two at 16), the
+  // skinny GEMM past it; the naive kernel as before.
+  for (const char* kernel : {"int4.gemv", "auto"})
+    for (int64_t b : {2, 3, 8, 16, 17}) v.push_back({Scheme::int4, kernel, b, 0, 128});
+  v.push_back({Scheme::int4, "int4.naive", 8, 0, 128});
   return v;
 }
 
@@ -181,6 +207,7 @@ INSTANTIATE_TEST_SUITE_P(Kernels, EngineBatch, ::testing::ValuesIn(every_kernel_
                            std::string n = fmt::format("{}_b{}", info.param.kernel, info.param.batch);
                            if (info.param.dequant_chunk_bytes > 0)
                              n += fmt::format("_chunk{}", info.param.dequant_chunk_bytes);
+                           if (info.param.group > 0) n += fmt::format("_g{}", info.param.group);
                            for (char& ch : n)
                              if (ch == '.' || ch == '-') ch = '_';
                            return n;
@@ -420,6 +447,54 @@ TEST(EngineBatchMemory, ThePlanCountsEverySequencesCache) {
   Engine f(load_device_weights(ws, k, 40, false, past), k, 40, false, past, std::nullopt, kSmallDequantChunk);
   EXPECT_EQ(f.memory().scratch_bytes,
             Engine::plan(ws.config(), k, 40, 0, past).scratch_bytes - 2 * (blocks - small));
+}
+
+// The tiles GEMV in the whole engine, past what EngineBatch runs: each sequence's context
+// prefilled through the fp16 copies of the tiles, in blocks of rows that start inside a tile
+// (24 rows of 128 inputs: rows 24, 48, ...), then the batched steps against the reference;
+// graph and eager give the same bits; and DECODEBENCH_INT4_TILES=off gives the paths before it
+// (the skinny GEMM at 8 sequences) on weights in the rows GEMV's layout.
+TEST(EngineBatchTiles, PrefilledContextGraphAndEagerAndTheVariable) {
+  REQUIRE_GPU();
+  const WeightSource ws(tiny_grouped(Scheme::int4, 128), "", 7);
+  const KernelInfo k = resolve_kernel("auto", Scheme::int4);
+  {
+    constexpr int64_t B = 3, context = 150, steps = 8;  // past one attention split
+    const std::vector<Trace> cpu = cpu_batch(ws, B, context, steps);
+    Engine e(load_device_weights(ws, k, context + steps, false, B), k, context + steps, false, B,
+             std::nullopt, kSmallDequantChunk);
+    expect_tiles_paths(e, true, "prefill batch 3");
+    const auto forced = forced_batch(e, context, cpu, true);
+    for (int64_t q = 0; q < B; ++q)
+      expect_reference_logits(forced[q], cpu[q], fmt::format("tiles, prefilled, sequence {}", q));
+  }
+  {
+    constexpr int64_t B = 8;
+    Engine e(ws, k, 20 + 12, false, B);
+    expect_tiles_paths(e, true, "graph batch 8");
+    const std::vector<Trace> eager = engine_batch(e, 20, 12, false);
+    const std::vector<Trace> graph = engine_batch(e, 20, 12, true);
+    for (int64_t q = 0; q < B; ++q) {
+      EXPECT_EQ(eager[q].tokens, graph[q].tokens) << "sequence " << q;
+      for (size_t i = 0; i < eager[q].logits.size(); ++i)
+        ASSERT_EQ(eager[q].logits[i], graph[q].logits[i]) << q;
+    }
+  }
+  struct Off {  // the variable off while it lives, as it was afterwards
+    const char* was = std::getenv("DECODEBENCH_INT4_TILES");
+    std::string old = was ? was : "";
+    Off() { setenv("DECODEBENCH_INT4_TILES", "off", 1); }
+    ~Off() {
+      if (was)
+        setenv("DECODEBENCH_INT4_TILES", old.c_str(), 1);
+      else
+        unsetenv("DECODEBENCH_INT4_TILES");
+    }
+  } off;
+  Engine e(ws, k, 16, false, 8);
+  expect_tiles_paths(e, false, "off, batch 8");
+  EXPECT_EQ(e.linear_plan()[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
+  EXPECT_EQ(e.linear_plan().weight_layout(), weight_layout(ws.config(), k, 1));
 }
 
 }  // namespace

@@ -1,16 +1,19 @@
-// The tiles GEMV's layout arithmetic (tests/bench/int4_tiles_layout.h) against the definitions
+// The tiles layout's arithmetic (kernels/int4_tiles_layout.h) against the definitions
 // it implements: every element of a matrix has one nibble; the kernel's LOP3 extraction of a
 // lane's word gives mma.m16n8k16's A fragment (PTX ISA) at the permuted columns; a lane's 32
-// bytes of x are its B fragments at the same columns; and a whole tile's mmas, emulated lane by
-// lane, compute the tile's product with x exactly.
+// bytes of x are its B fragments at the same columns; a whole tile's mmas, emulated lane by
+// lane, compute the tile's product with x exactly; the meta words' zero constants take q - z
+// out exactly in fp16; and the padded sizes and meta indices of a matrix.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <set>
 #include <vector>
 
-#include "bench/int4_tiles_layout.h"
+#include "decodebench/half.h"
+#include "int4_tiles_layout.h"
 
 using namespace db::tiles;
 
@@ -110,6 +113,46 @@ TEST(Int4TilesLayout, ATilesMmasComputeItsProductExactly) {
       for (int col = 0; col < kTileCols; ++col) direct += q[row * kTileCols + col] * x[n * kTileCols + col];
       EXPECT_EQ(mma, direct) << row << " " << n;
     }
+}
+
+// Row r's word carries its scale's bits and the zero constant the kernel takes q - z with, in
+// fp16 and exactly: (1024 + q) - (1024 + z) for rows 0..7 of a tile, fma(1024 + 16 q, 1/16,
+// -(64 + z)) for rows 8..15 (each result rounded to fp16, as HSUB2 and HFMA2 round it); and
+// the zero point comes back from it (the fp16 copies read it).
+TEST(Int4TilesLayout, MetaWordsTakeQMinusZOutExactly) {
+  for (int r = 0; r < kTileRows; ++r)
+    for (int z = 0; z < 16; ++z) {
+      const uint32_t w = meta_word(0x2bcd, r, z);
+      ASSERT_EQ(scale_bits_of(w), 0x2bcd);
+      ASSERT_EQ(zero_of(w, r), z) << r;
+      const float c = db::f16_to_f32(static_cast<uint16_t>(w >> 16));
+      ASSERT_EQ(c, r < 8 ? 1024.f + z : -(64.f + z)) << r << " " << z;
+      for (int q = 0; q < 16; ++q) {
+        // The LOP3 makes 0x6400 | q (1024 + q) for rows g, 0x6400 | 16 q (1024 + 16 q) for rows g + 8.
+        const float v = db::f16_to_f32(static_cast<uint16_t>(0x6400 | (r < 8 ? q : 16 * q)));
+        const float got = r < 8 ? v - c : std::fma(v, db::f16_to_f32(0x2c00), c);
+        EXPECT_EQ(db::f16_to_f32(db::f32_to_f16(got)), static_cast<float>(q - z))
+            << r << " " << z << " " << q;
+      }
+    }
+}
+
+// A matrix's rows padded to whole tiles, its bytes, and where a row's meta word lies: its row
+// tile's block of 16 words a group, row tile by row tile.
+TEST(Int4TilesLayout, RowsArePaddedToWholeTilesAndMetaIsARowTilesWordsAGroup) {
+  EXPECT_EQ(row_tiles(200), 13);
+  EXPECT_EQ(padded_rows(200), 208);
+  EXPECT_EQ(padded_rows(4096), 4096);
+  EXPECT_EQ(code_bytes(200, 384), 208 * 192);
+  EXPECT_EQ(meta_bytes(200, 384, 128), 13 * 3 * 16 * 4);
+  EXPECT_EQ(meta_bytes(4100, 1024, 256), 257 * 4 * 16 * 4);
+  EXPECT_EQ(meta_index(17, 2, 3), (1 * 3 + 2) * 16 + 1);
+  EXPECT_EQ(meta_index(0, 0, 3), 0);
+  std::set<int64_t> seen;
+  for (int64_t r = 0; r < 48; ++r)
+    for (int64_t g = 0; g < 3; ++g) EXPECT_TRUE(seen.insert(meta_index(r, g, 3)).second);
+  EXPECT_EQ(*seen.rbegin(), 48 * 3 - 1);
+  EXPECT_EQ(kStepCols, 2 * kTileCols);
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // The linear plan (include/decodebench/linear_plan.h): which implementation, layout and batched
 // path runs each kind of matrix, asserted for every preset x every kernel of its scheme x batch
-// 1, 2, 8, 9, 128 x compute capability 80, 90, on the host, as the CUDA engine carries it out.
+// 1, 2, 8, 9, 16, 17, 128 x compute capability 80, 90, on the host, as the CUDA engine carries
+// it out; with the tiles GEMV on and off (DECODEBENCH_INT4_TILES).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -19,8 +21,9 @@ using namespace db;
 
 namespace {
 
-// 1; the columns GEMV's smallest and largest batch and one past it; past one skinny launch.
-const int64_t kBatches[] = {1, 2, 8, 9, 128};
+// 1; 2, the columns GEMV's crossover and the tiles GEMV's first; 8 and 9, one mma's sequences
+// and one past; 16 and 17, the tiles GEMV's last and one past; past one skinny launch.
+const int64_t kBatches[] = {1, 2, 8, 9, 16, 17, 128};
 const int kCapabilities[] = {80, 90};
 
 // Every preset, and each quantized one again with its lm_head in the blocks' scheme
@@ -84,6 +87,37 @@ bool is_head(MatrixKind k) {
 // The layout the fast GEMV reads a matrix of this scheme in.
 MatrixLayout fast_layout(Scheme s) {
   return s == Scheme::int4 ? MatrixLayout::int4_nibbles : MatrixLayout::canonical;
+}
+
+// DECODEBENCH_INT4_TILES set to `value` (null: unset) while it lives, as it was afterwards.
+class TilesVariable {
+ public:
+  explicit TilesVariable(const char* value) {
+    if (const char* v = std::getenv(kName)) had_ = true, old_ = v;
+    set(value);
+  }
+  ~TilesVariable() { set(had_ ? old_.c_str() : nullptr); }
+  TilesVariable(const TilesVariable&) = delete;
+  TilesVariable& operator=(const TilesVariable&) = delete;
+
+ private:
+  static constexpr const char* kName = "DECODEBENCH_INT4_TILES";
+  static void set(const char* v) {
+    if (v)
+      setenv(kName, v, 1);
+    else
+      unsetenv(kName);
+  }
+  bool had_ = false;
+  std::string old_;
+};
+
+// Whether the plan lays a matrix out in tiles for the tiles GEMV: int4's fast kernel, 2 to 16
+// sequences, a shape the layout holds, the variable not off.
+bool expects_tiles(const LinearChoice& l, int64_t batch) {
+  const char* why = nullptr;
+  return l.impl == LinearImpl::gemv_fast && batch >= 2 && batch <= kTilesGemvMaxBatch &&
+         int4_tiles_hold(l.shape, &why) && int4_tiles_enabled();
 }
 
 }  // namespace
@@ -187,13 +221,14 @@ TEST(LinearPlan, AutoPicksTheFastGemvWhereItTakesTheMatrixAndTheNaiveKernelWithA
 
 TEST(LinearPlan, Int4MatricesOfAtLeast2e8WeightsUseTheFragmentLayout) {
   for_every_plan(
-      models(), true, [](const ModelConfig&, const KernelInfo&, int64_t, int, const LinearPlan& p) {
+      models(), true, [](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
         for (const LinearChoice& l : p.linears) {
           const MatrixShape& m = l.shape;
           if (m.scheme != Scheme::int4 || l.impl != LinearImpl::gemv_fast) {
             EXPECT_EQ(l.layout, MatrixLayout::canonical) << to_string(l.kind);  // what files hold
             continue;
           }
+          if (expects_tiles(l, batch)) continue;  // the tiles GEMV's batches (below)
           // The fast GEMV reads int4 repacked: the fragment layout where it can hold the matrix
           // and the matrix has at least 2e8 weights, the nibble order otherwise.
           const bool fragments =
@@ -214,6 +249,66 @@ TEST(LinearPlan, Int4MatricesOfAtLeast2e8WeightsUseTheFragmentLayout) {
   EXPECT_EQ(layout("8b-int4", MatrixKind::gate_up), MatrixLayout::int4_nibbles);
 }
 
+// From 2 to 16 sequences the batched step runs int4's fast-kernel matrices that the tiles
+// layout holds on the tiles GEMV, in that layout; batch 1 and past 16 keep the rows GEMV's
+// layout. DECODEBENCH_INT4_TILES=off keeps it at every batch.
+TEST(LinearPlan, Int4MatricesTheTilesLayoutHoldsLieInItFrom2To16Sequences) {
+  for (const char* variable : {static_cast<const char*>(nullptr), "on", "off"}) {
+    const TilesVariable v(variable);
+    SCOPED_TRACE(variable ? variable : "unset");
+    for_every_plan(models(), true,
+                   [&](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
+                     for (const LinearChoice& l : p.linears) {
+                       const bool tiles = l.shape.scheme == Scheme::int4 && expects_tiles(l, batch);
+                       EXPECT_EQ(l.layout == MatrixLayout::int4_tiles, tiles) << to_string(l.kind);
+                       EXPECT_EQ(l.batched == BatchedPath::tiles_gemv, tiles) << to_string(l.kind);
+                       if (variable && std::string(variable) == "off") EXPECT_FALSE(tiles);
+                     }
+                   });
+  }
+  // 8b-int4's block matrices (groups of 128) at 2, 8 and 16; tiny-int4's groups of 64 it does not hold.
+  const TilesVariable v(nullptr);
+  for (int64_t batch : {1, 2, 8, 16, 17}) {
+    const LinearPlan p =
+        plan_linears(load_model_config("8b-int4"), resolve_kernel("auto", Scheme::int4), batch, 90, true);
+    for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
+      EXPECT_EQ(p[k].layout == MatrixLayout::int4_tiles, batch >= 2 && batch <= 16)
+          << to_string(k) << " " << batch;
+    EXPECT_EQ(p[MatrixKind::lm_head].layout, MatrixLayout::canonical);  // fp16
+  }
+  const LinearPlan tiny =
+      plan_linears(load_model_config("tiny-int4"), resolve_kernel("auto", Scheme::int4), 8, 90, true);
+  EXPECT_EQ(tiny[MatrixKind::qkv].layout, MatrixLayout::int4_nibbles);
+  EXPECT_EQ(tiny[MatrixKind::qkv].batched, BatchedPath::skinny_gemm);
+}
+
+// The variable is read at every plan: "off" keeps today's paths, "on" or unset allows the
+// tiles, anything else is refused in one line.
+TEST(LinearPlan, TheTilesVariableIsOnOrOff) {
+  const ModelConfig c = load_model_config("8b-int4");
+  const KernelInfo& k = resolve_kernel("auto", Scheme::int4);
+  {
+    const TilesVariable v("off");
+    EXPECT_FALSE(int4_tiles_enabled());
+    EXPECT_EQ(plan_linears(c, k, 2, 90, true)[MatrixKind::gate_up].batched, BatchedPath::gemv_columns);
+    EXPECT_EQ(plan_linears(c, k, 8, 90, true)[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
+    EXPECT_EQ(plan_linears(c, k, 8, 90, true).weight_layout(),
+              plan_linears(c, k, 1, 90, true).weight_layout());
+  }
+  for (const char* on : {static_cast<const char*>(nullptr), "", "on"}) {
+    const TilesVariable v(on);
+    EXPECT_TRUE(int4_tiles_enabled());
+    EXPECT_EQ(plan_linears(c, k, 8, 90, true)[MatrixKind::gate_up].batched, BatchedPath::tiles_gemv);
+  }
+  const TilesVariable v("0");
+  try {
+    plan_linears(c, k, 8, 90, true);
+    ADD_FAILURE() << "a value other than on or off";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("DECODEBENCH_INT4_TILES=0: on or off", 0), 0u) << e.what();
+  }
+}
+
 TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
   for_every_plan(models(), true,
                  [](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
@@ -227,12 +322,15 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
                      const char* why = nullptr;
                      switch (l.impl) {
                        case LinearImpl::gemv_fast:
-                         // The columns GEMV up to the scheme's crossover, where it takes the matrix. Above:
-                         // cuBLAS streams fp16 faster than the skinny GEMM; the skinny GEMM takes int8 and
-                         // int4 in the nibble order up to one launch of sequences; the rest is an fp16 copy
-                         // for cuBLAS.
-                         if (batch <= gemv_columns_crossover(l.shape.scheme) &&
-                             gemv_columns_takes(l.shape, l.layout, batch, &why))
+                         // The tiles GEMV on int4's matrices in its layout (2 to 16 sequences). The columns
+                         // GEMV up to the scheme's crossover, where it takes the matrix. Above: cuBLAS
+                         // streams fp16 faster than the skinny GEMM; the skinny GEMM takes int8 and int4 in
+                         // the nibble order up to one launch of sequences; the rest is an fp16 copy for
+                         // cuBLAS.
+                         if (l.layout == MatrixLayout::int4_tiles)
+                           EXPECT_EQ(l.batched, BatchedPath::tiles_gemv);
+                         else if (batch <= gemv_columns_crossover(l.shape.scheme) &&
+                                  gemv_columns_takes(l.shape, l.layout, batch, &why))
                            EXPECT_EQ(l.batched, BatchedPath::gemv_columns);
                          else if (l.shape.scheme == Scheme::fp16)
                            EXPECT_EQ(l.batched, BatchedPath::cublas);
@@ -253,11 +351,14 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
                      }
                      if (l.batched == BatchedPath::skinny_gemm)
                        EXPECT_TRUE(skinny_gemm_takes(l.shape, l.layout, &why)) << why;
+                     if (l.batched == BatchedPath::tiles_gemv)
+                       EXPECT_TRUE(tiles_gemv_takes(l.shape, l.layout, batch, &why)) << why;
                    }
                  });
 }
 
 TEST(LinearPlan, TheColumnsGemvRunsTheFastKernelsLinearsUpToTheCrossover) {
+  const TilesVariable off("off");  // int4 as without the tiles GEMV (its own test is above)
   // Every scheme's crossover is 2 (measured on the H200), within the kernel's instances.
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
     EXPECT_EQ(gemv_columns_crossover(s), 2) << to_string(s);
@@ -284,6 +385,7 @@ TEST(LinearPlan, TheColumnsGemvRunsTheFastKernelsLinearsUpToTheCrossover) {
   EXPECT_EQ(p[MatrixKind::gate_up].batched, BatchedPath::fp16_copy_cublas);
   EXPECT_EQ(p[MatrixKind::down].batched, BatchedPath::fp16_copy_cublas);
   EXPECT_STREQ(to_string(BatchedPath::gemv_columns), "gemv-columns");
+  EXPECT_STREQ(to_string(BatchedPath::tiles_gemv), "tiles-gemv");
 }
 
 TEST(LinearPlan, OnlyFp8sFastKernelsDependOnTheCapability) {
@@ -337,18 +439,29 @@ TEST(LinearPlan, EveryPlanRunsTheKernelPerOpStep) {
 }
 
 TEST(LinearPlan, TheWeightLayoutKeysWhichKernelsShareWeights) {
+  const TilesVariable v(nullptr);
   for (const ModelConfig& c : models()) {
     SCOPED_TRACE(c.name);
     for (const KernelInfo* k : kernels_of(c.quant.scheme)) {
       const WeightLayout w = plan_linears(c, *k, 1, 90, true).weight_layout();
-      // The same for every batch and with or without the fallback: one set of device weights
-      // serves a sweep's runs of a kernel.
-      for (int64_t batch : kBatches) EXPECT_EQ(plan_linears(c, *k, batch, 80, false).weight_layout(), w);
       // Only the fast int4 GEMV repacks; the lm_head where it is int4 too.
       const bool repacks = c.quant.scheme == Scheme::int4 && k->impl == LinearImpl::gemv_fast;
       const bool head = repacks && c.quant.lm_head == Scheme::int4;
       EXPECT_EQ(w.name(),
                 repacks ? (head ? "int4-repacked" : "int4-repacked (lm_head canonical)") : "canonical")
+          << k->name;
+      // The same with or without the fallback and at every batch but the tiles GEMV's, 2 to 16,
+      // where int4's matrices the tiles layout holds lie in it (every int4 preset's but
+      // tiny-int4's, whose groups of 64 it does not hold): one set of device weights serves a
+      // sweep's runs of a kernel at batch 1 and past 16, another from 2 to 16.
+      const char* why = nullptr;
+      const bool tiles = repacks && int4_tiles_hold(matrix_shape(c, MatrixKind::qkv), &why);
+      const WeightLayout t = plan_linears(c, *k, 2, 90, true).weight_layout();
+      for (int64_t batch : kBatches) {
+        const bool tiles_batch = tiles && batch >= 2 && batch <= kTilesGemvMaxBatch;
+        EXPECT_EQ(plan_linears(c, *k, batch, 80, false).weight_layout(), tiles_batch ? t : w) << batch;
+      }
+      EXPECT_EQ(t.name(), tiles ? (head ? "int4-tiles" : "int4-tiles (lm_head canonical)") : w.name())
           << k->name;
     }
     // int4.naive and int4.dequant-cublas read the canonical layout, int4.gemv its own.
@@ -360,6 +473,14 @@ TEST(LinearPlan, TheWeightLayoutKeysWhichKernelsShareWeights) {
       EXPECT_NE(layout("int4.naive"), layout("int4.gemv"));
     }
   }
+  // A layout that mixes the tiles with others names each kind's.
+  WeightLayout mixed;
+  mixed.matrices = {MatrixLayout::int4_tiles, MatrixLayout::int4_nibbles, MatrixLayout::int4_tiles,
+                    MatrixLayout::int4_tiles, MatrixLayout::canonical};
+  EXPECT_EQ(
+      mixed.name(),
+      "qkv_proj int4-tiles, o_proj int4-nibbles, gate_up_proj int4-tiles, down_proj int4-tiles, lm_head "
+      "canonical");
 }
 
 TEST(LinearPlan, TheStepsResourcesFollowTheChoices) {
@@ -376,9 +497,9 @@ TEST(LinearPlan, TheStepsResourcesFollowTheChoices) {
         bool cublas = runs_cublas(k.impl);
         int64_t copy = 0;
         for (const LinearChoice& l : p.linears) {
-          cublas = cublas ||
-                   (batch > 1 && l.batched != BatchedPath::gemv_columns &&
-                    l.batched != BatchedPath::skinny_gemm && l.batched != BatchedPath::gemv_per_sequence);
+          cublas = cublas || (batch > 1 && l.batched != BatchedPath::gemv_columns &&
+                              l.batched != BatchedPath::tiles_gemv && l.batched != BatchedPath::skinny_gemm &&
+                              l.batched != BatchedPath::gemv_per_sequence);
           if (l.impl == LinearImpl::dequant_cublas)
             copy = std::max(copy, l.shape.weights());
           else if (l.batched == BatchedPath::fp16_copy_cublas)
@@ -448,7 +569,7 @@ TEST(LinearPlan, TheBatchedFp16CopiesAreMadeInBlocksOfRows) {
 
 TEST(LinearPlan, TheSkinnyShapesTimedAtLoadAreWhatTheResultRecords) {
   const ModelConfig c = load_model_config("8b-int4");
-  LinearPlan p = plan_linears(c, resolve_kernel("auto", Scheme::int4), 16, 90, true);
+  LinearPlan p = plan_linears(c, resolve_kernel("auto", Scheme::int4), 17, 90, true);
   EXPECT_TRUE(p.kernel_shapes().empty());  // nothing timed yet
   ASSERT_EQ(p[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
   p[MatrixKind::gate_up].skinny = SkinnyTiming{{4, 1, 1}, {4, 1, 2}, 34.31, 34.94};
@@ -461,6 +582,7 @@ TEST(LinearPlan, TheSkinnyShapesTimedAtLoadAreWhatTheResultRecords) {
 // config.batched_paths: none at batch 1; at a batch, every kind of matrix with its shape and
 // path in step order, the path the plan gave it.
 TEST(LinearPlan, TheBatchedPathsAreWhatTheResultRecords) {
+  const TilesVariable v(nullptr);
   const ModelConfig c = load_model_config("8b-int4");
   EXPECT_TRUE(
       plan_linears(c, resolve_kernel("auto", Scheme::int4), 1, 90, true).batched_path_lines().empty());
@@ -474,11 +596,15 @@ TEST(LinearPlan, TheBatchedPathsAreWhatTheResultRecords) {
     EXPECT_EQ(lines[0].rfind("qkv [6144 x 4096]: ", 0), 0u) << lines[0];
     EXPECT_EQ(lines[4].rfind("lm_head [128256 x 4096]: ", 0), 0u) << lines[4];
   }
-  // The paths a growing batch reaches: the columns GEMV at 2, the skinny GEMM past it, the fp16
-  // copy through cuBLAS at 256.
-  EXPECT_EQ(plan_linears(c, resolve_kernel("auto", Scheme::int4), 2, 90, true).batched_path_lines()[2],
-            "gate_up [28672 x 4096]: gemv-columns");
+  // The paths a growing batch reaches: the tiles GEMV from 2 to 16, the skinny GEMM past it,
+  // the fp16 copy through cuBLAS at 256; the fp16 lm_head the columns GEMV at 2.
+  const std::vector<std::string> two =
+      plan_linears(c, resolve_kernel("auto", Scheme::int4), 2, 90, true).batched_path_lines();
+  EXPECT_EQ(two[2], "gate_up [28672 x 4096]: tiles-gemv");
+  EXPECT_EQ(two[4], "lm_head [128256 x 4096]: gemv-columns");
   EXPECT_EQ(plan_linears(c, resolve_kernel("auto", Scheme::int4), 16, 90, true).batched_path_lines()[2],
+            "gate_up [28672 x 4096]: tiles-gemv");
+  EXPECT_EQ(plan_linears(c, resolve_kernel("auto", Scheme::int4), 17, 90, true).batched_path_lines()[2],
             "gate_up [28672 x 4096]: skinny-gemm");
   EXPECT_EQ(plan_linears(c, resolve_kernel("auto", Scheme::int4), 256, 90, true).batched_path_lines()[2],
             "gate_up [28672 x 4096]: fp16-copy-cublas");
@@ -495,7 +621,8 @@ TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {
         }
       });
   EXPECT_EQ(layouts_read(resolve_kernel("int4.gemv", Scheme::int4)),
-            (std::vector<MatrixLayout>{MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments}));
+            (std::vector<MatrixLayout>{MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments,
+                                       MatrixLayout::int4_tiles}));
 }
 
 TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesThem) {
@@ -520,6 +647,9 @@ TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesTh
       }
   EXPECT_EQ(batched_paths(resolve_kernel("fp16.gemv", Scheme::fp16)),
             (std::vector<BatchedPath>{BatchedPath::gemv_columns, BatchedPath::cublas}));
+  EXPECT_EQ(batched_paths(resolve_kernel("int4.gemv", Scheme::int4)),
+            (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns,
+                                      BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas}));
 }
 
 TEST(ShapePredicates, TheColumnsGemvTakesTheFastGemvsMatricesWhoseInputsFitL1) {
@@ -546,6 +676,37 @@ TEST(ShapePredicates, TheColumnsGemvTakesTheFastGemvsMatricesWhoseInputsFitL1) {
   EXPECT_EQ(int64_t{kGemvColumnsMaxThreads} * 8 * weights_per_chunk(Scheme::fp16), 32768);
   EXPECT_TRUE(gemv_columns_takes({Scheme::fp16, 8192, 28672, 0, false}, MatrixLayout::canonical, 2, &why));
   EXPECT_FALSE(gemv_columns_takes({Scheme::fp16, 8192, 28672, 0, false}, MatrixLayout::canonical, 3, &why));
+}
+
+TEST(ShapePredicates, TheTilesGemvTakesInt4InItsLayoutInGroupsOf128OrMoreUpTo16Sequences) {
+  const char* why = nullptr;
+  const MatrixShape o{Scheme::int4, 4096, 4096, 128, true};
+  EXPECT_TRUE(int4_tiles_hold(o, &why));
+  EXPECT_TRUE(tiles_gemv_takes(o, MatrixLayout::int4_tiles, 1, &why));
+  EXPECT_TRUE(tiles_gemv_takes(o, MatrixLayout::int4_tiles, 16, &why));
+  EXPECT_FALSE(tiles_gemv_takes(o, MatrixLayout::int4_tiles, 17, &why));
+  EXPECT_STREQ(why, "the tiles GEMV takes 1 to 16 sequences");
+  EXPECT_FALSE(tiles_gemv_takes(o, MatrixLayout::int4_nibbles, 2, &why));
+  EXPECT_STREQ(why, "the tiles GEMV reads int4 in the tiles layout");
+  // Rows of any count (the last tile padded), symmetric or not, groups of 128, 256, 512.
+  for (int g : {128, 256, 512})
+    for (bool zp : {true, false})
+      EXPECT_TRUE(int4_tiles_hold({Scheme::int4, 4100, 1024, g, zp}, &why)) << g << " " << zp;
+  // Groups below 128 or not a power of two, and other schemes, it does not hold.
+  for (int g : {32, 64, 384}) {
+    EXPECT_FALSE(int4_tiles_hold({Scheme::int4, 4096, 1536, g, true}, &why)) << g;
+    EXPECT_STREQ(
+        why, "the tiles layout needs a power-of-two group of at least 128 columns and whole groups a row");
+  }
+  EXPECT_FALSE(int4_tiles_hold({Scheme::int8, 4096, 4096, 0, false}, &why));
+  EXPECT_STREQ(why, "the tiles layout holds int4 weights");
+  // No other kernel reads it.
+  EXPECT_FALSE(fast_gemv_takes(o, MatrixLayout::int4_tiles, &why));
+  EXPECT_STREQ(why,
+               "the fast GEMV reads int4 in the nibble order or the fragment layout, not the tiles layout");
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int4_tiles, 2, &why));
+  EXPECT_FALSE(skinny_gemm_takes(o, MatrixLayout::int4_tiles, &why));
+  EXPECT_STREQ(to_string(MatrixLayout::int4_tiles), "int4-tiles");
 }
 
 TEST(ShapePredicates, EachKernelsLimitsInWordsAResultCanCarry) {

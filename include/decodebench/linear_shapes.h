@@ -23,10 +23,13 @@ struct MatrixShape {
 
 // How a matrix lies in device memory. Only int4 has more than one layout: the canonical one
 // (what files hold; the naive GEMV and dequant-cublas read it), the fast GEMV's repacked
-// nibble order, and the tensor-core dot's fragment layout (decodebench/int4_frag.h). Both
-// repacked layouts keep the scales and zero points packed per 8 rows (kernels/int4_meta.h).
-enum class MatrixLayout { canonical, int4_nibbles, int4_fragments };
-const char* to_string(MatrixLayout l);  // "canonical", "int4-nibbles", "int4-fragments"
+// nibble order, the tensor-core dot's fragment layout (decodebench/int4_frag.h), and the
+// batched step's tiles GEMV's tiles (kernels/int4_tiles_layout.h). The nibble and fragment
+// layouts keep the scales and zero points packed per 8 rows (kernels/int4_meta.h); the tiles
+// keep a word a row and group, its scale and zero constant, per tile of 16 rows.
+enum class MatrixLayout { canonical, int4_nibbles, int4_fragments, int4_tiles };
+// "canonical", "int4-nibbles", "int4-fragments", "int4-tiles"
+const char* to_string(MatrixLayout l);
 
 // Weights in one 16-byte chunk, the unit every fast kernel loads: fp16 8, int8 and fp8 16, int4 32.
 constexpr int weights_per_chunk(Scheme s) {
@@ -34,8 +37,9 @@ constexpr int weights_per_chunk(Scheme s) {
 }
 
 // Whether the fast GEMV (the rows kernel) takes the matrix in `layout`: an input dimension of
-// whole chunks; int4 repacked, with a power-of-two group of at least 32 columns (a group is
-// whole chunks, located by a shift). When not, `why` says so in words a result can carry.
+// whole chunks; int4 in the nibble order or the fragment layout, with a power-of-two group of
+// at least 32 columns (a group is whole chunks, located by a shift). When not, `why` says so
+// in words a result can carry.
 bool fast_gemv_takes(const MatrixShape& m, MatrixLayout layout, const char** why);
 
 // Whether the fast kernels (the rows GEMV and the skinny GEMM) run `scheme` on a device of
@@ -78,6 +82,27 @@ constexpr int64_t gemv_columns_crossover(Scheme s) {
          : s == Scheme::int4 ? kGemvColumnsCrossoverInt4
                              : kGemvColumnsCrossoverFp8;
 }
+
+// The tiles GEMV of the batched step (kernels/gemv_tiles.cuh): int4 on the tensor cores, the
+// weights in the tiles layout as the mma's A operand, up to 8 sequences a mma as its N (9 to
+// 16 a second mma on the same weights). The plan runs it, and lays the int4 matrices it takes
+// out in its layout, from 2 sequences to kTilesGemvMaxBatch; batch 1 keeps the rows GEMV and
+// its layout. The range is the kernel's own (two mmas at most), to be measured against the
+// columns GEMV and the skinny GEMM on the device (results/lab/tiles-gemv-2026-12-04).
+constexpr int64_t kTilesGemvMaxBatch = 16;
+
+// Whether the tiles layout holds the matrix: int4 in groups of a power of two of at least 128
+// columns (the kernel's step of two 64-column tiles reads one scale a row), the columns whole
+// groups; any rows (the last tile is padded). When not, `why` says so.
+bool int4_tiles_hold(const MatrixShape& m, const char** why);
+// Whether the tiles GEMV takes the matrix in `layout` at `batch` sequences: one the tiles
+// layout holds, in that layout, 1 to kTilesGemvMaxBatch sequences. When not, `why` says so.
+bool tiles_gemv_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why);
+// Whether the plan may choose the tiles layout and the tiles GEMV: yes unless the environment
+// says DECODEBENCH_INT4_TILES=off, which keeps the paths before it (the columns GEMV, the
+// skinny GEMM) for a side-by-side measurement. Read at every call; any other value than "on",
+// "off" or empty is a db::Error.
+bool int4_tiles_enabled();
 
 // Sequences one skinny GEMM launch takes; more run as several launches, each reading the
 // weights again.

@@ -63,12 +63,13 @@ void list_archs() {
 }
 
 // A kernel's batched paths in the order a growing batch reaches them, each with the batch up
-// to which it runs where that is bounded: "gemv-columns (to 8), cublas".
+// to which it runs where that is bounded: "gemv-columns (to 2), cublas".
 std::string batched_summary(const KernelInfo& k) {
   std::string v;
   for (BatchedPath p : batched_paths(k)) {
     v += v.empty() ? "" : ", ";
     v += to_string(p);
+    if (p == BatchedPath::tiles_gemv) v += fmt::format(" (to {})", kTilesGemvMaxBatch);
     if (p == BatchedPath::gemv_columns) v += fmt::format(" (to {})", gemv_columns_crossover(k.scheme));
     if (p == BatchedPath::skinny_gemm) v += fmt::format(" (to {})", kSkinnyMaxBatch);
   }
@@ -78,13 +79,13 @@ std::string batched_summary(const KernelInfo& k) {
 // Each kernel with its implementation, the weight layouts the linear plan gives its matrices
 // and their paths at batch > 1 (decodebench/linear_plan.h).
 void list_kernels() {
-  fmt::print("{:<22} {:<6} {:<5} {:<15} {:<29} {:<60} {}\n", "kernel", "scheme", "auto", "implementation",
+  fmt::print("{:<22} {:<6} {:<5} {:<15} {:<41} {:<80} {}\n", "kernel", "scheme", "auto", "implementation",
              "layouts", "batch > 1", "summary");
   for (const KernelInfo& k : kernel_registry()) {
     std::string layouts;
     for (MatrixLayout l : layouts_read(k))
       layouts += (layouts.empty() ? "" : ", ") + std::string(to_string(l));
-    fmt::print("{:<22} {:<6} {:<5} {:<15} {:<29} {:<60} {}\n", k.name, to_string(k.scheme),
+    fmt::print("{:<22} {:<6} {:<5} {:<15} {:<41} {:<80} {}\n", k.name, to_string(k.scheme),
                k.is_default ? "yes" : "", to_string(k.impl), layouts, batched_summary(k), k.summary);
   }
 }

@@ -243,7 +243,8 @@ class CudaBackend final : public Backend {
 
  private:
   // The run's device weights: the ones a previous run left in `reuse` when they were made for
-  // the same weights (weights_key), device and layout (the kernel's: weight_layout), else
+  // the same weights (weights_key), device and layout (the kernel's at the run's batch:
+  // weight_layout), else
   // loaded. Only one set is resident at a time: the kept one is freed before loading another
   // (the previous run's engine is gone by now), so the free-memory checks see that memory.
   std::shared_ptr<const DeviceWeights> device_weights(const DecoderSpec& spec, const WeightSource& ws,
@@ -253,7 +254,7 @@ class CudaBackend final : public Backend {
         "cuda\x1f{}\x1f"
         "device {}\x1f"
         "layout {}",
-        spec.weights_key, device_, weight_layout(ws.config(), kernel).name());
+        spec.weights_key, device_, weight_layout(ws.config(), kernel, spec.batch).name());
     if (reuse && reuse->state && reuse->key == key) {
       ++reuse->reused;
       reused = true;

@@ -106,23 +106,42 @@ void fill_matrix(const WeightSource& ws, const Origin& o, const DeviceMatrix& ds
   }
 }
 
+constexpr uint64_t kStagingAlign = 256;
+
+uint64_t aligned(uint64_t n) {
+  return (n + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
+}
+
+// The largest canonical matrix of the kinds `layout` puts in the tiles layout: the staging copy
+// they are filled into before their repack (0: none).
+uint64_t tiles_staging_bytes(const ModelConfig& c, const WeightLayout& layout) {
+  uint64_t n = 0;
+  for (MatrixKind k : kAllMatrixKinds)
+    if (layout.matrices[static_cast<int>(k)] == MatrixLayout::int4_tiles)
+      n = std::max(n,
+                   device_matrix_bytes(device_matrix(matrix_shape(c, k), MatrixLayout::canonical)).total());
+  return n > 0 ? n + 2 * kStagingAlign : 0;  // its arrays each start aligned
+}
+
 }  // namespace
 
-DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws) {
+DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws, const WeightLayout& layout) {
   const ModelConfig& c = ws.config();
-  auto bytes = [](const MatrixShape& m) {
-    return device_matrix_bytes(device_matrix(m, MatrixLayout::canonical)).total();
+  auto bytes = [&](const MatrixShape& m, MatrixKind k) {
+    return device_matrix_bytes(device_matrix(m, layout.matrices[static_cast<int>(k)])).total();
   };
   uint64_t per_layer = 2 * c.hidden_size * 2 + (c.arch == Arch::qwen3 ? 2 * c.head_dim * 2 : 0);  // norms
   if (c.arch == Arch::qwen2) per_layer += qkv_bias_size(c) * 2;  // fp16 q/k/v biases
   for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
-    per_layer += bytes(matrix_shape(c, k));
+    per_layer += bytes(matrix_shape(c, k), k);
   const LoraBytes lora = lora_bytes(ws);
+  const uint64_t embedding =
+      device_matrix_bytes(device_matrix(embedding_shape(c), MatrixLayout::canonical)).total();
   Plan p;
-  p.weights_bytes = per_layer * c.num_hidden_layers + bytes(embedding_shape(c)) +
-                    (lm_head_tied(c) ? 0 : bytes(matrix_shape(c, MatrixKind::lm_head))) + c.hidden_size * 2 +
-                    lora.weights;
-  p.load_bytes = kStageBytes + lora.load;
+  p.weights_bytes = per_layer * c.num_hidden_layers + embedding +
+                    (lm_head_tied(c) ? 0 : bytes(matrix_shape(c, MatrixKind::lm_head), MatrixKind::lm_head)) +
+                    c.hidden_size * 2 + lora.weights;
+  p.load_bytes = kStageBytes + lora.load + tiles_staging_bytes(c, layout);
   return p;
 }
 
@@ -130,7 +149,7 @@ DeviceWeights::DeviceWeights(const WeightSource& ws, const WeightLayout& layout)
     : c_(ws.config()), layout_(layout) {
   const auto t0 = std::chrono::steady_clock::now();
   CUDA_CHECK(cudaGetDevice(&device_));
-  const Plan p = plan(ws);
+  const Plan p = plan(ws, layout);
   check_free_memory(p.weights_bytes + p.load_bytes, [&] {
     return fmt::format(
         "not enough GPU memory for the weights of {}: need {} (weights {}, loading buffers {})", c_.name,
@@ -182,6 +201,33 @@ void DeviceWeights::fill(const WeightSource& ws) {
     if (b.zeros) m.zeros = static_cast<uint8_t*>(alloc(b.zeros));
   };
 
+  // The tiles layout is not made in place (its tiles and meta words take more bytes than the
+  // canonical arrays): a matrix headed there is filled into a canonical staging copy, one
+  // buffer for every such matrix in turn (stream order keeps each repack's reads before the next
+  // fill's writes), and repacked from it.
+  struct Staging {
+    void* p = nullptr;
+    ~Staging() {
+      if (p) cudaFree(p);
+    }
+  } staging;
+  if (const uint64_t n = tiles_staging_bytes(c_, layout_); n > 0) CUDA_CHECK(cudaMalloc(&staging.p, n));
+  // The matrix a fill writes: `m` itself, or for the tiles layout the staging copy of its shape.
+  auto fill_target = [&](const DeviceMatrix& m) {
+    if (!m.int4_tiles) return m;
+    DeviceMatrix c = device_matrix(shape_of(m), MatrixLayout::canonical);
+    const MatrixBytes b = device_matrix_bytes(c);
+    uint8_t* p = static_cast<uint8_t*>(staging.p);
+    c.qweight = p;
+    c.scales = reinterpret_cast<__half*>(p + aligned(b.weights));
+    c.zeros = b.zeros ? p + aligned(b.weights) + aligned(b.scales) : nullptr;
+    return c;
+  };
+  // After its fill: the staging copy of a tiles matrix into the matrix.
+  auto finish_target = [&](const DeviceMatrix& target, const DeviceMatrix& m) {
+    if (m.int4_tiles) repack_int4_tiles(target, m, s);
+  };
+
   Stager stager;
   LoraMerger merger(ws, s);  // a merged adapter: W + s B A into the linears it targets
   auto fill_linear = [&](const Origin& o, const DeviceMatrix& dst, RowMap map) {
@@ -226,31 +272,47 @@ void DeviceWeights::fill(const WeightSource& ws) {
                                                        {&d.gate_up, MatrixKind::gate_up},
                                                        {&d.down, MatrixKind::down}};
     for (const auto& [m, kind] : ms) {
-      *m = device_matrix(matrix_shape(c_, kind), MatrixLayout::canonical);
+      const bool in_tiles = layout_.matrices[static_cast<int>(kind)] == MatrixLayout::int4_tiles;
+      *m = device_matrix(matrix_shape(c_, kind),
+                         in_tiles ? MatrixLayout::int4_tiles : MatrixLayout::canonical);
       alloc_matrix(*m);
     }
-    fill_linear(ws.linear(l, Linear::q), d.qkv, {0, 1});
-    fill_linear(ws.linear(l, Linear::k), d.qkv, {qd, 1});
-    fill_linear(ws.linear(l, Linear::v), d.qkv, {qd + kvd, 1});
-    fill_linear(ws.linear(l, Linear::o), d.o, {0, 1});
-    fill_linear(ws.linear(l, Linear::gate), d.gate_up, {0, 2});
-    fill_linear(ws.linear(l, Linear::up), d.gate_up, {1, 2});
-    fill_linear(ws.linear(l, Linear::down), d.down, {0, 1});
+    const DeviceMatrix qkv = fill_target(d.qkv);
+    fill_linear(ws.linear(l, Linear::q), qkv, {0, 1});
+    fill_linear(ws.linear(l, Linear::k), qkv, {qd, 1});
+    fill_linear(ws.linear(l, Linear::v), qkv, {qd + kvd, 1});
+    finish_target(qkv, d.qkv);
+    const DeviceMatrix o = fill_target(d.o);
+    fill_linear(ws.linear(l, Linear::o), o, {0, 1});
+    finish_target(o, d.o);
+    const DeviceMatrix gate_up = fill_target(d.gate_up);
+    fill_linear(ws.linear(l, Linear::gate), gate_up, {0, 2});
+    fill_linear(ws.linear(l, Linear::up), gate_up, {1, 2});
+    finish_target(gate_up, d.gate_up);
+    const DeviceMatrix down = fill_target(d.down);
+    fill_linear(ws.linear(l, Linear::down), down, {0, 1});
+    finish_target(down, d.down);
   }
   final_norm_ = vec(ws.vector(kFinalNormName, H));
   const bool tied = lm_head_tied(c_);
   if (tied) {
     lm_head_ = embedding_;
   } else {
-    lm_head_ = device_matrix(matrix_shape(c_, MatrixKind::lm_head), MatrixLayout::canonical);
+    const bool in_tiles = layout_.matrices[static_cast<int>(MatrixKind::lm_head)] == MatrixLayout::int4_tiles;
+    lm_head_ = device_matrix(matrix_shape(c_, MatrixKind::lm_head),
+                             in_tiles ? MatrixLayout::int4_tiles : MatrixLayout::canonical);
     alloc_matrix(lm_head_);
-    fill_matrix(ws, ws.lm_head(), lm_head_, {}, stager, s);
+    const DeviceMatrix head = fill_target(lm_head_);
+    fill_matrix(ws, ws.lm_head(), head, {}, stager, s);
+    finish_target(head, lm_head_);
   }
   // Each kernel reads its own layout (the linear plan's): int4 matrices the fast GEMV runs are
-  // repacked, into the tensor-core dot's fragment layout where the plan prefers it.
+  // repacked in place, into the tensor-core dot's fragment layout where the plan prefers it
+  // (the tiles are made above).
   auto repack = [&](DeviceMatrix& m, MatrixKind kind) {
     const MatrixLayout l = layout_.matrices[static_cast<int>(kind)];
-    if (l != MatrixLayout::canonical) repack_int4(m, s, l == MatrixLayout::int4_fragments);
+    if (l == MatrixLayout::int4_nibbles || l == MatrixLayout::int4_fragments)
+      repack_int4(m, s, l == MatrixLayout::int4_fragments);
   };
   for (Layer& d : layers_) {
     repack(d.qkv, MatrixKind::qkv);

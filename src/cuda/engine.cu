@@ -44,15 +44,16 @@ int device_capability() {
          device_attribute(cudaDevAttrComputeCapabilityMinor);
 }
 
-WeightLayout weight_layout(const ModelConfig& c, const KernelInfo& kernel) {
-  return plan_linears(c, kernel, 1, device_capability(), true).weight_layout();
+WeightLayout weight_layout(const ModelConfig& c, const KernelInfo& kernel, int64_t batch) {
+  return plan_linears(c, kernel, batch, device_capability(), true).weight_layout();
 }
 
 std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws, const KernelInfo& kernel,
                                                          int64_t positions, bool fallback, int64_t batch) {
   const ModelConfig& c = ws.config();
   Engine::check_kernel(c, kernel, fallback);  // a kernel that cannot run these shapes fails before loading
-  const DeviceWeights::Plan w = DeviceWeights::plan(ws);
+  const WeightLayout layout = weight_layout(c, kernel, batch);
+  const DeviceWeights::Plan w = DeviceWeights::plan(ws, layout);
   const MemoryUse e = Engine::plan(c, kernel, positions, external_lora_rank(ws), batch, fallback);
   // Conservative by the loading buffers, which are freed before the engine allocates.
   const uint64_t need = w.weights_bytes + w.load_bytes + e.total_bytes;
@@ -63,7 +64,7 @@ std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws,
         c.name, positions, gb(need), gb(w.weights_bytes), gb(e.kv_cache_bytes), gb(e.scratch_bytes),
         gb(w.load_bytes));
   });
-  return std::make_shared<const DeviceWeights>(ws, weight_layout(c, kernel));
+  return std::make_shared<const DeviceWeights>(ws, layout);
 }
 
 // ------------------------------------------------------------------------ engine

@@ -20,6 +20,7 @@
 #include "engine.cuh"
 #include "engine_buffers.cuh"
 #include "gemv_columns.cuh"
+#include "gemv_tiles.cuh"
 #include "prefill.cuh"
 #include "skinny.cuh"
 #include "step.cuh"
@@ -33,6 +34,9 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
   const int64_t B = batch_, rows = op.m.rows, cols = op.m.cols;
   const LinearChoice& l = plan_[op.kind];
   switch (l.batched) {
+    case BatchedPath::tiles_gemv:
+      gemv_tiles(op.m, x, B, y, accumulate, stream_);
+      break;
     case BatchedPath::gemv_columns:
       gemv_columns(op.m, x, B, y, accumulate, stream_);
       break;

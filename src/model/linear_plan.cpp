@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "decodebench/error.h"
 #include "decodebench/int4_frag.h"
@@ -21,6 +23,8 @@ const char* to_string(MatrixLayout l) {
       return "int4-nibbles";
     case MatrixLayout::int4_fragments:
       return "int4-fragments";
+    case MatrixLayout::int4_tiles:
+      return "int4-tiles";
   }
   return "?";
 }
@@ -41,6 +45,10 @@ bool fast_gemv_takes(const MatrixShape& m, MatrixLayout layout, const char** why
   }
   if (m.scheme == Scheme::int4 && (!streamable_group(m.group_size) || layout == MatrixLayout::canonical)) {
     *why = "int4.gemv needs a power-of-two group size of at least 32 and the repacked layout";
+    return false;
+  }
+  if (layout == MatrixLayout::int4_tiles) {
+    *why = "the fast GEMV reads int4 in the nibble order or the fragment layout, not the tiles layout";
     return false;
   }
   return true;
@@ -89,6 +97,38 @@ static_assert(kGemvColumnsInputBytes / (2 * 2) <=
                   int64_t{kGemvColumnsMaxThreads} * 8 * weights_per_chunk(Scheme::fp16),
               "a row the columns GEMV takes fits one block");
 
+bool int4_tiles_hold(const MatrixShape& m, const char** why) {
+  if (m.scheme != Scheme::int4) {
+    *why = "the tiles layout holds int4 weights";
+    return false;
+  }
+  if (m.group_size < 128 || !streamable_group(m.group_size) || m.cols % m.group_size != 0) {
+    *why = "the tiles layout needs a power-of-two group of at least 128 columns and whole groups a row";
+    return false;
+  }
+  return true;
+}
+
+bool tiles_gemv_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why) {
+  if (!int4_tiles_hold(m, why)) return false;
+  if (layout != MatrixLayout::int4_tiles) {
+    *why = "the tiles GEMV reads int4 in the tiles layout";
+    return false;
+  }
+  if (batch < 1 || batch > kTilesGemvMaxBatch) {
+    *why = "the tiles GEMV takes 1 to 16 sequences";
+    return false;
+  }
+  return true;
+}
+
+bool int4_tiles_enabled() {
+  const char* v = std::getenv("DECODEBENCH_INT4_TILES");
+  if (!v || !*v || std::strcmp(v, "on") == 0) return true;
+  if (std::strcmp(v, "off") == 0) return false;
+  fail("DECODEBENCH_INT4_TILES={}: on or off (off keeps the columns GEMV and the skinny GEMM for int4)", v);
+}
+
 bool prefers_int4_fragments(int64_t rows, int64_t cols, int group_size) {
   return int4_frag::eligible(rows, cols, group_size) && rows * cols >= kInt4FragmentWeights;
 }
@@ -115,6 +155,8 @@ const char* to_string(BatchedPath p) {
   switch (p) {
     case BatchedPath::none:
       return "none";
+    case BatchedPath::tiles_gemv:
+      return "tiles-gemv";
     case BatchedPath::gemv_columns:
       return "gemv-columns";
     case BatchedPath::skinny_gemm:
@@ -144,6 +186,19 @@ std::string skinny_shape_label(const SkinnyShape& s) {
 }
 
 std::string WeightLayout::name() const {
+  const auto tiles = [](MatrixLayout l) { return l == MatrixLayout::int4_tiles; };
+  if (std::any_of(matrices.begin(), matrices.end(), tiles)) {
+    const MatrixLayout head = matrices[static_cast<int>(MatrixKind::lm_head)];
+    if (std::all_of(matrices.begin(), matrices.end() - 1, tiles)) {
+      if (tiles(head)) return "int4-tiles";
+      if (head == MatrixLayout::canonical) return "int4-tiles (lm_head canonical)";
+    }
+    std::string v;
+    for (MatrixKind k : kAllMatrixKinds)
+      v += fmt::format("{}{} {}", v.empty() ? "" : ", ", to_string(k),
+                       to_string(matrices[static_cast<int>(k)]));
+    return v;
+  }
   const bool head = matrices[static_cast<int>(MatrixKind::lm_head)] != MatrixLayout::canonical;
   const bool blocks = std::any_of(matrices.begin(), matrices.end() - 1,
                                   [](MatrixLayout l) { return l != MatrixLayout::canonical; });
@@ -202,19 +257,34 @@ bool repacks_int4(Scheme s, LinearImpl impl) {
   return s == Scheme::int4 && impl == LinearImpl::gemv_fast;
 }
 
-// The layout the matrix lies in for `impl`: repacked where the fast GEMV takes it, in the
-// fragment layout where that pays; canonical otherwise (a matrix it cannot take stays
-// canonical, for the plain GEMV or for the refusal).
-MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl) {
+// Whether the batched step runs the matrix on the tiles GEMV at `batch` sequences, and so
+// lays it out in the tiles layout: int4's fast kernel, from 2 to kTilesGemvMaxBatch sequences,
+// a matrix the layout holds, unless DECODEBENCH_INT4_TILES=off. Every batched path the engine
+// takes such a matrix through reads the layout: the GEMV, the prefill's fp16 copies
+// (dequantize_rows_to_f16), and a merged adapter's merge, which is done on the canonical
+// layout before the repack.
+bool runs_tiles(const MatrixShape& m, LinearImpl impl, int64_t batch) {
+  const char* why = nullptr;
+  return repacks_int4(m.scheme, impl) && batch >= 2 && batch <= kTilesGemvMaxBatch &&
+         int4_tiles_hold(m, &why) && int4_tiles_enabled();
+}
+
+// The layout the matrix lies in for `impl` at `batch` sequences: repacked where the fast GEMV
+// takes it, in the fragment layout where that pays; in the tiles layout where the batched step
+// runs the tiles GEMV on it (batch 1 keeps the rows GEMV's layout); canonical otherwise (a
+// matrix the fast GEMV cannot take stays canonical, for the plain GEMV or for the refusal).
+MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl, int64_t batch) {
   const char* why = nullptr;
   if (!repacks_int4(m.scheme, impl) || !fast_gemv_takes(m, MatrixLayout::int4_nibbles, &why))
     return MatrixLayout::canonical;
+  if (runs_tiles(m, impl, batch)) return MatrixLayout::int4_tiles;
   return prefers_int4_fragments(m.rows, m.cols, m.group_size) ? MatrixLayout::int4_fragments
                                                               : MatrixLayout::int4_nibbles;
 }
 
 // At batch > 1 every linear is one launch over all sequences' rows (docs/kernels.md#batch):
-// the fast kernels' linears run the columns GEMV up to their scheme's crossover batch where it
+// int4's fast-kernel linears in the tiles layout run the tiles GEMV (up to kTilesGemvMaxBatch);
+// the fast kernels' other linears run the columns GEMV up to their scheme's crossover batch where it
 // takes the matrix (the rows GEMV, reading each weight once for every sequence). Above it,
 // int8, fp8 and int4 run the skinny GEMM where it takes the layout, up to the sequences of one
 // launch; fp16 runs cuBLAS, and so do the others above that, on an fp16 copy. cuBLAS streams
@@ -226,6 +296,7 @@ BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
   const char* why = nullptr;
   switch (l.impl) {
     case LinearImpl::gemv_fast:
+      if (tiles_gemv_takes(l.shape, l.layout, batch, &why)) return BatchedPath::tiles_gemv;
       if (batch <= gemv_columns_crossover(l.shape.scheme) &&
           gemv_columns_takes(l.shape, l.layout, batch, &why))
         return BatchedPath::gemv_columns;
@@ -259,7 +330,9 @@ LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t 
     l.impl = !head || c.quant.lm_head == c.quant.scheme ? kernel.impl : LinearImpl::gemv_fast;
     const char* why = nullptr;
     const MatrixShape& m = l.shape;
-    if (l.impl == LinearImpl::gemv_fast && (!fast_gemv_takes(m, planned_layout(m, l.impl), &why) ||
+    // Whether the fast kernels take the matrix is their batch-1 layout's question: the batched
+    // step's tiles layout is chosen below only for matrices they take.
+    if (l.impl == LinearImpl::gemv_fast && (!fast_gemv_takes(m, planned_layout(m, l.impl, 1), &why) ||
                                             !fast_kernels_run(m.scheme, capability, &why))) {
       // An input dimension that is not whole chunks, a group the kernel cannot stream, fp8
       // below sm_89: the plain GEMV takes any shape on any device (and reads fp16 too, for
@@ -275,7 +348,7 @@ LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t 
     }
     if (l.impl == LinearImpl::cublas && m.scheme != Scheme::fp16)
       l.refusal = fmt::format("kernel {} needs fp16 weights", kernel.name);
-    l.layout = planned_layout(m, l.impl);
+    l.layout = planned_layout(m, l.impl, batch);
     l.batched = batched_path(l, batch);
   }
   return p;
@@ -377,6 +450,10 @@ std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
   switch (kernel.impl) {
     case LinearImpl::gemv_fast:
       if (kernel.scheme == Scheme::fp16) return {BatchedPath::gemv_columns, BatchedPath::cublas};
+      if (kernel.scheme ==
+          Scheme::int4)  // a matrix the tiles layout holds takes the first, others the second
+        return {BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::skinny_gemm,
+                BatchedPath::fp16_copy_cublas};
       return {BatchedPath::gemv_columns, BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas};
     case LinearImpl::gemv_naive:
       return {BatchedPath::gemv_per_sequence};
@@ -390,7 +467,7 @@ std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
 
 std::vector<MatrixLayout> layouts_read(const KernelInfo& kernel) {
   if (repacks_int4(kernel.scheme, kernel.impl))
-    return {MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments};
+    return {MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments, MatrixLayout::int4_tiles};
   return {MatrixLayout::canonical};
 }
 

@@ -1,8 +1,10 @@
-// The layout arithmetic of the tiles GEMV (tests/bench/tiles_gemv_bench.cu) that a CPU can
-// check (tests/test_int4_tiles_layout.cpp): int4 weights (groups of 128 columns, a scale and
-// a zero point a row and group) laid out so that one 16-byte load a lane is the A operands of
-// four mma.m16n8k16, and 32 contiguous bytes of one sequence's x are that lane's B operands
-// for the same four, up to 8 sequences a mma (its N).
+// The int4 tiles layout (MatrixLayout::int4_tiles) that the tiles GEMV reads
+// (kernels/gemv_tiles.cu), as arithmetic a CPU can check (tests/test_int4_tiles_layout.cpp):
+// int4 weights laid out so that one 16-byte load a lane is the A operands of four
+// mma.m16n8k16, and 32 contiguous bytes of one sequence's x are that lane's B operands for the
+// same four, up to 8 sequences a mma (its N). The repack (kernels/weights.cu) writes it from the
+// canonical layout through place() and meta_word(); the fp16 copies read it back through the
+// same (kernels/prefill.cu).
 //
 // A tile is 16 rows x 64 columns, 512 bytes: lane l = 4 g + c holds rows g and g + 8 at
 // columns 16 c .. 16 c + 15 of the tile, 16 bytes, word s (0..3) the columns 16 c + 4 s ..
@@ -22,11 +24,16 @@
 // Rows g are therefore 1024 + q in fp16 and rows g + 8 are 1024 + 16 q: the kernel subtracts
 // 1024 + z from the first and takes (v / 16) - (64 + z) of the second, both exact in fp16.
 //
-// Tiles are stored row tile by row tile, each row tile's column tiles in order; the meta of a
-// row tile and group (two column tiles) is 16 words, row r's word the fp16 bits of its scale
-// (low half) and of its zero constant (high half): 1024 + z for rows 0..7 of the tile, which
-// take q - z as (1024 + q) - (1024 + z), and -(64 + z) for rows 8..15, which take it as
-// fma(1024 + 16 q, 1/16, -(64 + z)).
+// Tiles are stored row tile by row tile, each row tile's column tiles in order; a matrix's
+// rows are padded to whole row tiles with zero codes. The meta of a row tile and group is 16
+// words, row r's word the fp16 bits of its scale (low half) and of its zero constant (high
+// half): 1024 + z for rows 0..7 of the tile, which take q - z as (1024 + q) - (1024 + z), and
+// -(64 + z) for rows 8..15, which take it as fma(1024 + 16 q, 1/16, -(64 + z)); a symmetric
+// matrix stores its constant zero point (8). A group is a power of two of at least 128 columns
+// (kStepCols, two column tiles: the kernel's step reads one meta word a row for both tiles);
+// padded rows have scale 0 and zero point 0. 4 bytes a row and group, against the canonical
+// layout's 2 (3 with zero points): an 8b layer is 115.9 MB in it against 114.2, the 1.7 MB
+// that the byte account does not count (it counts the canonical bytes, the floor).
 #pragma once
 
 #include <cstdint>
@@ -42,7 +49,23 @@ namespace db::tiles {
 constexpr int kTileRows = 16;
 constexpr int kTileCols = 64;
 constexpr int kTileBytes = kTileRows * kTileCols / 2;  // 512
-constexpr int kGroup = 128;                            // columns a group: two column tiles
+constexpr int kStepCols = 2 * kTileCols;               // 128: the kernel's step, the smallest group
+constexpr int kMetaWords = kTileRows;                  // a row tile's meta words a group
+
+// Row tiles of a matrix of `rows` rows (the last one padded), and the rows they hold.
+DB_TILES_HD constexpr int64_t row_tiles(int64_t rows) {
+  return (rows + kTileRows - 1) / kTileRows;
+}
+DB_TILES_HD constexpr int64_t padded_rows(int64_t rows) {
+  return row_tiles(rows) * kTileRows;
+}
+// Bytes of a [rows, cols] matrix's codes and of its meta in groups of `group` columns.
+DB_TILES_HD constexpr int64_t code_bytes(int64_t rows, int64_t cols) {
+  return padded_rows(rows) * cols / 2;
+}
+DB_TILES_HD constexpr int64_t meta_bytes(int64_t rows, int64_t cols, int64_t group) {
+  return row_tiles(rows) * (cols / group) * kMetaWords * 4;
+}
 
 // Where element (row, col) of the canonical matrix lives: the byte offset of its tile from the
 // start, the lane, the word s and the nibble inside the word.
@@ -54,7 +77,7 @@ struct Place {
 DB_TILES_HD constexpr Place place(int64_t row, int64_t col, int64_t col_tiles) {
   const int64_t rt = row / kTileRows, ct = col / kTileCols;
   const int r = static_cast<int>(row % kTileRows), k = static_cast<int>(col % kTileCols);
-  const int g = r % 8, hi = r / 8;  // rows g (hi 0) and g + 8 (hi 1) of the lane
+  const int g = r % 8, hi = r / 8;                    // rows g (hi 0) and g + 8 (hi 1) of the lane
   const int c = k / 16, s = (k % 16) / 4, j = k % 4;  // lane column c, word s, column 4s + j
   // j 0, 1 -> nibbles 0, 4 (row g) or 1, 5 (row g + 8); j 2, 3 -> nibbles 2, 6 or 3, 7.
   const int nibble = (j % 2) * 4 + (j / 2) * 2 + hi;
@@ -93,8 +116,33 @@ DB_TILES_HD constexpr RowK d_element(int lane, int i) {  // row, k: n
   return RowK{g + (i / 2) * 8, 2 * c + (i % 2)};
 }
 
+// The index of row `row`'s meta word for group `group` in a matrix of `groups` groups a row.
+DB_TILES_HD constexpr int64_t meta_index(int64_t row, int64_t group, int64_t groups) {
+  return (row / kTileRows * groups + group) * kMetaWords + row % kTileRows;
+}
+
+// The fp16 bits of the zero constant of row r (0..15) of a tile for zero point z (0..15):
+// 1024 + z (0x6400 + z: fp16's step at 1024 is 1) for rows 0..7, -(64 + z) (0xd400 + 16 z: the
+// step at 64 is 1/16) for rows 8..15.
+DB_TILES_HD constexpr uint32_t zero_constant_bits(int r, int z) {
+  return r < 8 ? 0x6400u + static_cast<uint32_t>(z) : 0xd400u + 16u * static_cast<uint32_t>(z);
+}
+// Row r's meta word: the scale's fp16 bits low, the zero constant high.
+DB_TILES_HD constexpr uint32_t meta_word(uint16_t scale_bits, int r, int z) {
+  return scale_bits | zero_constant_bits(r, z) << 16;
+}
+// The zero point and the scale's bits back from row r's meta word.
+DB_TILES_HD constexpr int zero_of(uint32_t word, int r) {
+  const uint32_t c = word >> 16;
+  return static_cast<int>(r < 8 ? c - 0x6400u : (c - 0xd400u) / 16u);
+}
+DB_TILES_HD constexpr uint16_t scale_bits_of(uint32_t word) {
+  return static_cast<uint16_t>(word & 0xffffu);
+}
+
 // Packs the canonical codes q[row * cols + col] (0..15) of a rows x cols matrix, rows a
-// multiple of 16 and cols of 64, into `out` (rows * cols / 2 bytes, zeroed by the caller).
+// multiple of 16 and cols of 64, into `out` (rows * cols / 2 bytes, zeroed by the caller): the
+// CPU's form of the repack kernel's scatter.
 inline void pack(const uint8_t* q, int64_t rows, int64_t cols, uint8_t* out) {
   const int64_t col_tiles = cols / kTileCols;
   for (int64_t r = 0; r < rows; ++r)
@@ -108,8 +156,8 @@ inline void pack(const uint8_t* q, int64_t rows, int64_t cols, uint8_t* out) {
 // nibbles in the order of the A fragment's elements a0..a7 (a0 a1 from w & 0x000f000f, a2 a3
 // from (w & 0x00f000f0) >> 4, a4 a5 and a6 a7 the same on w >> 8).
 DB_TILES_HD constexpr int fragment_nibble(uint32_t w, int i) {
-  const uint32_t v = (i / 4) ? w >> 8 : w;         // a4..a7 from the word >> 8
-  const uint32_t sel = (i / 2) % 2 ? v >> 4 : v;   // a2 a3, a6 a7: the 0x00f000f0 nibbles
+  const uint32_t v = (i / 4) ? w >> 8 : w;                  // a4..a7 from the word >> 8
+  const uint32_t sel = (i / 2) % 2 ? v >> 4 : v;            // a2 a3, a6 a7: the 0x00f000f0 nibbles
   return static_cast<int>((i % 2 ? sel >> 16 : sel) & 15);  // odd elements: the high half
 }
 
