@@ -87,8 +87,9 @@ constexpr int64_t gemv_columns_crossover(Scheme s) {
 // weights in the tiles layout as the mma's A operand, up to 8 sequences a mma as its N (9 to
 // 16 a second mma on the same weights). The plan runs it, and lays the int4 matrices it takes
 // out in its layout, from 2 sequences to kTilesGemvMaxBatch; batch 1 keeps the rows GEMV and
-// its layout. The range is the kernel's own (two mmas at most), to be measured against the
-// columns GEMV and the skinny GEMM on the device (results/lab/tiles-gemv-2026-12-04).
+// its layout. The range is the kernel's own (two mmas at most); on the H200 it beats the
+// columns GEMV and the skinny GEMM in 8b-int4's step at 2, 4, 8 and 16 sequences
+// (results/lab/batch.md §29).
 constexpr int64_t kTilesGemvMaxBatch = 16;
 
 // Whether the tiles layout holds the matrix: int4 in groups of a power of two of at least 128
