@@ -31,6 +31,10 @@ struct DeviceMatrix {
   // qweight holds the tiles (rows padded to whole tiles of 16), `scales` the meta words (a
   // scale and zero constant a row and group, tiles_meta), `zeros` nothing.
   bool int4_tiles = false;
+  // int8 in the batched step's tiles layout (kernels/int8_tiles_layout.h): qweight holds the
+  // tiles (rows padded to whole tiles of 16, codes biased by 128), `scales` the canonical [rows]
+  // fp16 row scales. int4_repacked stays false: no int4 layout.
+  bool int8_tiles = false;
   // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]; fp8: E4M3 codes
   // [rows, cols]
   void* qweight = nullptr;
@@ -54,6 +58,11 @@ __host__ __device__ inline uint32_t* tiles_meta(DeviceMatrix& m) {
   return reinterpret_cast<uint32_t*>(m.scales);
 }
 
+// Whether the matrix is in a tiles layout (int4 or int8): rows padded to whole tiles of 16.
+__host__ __device__ inline bool in_tiles(const DeviceMatrix& m) {
+  return m.int4_tiles || m.int8_tiles;
+}
+
 // The matrix's shape and layout as the linear plan names them (decodebench/linear_shapes.h).
 inline MatrixShape shape_of(const DeviceMatrix& m) {
   return {m.scheme, m.rows, m.cols, m.group_size, m.zero_point};
@@ -61,14 +70,16 @@ inline MatrixShape shape_of(const DeviceMatrix& m) {
 inline MatrixLayout layout_of(const DeviceMatrix& m) {
   if (m.int4_frag) return MatrixLayout::int4_fragments;
   if (m.int4_tiles) return MatrixLayout::int4_tiles;
+  if (m.int8_tiles) return MatrixLayout::int8_tiles;
   return m.int4_repacked ? MatrixLayout::int4_nibbles : MatrixLayout::canonical;
 }
 // A matrix of this shape and layout, without memory.
 inline DeviceMatrix device_matrix(const MatrixShape& s, MatrixLayout layout) {
   DeviceMatrix m{s.scheme, s.rows, s.cols, s.group_size, s.zero_point};
-  m.int4_repacked = layout != MatrixLayout::canonical;
+  m.int4_repacked = layout != MatrixLayout::canonical && layout != MatrixLayout::int8_tiles;
   m.int4_frag = layout == MatrixLayout::int4_fragments;
   m.int4_tiles = layout == MatrixLayout::int4_tiles;
+  m.int8_tiles = layout == MatrixLayout::int8_tiles;
   return m;
 }
 

@@ -14,6 +14,13 @@
 // own, which the step's group scale then adds to the row's sums (4 FFMA a lane and sequence
 // tile), so a group of 256 or more columns takes its scale a step, as a group of 128 does; the
 // warps' sums meet in shared memory and are added in warp order (deterministic).
+//
+// int8 (Bits 8, int8_tiles_layout.h) runs the same kernel on tiles of 16 rows x 32 columns: a
+// step is two column tiles, 64 columns, the same 1 KiB of weights a row tile and warp in flight;
+// a lane's 16 bytes of a tile are two k-steps' A fragments, each register one PRMT under 0x64
+// and one HSUB2 of 1152 (the codes are stored biased by 128), and its B fragments one 16-byte
+// piece of x a sequence tile. The row scale multiplies each row's total in the epilogue, as the
+// columns GEMV does for int8: the mmas accumulate q x in fp32 straight into the row's sums.
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -25,6 +32,7 @@
 #include "decodebench/linear_shapes.h"
 #include "gemv_tiles.cuh"
 #include "int4_tiles_layout.h"
+#include "int8_tiles_layout.h"
 #include "pdl.cuh"
 #include "rows_grid.cuh"
 
@@ -39,14 +47,32 @@ using tiles::kTileRows;
 
 struct TilesArgs {
   const uint8_t* w = nullptr;      // the codes: row tiles x column tiles x 512 bytes
-  const uint32_t* meta = nullptr;  // row tiles x groups x 16 words
+  const uint32_t* meta = nullptr;  // int4: row tiles x groups x 16 words
   const __half* x = nullptr;       // [batch, cols]
   float* y = nullptr;              // [batch, rows]
   int64_t rows = 0, cols = 0;
-  int batch = 0;        // at most the instance's sequences (8 NT); the rest read as zero
-  int group_shift = 0;  // log2(group / 128): step i's group is i >> group_shift
+  int batch = 0;                       // at most the instance's sequences (8 NT); the rest read as zero
+  int group_shift = 0;                 // int4: log2(group / 128): step i's group is i >> group_shift
+  const __half* row_scales = nullptr;  // int8: [rows]
   bool accumulate = false;
 };
+
+// A scheme's tiles: Bits 4 (int4_tiles_layout.h) or 8 (int8_tiles_layout.h). A step is two
+// column tiles; a lane's x of a tile is `pieces` 16-byte pieces a sequence.
+template <int Bits>
+struct Tiles {
+  static constexpr int tile_cols = Bits == 4 ? tiles::kTileCols : tiles8::kTileCols;
+  static constexpr int step_cols = 2 * tile_cols;
+  static constexpr int pieces = Bits == 4 ? 2 : 1;
+  static constexpr int ksteps = Bits == 4 ? 4 : 2;  // mma k-steps a tile
+  // The first column of piece k of lane column c in column tile h of step `step`: int4's lane
+  // holds 16 c .. 16 c + 15 of its 64-column tile, int8's 8 c .. 8 c + 7 of its 32.
+  __device__ __forceinline__ static int64_t x_col(int64_t step, int h, int k, int c) {
+    if constexpr (Bits == 4) return step * step_cols + h * tile_cols + 16 * c + 8 * k;
+    return step * step_cols + h * tile_cols + 8 * c;
+  }
+};
+static_assert(tiles::kTileBytes == tiles8::kTileBytes, "both schemes' tiles are 512 bytes");
 
 // ------------------------------------------------------------------ the inputs and the outputs
 
@@ -111,26 +137,26 @@ __device__ __forceinline__ float scale_of(uint32_t meta) {
 // ------------------------------------------------------------------ the kernel
 
 // A step's weights for a warp's RT row tiles: the lane's 16 bytes of each of the step's two
-// column tiles, and the meta words of its rows g and g + 8.
+// column tiles, and (int4) the meta words of its rows g and g + 8.
 template <int RT>
 struct StepWeights {
   uint4 w[RT][2];
   uint32_t m_lo[RT], m_hi[RT];
 };
-// A step's x for NT tiles of 8 sequences: the lane's 32 bytes of each column tile
-// ([sequence tile][column tile][16-byte half]).
-template <int NT>
+// A step's x for NT tiles of 8 sequences: the lane's P pieces of 16 bytes of each column tile
+// ([sequence tile][column tile][piece]; int4 32 bytes, int8 16).
+template <int NT, int P>
 struct StepInputs {
-  uint4 x[NT][2][2];
+  uint4 x[NT][2][P];
 };
 
 // Weights and meta are written at load, never by the step's kernels: loaded before the wait.
 // A row tile past the matrix (the grid's last block) loads the block's first again.
-template <int RT>
+template <int Bits, int RT>
 __device__ __forceinline__ void load_weights(const TilesArgs& a, int64_t rt0, int64_t row_tiles, int64_t step,
                                              int lane, StepWeights<RT>& L) {
   const int g = lane / 4;
-  const int64_t col_tiles = a.cols / kTileCols, groups = (a.cols / kStepCols) >> a.group_shift;
+  const int64_t col_tiles = a.cols / Tiles<Bits>::tile_cols, groups = (a.cols / kStepCols) >> a.group_shift;
   const int64_t group = step >> a.group_shift;
 #pragma unroll
   for (int t = 0; t < RT; ++t) {
@@ -139,17 +165,20 @@ __device__ __forceinline__ void load_weights(const TilesArgs& a, int64_t rt0, in
     for (int h = 0; h < 2; ++h)
       L.w[t][h] = ld_stream(
           reinterpret_cast<const uint4*>(a.w + (rt * col_tiles + 2 * step + h) * kTileBytes + lane * 16));
-    const uint32_t* m = a.meta + (rt * groups + group) * kMetaWords;
-    L.m_lo[t] = __ldg(m + g);
-    L.m_hi[t] = __ldg(m + g + 8);
+    if constexpr (Bits == 4) {
+      const uint32_t* m = a.meta + (rt * groups + group) * kMetaWords;
+      L.m_lo[t] = __ldg(m + g);
+      L.m_hi[t] = __ldg(m + g + 8);
+    }
   }
 }
 
-// Lane (g, c) reads x[8 nt + g][16 c .. 16 c + 15] of each of the step's column tiles: its B
-// fragments for the tile's four k-steps (int4_tiles_layout.h). Sequences past the batch read
-// as zero.
-template <int NT>
-__device__ __forceinline__ void load_inputs(const TilesArgs& a, int64_t step, int lane, StepInputs<NT>& L) {
+// Lane (g, c) reads x[8 nt + g][16 c .. 16 c + 15] (int4) or [8 c .. 8 c + 7] (int8) of each of
+// the step's column tiles: its B fragments for the tile's k-steps (int4_tiles_layout.h,
+// int8_tiles_layout.h). Sequences past the batch read as zero.
+template <int Bits, int NT>
+__device__ __forceinline__ void load_inputs(const TilesArgs& a, int64_t step, int lane,
+                                            StepInputs<NT, Tiles<Bits>::pieces>& L) {
   const int g = lane / 4, c = lane % 4;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
@@ -157,56 +186,89 @@ __device__ __forceinline__ void load_inputs(const TilesArgs& a, int64_t step, in
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int k = 0; k < 2; ++k)
-        L.x[nt][h][k] = seq < a.batch ? x_piece(a, seq, step * kStepCols + h * kTileCols + 16 * c + 8 * k)
-                                      : make_uint4(0, 0, 0, 0);
+      for (int k = 0; k < Tiles<Bits>::pieces; ++k)
+        L.x[nt][h][k] =
+            seq < a.batch ? x_piece(a, seq, Tiles<Bits>::x_col(step, h, k, c)) : make_uint4(0, 0, 0, 0);
   }
 }
 
-// RT row tiles a block, NT tiles of 8 sequences (1: up to 8, 2: up to 16), W warps.
-template <int RT, int NT, int W>
+// Word w's bytes `sel` picks (0x4140: 0, 1; 0x4342: 2, 3) as two fp16 codes: under 0x64, the
+// fp16 1024 + q + 128, less 1152 (int8_tiles_layout.h), exactly.
+__device__ __forceinline__ uint32_t int8_pair(uint32_t w, uint32_t sel) {
+  return hsub2_bits(__byte_perm(w, 0x64646464u, sel), 0x64806480u);
+}
+
+// k-step s (0, 1) of an int8 tile's 16 bytes as the A fragment: words 2 s (a0..a3) and 2 s + 1
+// (a4..a7), rows g in bytes 0, 1 and g + 8 in bytes 2, 3.
+__device__ __forceinline__ void dequant8(const uint4& v, int s, uint32_t (&a)[4]) {
+  const uint32_t w0 = word(v, 2 * s), w1 = word(v, 2 * s + 1);
+  a[0] = int8_pair(w0, 0x4140u);
+  a[1] = int8_pair(w0, 0x4342u);
+  a[2] = int8_pair(w1, 0x4140u);
+  a[3] = int8_pair(w1, 0x4342u);
+}
+
+// Bits: the scheme's tiles (4: int4, 8: int8); RT row tiles a block, NT tiles of 8 sequences (1:
+// up to 8, 2: up to 16), W warps.
+template <int Bits, int RT, int NT, int W>
 __global__ void __launch_bounds__(W* kWarp) gemv_tiles_kernel(TilesArgs a) {
+  using T = Tiles<Bits>;
   pdl_trigger();  // the next kernel may launch and issue its own weight loads
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t row_tiles = tiles::row_tiles(a.rows), steps = a.cols / kStepCols;
+  const int64_t row_tiles = tiles::row_tiles(a.rows), steps = a.cols / T::step_cols;
   const int64_t rt0 = int64_t{blockIdx.x} * RT;
   float tot[RT][NT][4] = {};
   StepWeights<RT> wc;
-  StepInputs<NT> xc;
+  StepInputs<NT, T::pieces> xc;
   // Launched with PDL (pdl.cuh): the first step's weights before the wait, x after it.
-  if (warp < steps) load_weights<RT>(a, rt0, row_tiles, warp, lane, wc);
+  if (warp < steps) load_weights<Bits, RT>(a, rt0, row_tiles, warp, lane, wc);
   pdl_wait();
-  if (warp < steps) load_inputs<NT>(a, warp, lane, xc);
+  if (warp < steps) load_inputs<Bits, NT>(a, warp, lane, xc);
   for (int64_t i = warp; i < steps; i += W) {
     StepWeights<RT> wn;
-    StepInputs<NT> xn;
+    StepInputs<NT, T::pieces> xn;
     if (i + W < steps) {
-      load_weights<RT>(a, rt0, row_tiles, i + W, lane, wn);
-      load_inputs<NT>(a, i + W, lane, xn);
+      load_weights<Bits, RT>(a, rt0, row_tiles, i + W, lane, wn);
+      load_inputs<Bits, NT>(a, i + W, lane, xn);
     }
-    float acc[RT][NT][4] = {};
+    if constexpr (Bits == 8) {  // the mmas straight into the row's sums: the scale is the epilogue's
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int s = 0; s < 4; ++s)
+        for (int s = 0; s < T::ksteps; ++s)
 #pragma unroll
-        for (int t = 0; t < RT; ++t) {
-          uint32_t frag[4];
-          dequant(word(wc.w[t][h], s), zero_pair(wc.m_lo[t]), zero_pair(wc.m_hi[t]), frag);
+          for (int t = 0; t < RT; ++t) {
+            uint32_t frag[4];
+            dequant8(wc.w[t][h], s, frag);
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt)  // k-step s: halves 4 s .. 4 s + 3 of the lane's 16 columns
-            mma16816(acc[t][nt], frag, word(xc.x[nt][h][s / 2], (2 * s) % 4),
-                     word(xc.x[nt][h][s / 2], (2 * s + 1) % 4));
+            for (int nt = 0; nt < NT; ++nt)  // k-step s: halves 4 s .. 4 s + 3 of the lane's 8 columns
+              mma16816(tot[t][nt], frag, word(xc.x[nt][h][0], 2 * s), word(xc.x[nt][h][0], 2 * s + 1));
+          }
+    } else {  // int4: each step's sums times its group's scales
+      float acc[RT][NT][4] = {};
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int s = 0; s < T::ksteps; ++s)
+#pragma unroll
+          for (int t = 0; t < RT; ++t) {
+            uint32_t frag[4];
+            dequant(word(wc.w[t][h], s), zero_pair(wc.m_lo[t]), zero_pair(wc.m_hi[t]), frag);
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)  // k-step s: halves 4 s .. 4 s + 3 of the lane's 16 columns
+              mma16816(acc[t][nt], frag, word(xc.x[nt][h][s / 2], (2 * s) % 4),
+                       word(xc.x[nt][h][s / 2], (2 * s + 1) % 4));
+          }
+#pragma unroll
+      for (int t = 0; t < RT; ++t) {
+        const float s_lo = scale_of(wc.m_lo[t]), s_hi = scale_of(wc.m_hi[t]);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {  // D's elements 0, 1: row g; 2, 3: row g + 8
+          tot[t][nt][0] = fmaf(s_lo, acc[t][nt][0], tot[t][nt][0]);
+          tot[t][nt][1] = fmaf(s_lo, acc[t][nt][1], tot[t][nt][1]);
+          tot[t][nt][2] = fmaf(s_hi, acc[t][nt][2], tot[t][nt][2]);
+          tot[t][nt][3] = fmaf(s_hi, acc[t][nt][3], tot[t][nt][3]);
         }
-#pragma unroll
-    for (int t = 0; t < RT; ++t) {
-      const float s_lo = scale_of(wc.m_lo[t]), s_hi = scale_of(wc.m_hi[t]);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {  // D's elements 0, 1: row g; 2, 3: row g + 8
-        tot[t][nt][0] = fmaf(s_lo, acc[t][nt][0], tot[t][nt][0]);
-        tot[t][nt][1] = fmaf(s_lo, acc[t][nt][1], tot[t][nt][1]);
-        tot[t][nt][2] = fmaf(s_hi, acc[t][nt][2], tot[t][nt][2]);
-        tot[t][nt][3] = fmaf(s_hi, acc[t][nt][3], tot[t][nt][3]);
       }
     }
     wc = wn;
@@ -230,6 +292,7 @@ __global__ void __launch_bounds__(W* kWarp) gemv_tiles_kernel(TilesArgs a) {
     float sum = 0.f;
 #pragma unroll
     for (int w = 0; w < W; ++w) sum += red[w][t][nt][src][e];
+    if constexpr (Bits == 8) sum *= __half2float(a.row_scales[row]);  // the row scale (int8)
     store_y(a, n, row, sum);
   }
 }
@@ -242,19 +305,28 @@ __global__ void __launch_bounds__(W* kWarp) gemv_tiles_kernel(TilesArgs a) {
 #define DB_TILES_SHAPES(X) X(1, 4) X(2, 4) X(1, 8) X(2, 8) X(4, 4)
 // clang-format on
 
-const void* kernel_or_null(int nt, int rt, int warps) {
-#define DB_TILES(RT_, W_)                                                          \
-  if (rt == RT_ && warps == W_)                                                    \
-    return nt == 1 ? reinterpret_cast<const void*>(&gemv_tiles_kernel<RT_, 1, W_>) \
-                   : reinterpret_cast<const void*>(&gemv_tiles_kernel<RT_, 2, W_>);
+template <int Bits>
+const void* kernel_of(int nt, int rt, int warps) {
+#define DB_TILES(RT_, W_)                                                                \
+  if (rt == RT_ && warps == W_)                                                          \
+    return nt == 1 ? reinterpret_cast<const void*>(&gemv_tiles_kernel<Bits, RT_, 1, W_>) \
+                   : reinterpret_cast<const void*>(&gemv_tiles_kernel<Bits, RT_, 2, W_>);
   DB_TILES_SHAPES(DB_TILES)
 #undef DB_TILES
   return nullptr;
 }
 
-const void* kernel_for(int nt, TilesShape s) {
-  if (const void* k = kernel_or_null(nt, s.row_tiles, s.warps)) return k;
-  fail("tiles GEMV: no kernel for {} row tiles x {} warps", s.row_tiles, s.warps);
+// The one dispatch from the matrix's scheme to the kernel's Bits.
+const void* kernel_for(Scheme scheme, int nt, TilesShape s) {
+  const void* k = nullptr;
+  if (scheme == Scheme::int4)
+    k = kernel_of<4>(nt, s.row_tiles, s.warps);
+  else if (scheme == Scheme::int8)
+    k = kernel_of<8>(nt, s.row_tiles, s.warps);
+  else
+    fail("tiles GEMV: int4 and int8 only, not {}", to_string(scheme));
+  if (!k) fail("tiles GEMV: no kernel for {} row tiles x {} warps", s.row_tiles, s.warps);
+  return k;
 }
 
 // The instance's sequence tiles: one mma a k-step up to 8 sequences, two up to 16.
@@ -273,10 +345,10 @@ double tiles_stream_gbps(double kib) {
   return kGbps[3];
 }
 
-double tiles_shape_us(int64_t rows, int64_t cols, TilesShape shape, int occupancy, int sms) {
+double tiles_shape_us(int64_t rows, int64_t cols, TilesShape shape, int occupancy, int sms, int bits) {
   const int64_t blocks = (tiles::row_tiles(rows) + shape.row_tiles - 1) / shape.row_tiles;
   const int64_t per_sm = (blocks + sms - 1) / sms;  // the busiest SM's blocks
-  const double block_bytes = static_cast<double>(shape.row_tiles) * kTileRows * cols / 2;
+  const double block_bytes = static_cast<double>(shape.row_tiles) * kTileRows * cols * bits / 8;
   double us = 0;
   for (int64_t left = per_sm; left > 0; left -= occupancy) {
     const int64_t resident = std::min<int64_t>(left, occupancy);
@@ -293,16 +365,17 @@ bool gemv_tiles_supports(const DeviceMatrix& w, int64_t batch, const char** why)
 TilesShape tiles_shape(const DeviceMatrix& w, int64_t batch) {
   // Once a process for a matrix shape and instance (an eager step asks at every launch).
   static std::mutex mu;
-  static std::map<std::tuple<int64_t, int64_t, int>, TilesShape> chosen;
+  static std::map<std::tuple<Scheme, int64_t, int64_t, int>, TilesShape> chosen;
   const int nt = sequence_tiles(batch);
   std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(w.rows, w.cols, nt);
+  const auto key = std::make_tuple(w.scheme, w.rows, w.cols, nt);
   if (auto it = chosen.find(key); it != chosen.end()) return it->second;
   TilesShape best;
   double best_us = std::numeric_limits<double>::infinity();
+  const int bits = w.scheme == Scheme::int8 ? 8 : 4;
   for (const TilesShape& s : tiles_kernel_shapes()) {  // the first of equal ones
-    const int occupancy = blocks_per_sm(kernel_for(nt, s), 0, s.warps * kWarp);
-    const double us = tiles_shape_us(w.rows, w.cols, s, occupancy, sm_count());
+    const int occupancy = blocks_per_sm(kernel_for(w.scheme, nt, s), 0, s.warps * kWarp);
+    const double us = tiles_shape_us(w.rows, w.cols, s, occupancy, sm_count(), bits);
     if (us < best_us) best = s, best_us = us;
   }
   chosen.emplace(key, best);
@@ -317,17 +390,21 @@ void gemv_tiles_shaped(const DeviceMatrix& w, const __half* x, int64_t batch, fl
   if ((shape.row_tiles == 0) != (shape.warps == 0))
     fail("tiles GEMV: a shape sets both row tiles and warps, or neither");
   const TilesShape sh = shape.row_tiles ? shape : tiles_shape(w, batch);
-  const void* kernel = kernel_for(sequence_tiles(batch), sh);
+  const void* kernel = kernel_for(w.scheme, sequence_tiles(batch), sh);
   TilesArgs a;
   a.w = static_cast<const uint8_t*>(w.qweight);
-  a.meta = tiles_meta(w);
+  if (w.scheme == Scheme::int8)
+    a.row_scales = w.scales;
+  else
+    a.meta = tiles_meta(w);
   a.x = x;
   a.y = y;
   a.rows = w.rows;
   a.cols = w.cols;
   a.batch = static_cast<int>(batch);
   a.accumulate = accumulate;
-  while ((kStepCols << a.group_shift) < w.group_size) ++a.group_shift;
+  if (w.scheme == Scheme::int4)
+    while ((kStepCols << a.group_shift) < w.group_size) ++a.group_shift;
   void* args[] = {&a};
   const int64_t blocks = (tiles::row_tiles(w.rows) + sh.row_tiles - 1) / sh.row_tiles;
   launch_raw(kernel, dim3(static_cast<unsigned>(blocks)), dim3(sh.warps * kWarp), 0, s, args);

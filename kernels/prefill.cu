@@ -5,6 +5,7 @@
 #include "int4_dot.cuh"
 #include "int4_meta.h"
 #include "int4_tiles_layout.h"
+#include "int8_tiles_layout.h"
 #include "kv_cache.cuh"
 #include "pdl.cuh"
 #include "prefill.cuh"
@@ -535,6 +536,38 @@ __global__ void dequantize_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t r1, 
   }
 }
 
+// fp16 copy of rows [r0, r1) of a matrix in the int8 tiles layout (int8_tiles_layout.h), as
+// dequantize_tiles_kernel's of int4: a piece of 8 columns is one lane's 16 bytes of a tile,
+// loaded at once, each code found in them where place() put it (less the bias), times its row
+// scale as the canonical kernels make it (quant.h).
+__global__ void dequantize_int8_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t r1, __half* out) {
+  const int64_t pieces = m.cols / 8, col_tiles = m.cols / tiles8::kTileCols;
+  const uint8_t* codes = static_cast<const uint8_t*>(m.qweight);
+  for (int64_t r = r0 + blockIdx.y; r < r1; r += gridDim.y) {
+    const float scale = __half2float(m.scales[r]);
+    for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pieces;
+         p += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t c0 = p * 8;
+      const tiles8::Place at = tiles8::place(r, c0, col_tiles);
+      const uint4 w = *reinterpret_cast<const uint4*>(codes + at.tile * tiles8::kTileBytes + at.lane * 16);
+      const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+      uint32_t h[4];
+#pragma unroll
+      for (int j = 0; j < 8; j += 2) {
+        float v[2];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const tiles8::Place pl = tiles8::place(r, c0 + j + k, col_tiles);
+          const int q = static_cast<int>((words[pl.word] >> (8 * pl.byte)) & 0xffu) - tiles8::kCodeBias;
+          v[k] = quant::dequantize_int8(static_cast<int8_t>(q), scale);
+        }
+        h[j / 2] = pack_half2(v[0], v[1]);
+      }
+      *reinterpret_cast<uint4*>(out + (r - r0) * m.cols + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+  }
+}
+
 // The fp16 copies of the layouts the fast kernels read, int4 in the nibble order and int8 and
 // fp8 (canonical): a thread converts a piece of 8 columns (one 16-byte store) in each of
 // kCopyPieces pieces kCopyThreads apart in a row, rows over blockIdx.y, so that each load
@@ -736,7 +769,10 @@ void dequantize_tiles_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half
   const int64_t pieces = m.cols / 8;
   const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads),
                   static_cast<unsigned>(std::min<int64_t>(r1 - r0, 65535)));
-  dequantize_tiles_kernel<<<grid, kThreads, 0, s>>>(m, r0, r1, out);
+  if (m.int8_tiles)
+    dequantize_int8_tiles_kernel<<<grid, kThreads, 0, s>>>(m, r0, r1, out);
+  else
+    dequantize_tiles_kernel<<<grid, kThreads, 0, s>>>(m, r0, r1, out);
   CUDA_CHECK_LAUNCH();
 }
 }  // namespace
@@ -746,7 +782,7 @@ void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   const unsigned rows = static_cast<unsigned>(std::min<int64_t>(m.rows, 65535));
   const dim3 copy_grid(
       static_cast<unsigned>((pieces + kCopyThreads * kCopyPieces - 1) / (kCopyThreads * kCopyPieces)), rows);
-  if (m.int4_tiles) {
+  if (in_tiles(m)) {
     return dequantize_tiles_rows(m, 0, m.rows, out, s);
   } else if (m.int4_frag) {
     const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads), rows);
@@ -773,7 +809,7 @@ void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
 }
 
 void dequantize_rows_to_f16(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out, cudaStream_t s) {
-  if (m.int4_tiles) return dequantize_tiles_rows(m, r0, r1, out, s);
+  if (in_tiles(m)) return dequantize_tiles_rows(m, r0, r1, out, s);
   dequantize_any_to_f16(matrix_rows(m, r0, r1), out, s);
 }
 

@@ -389,6 +389,27 @@ __global__ void dequantize8_kernel(DeviceMatrix m, __half* out) {
   }
 }
 
+// Canonical int8 codes -> the int8 tiles layout (int8_tiles_layout.h): a thread a word of the
+// output, word 2 s + u of lane (g, c) of its tile, which holds columns 8 c + 4 s + 2 u and + 1 of
+// rows g (bytes 0, 1) and g + 8 (bytes 2, 3): two 2-byte reads of the canonical rows, biased by
+// 128 (rows past the matrix: code 0).
+__global__ void repack_int8_tiles_kernel(const uint8_t* __restrict__ q, int64_t rows, int64_t cols,
+                                         uint32_t* __restrict__ out, int64_t words) {
+  constexpr int kTileWords = tiles8::kTileBytes / 4;
+  const int64_t col_tiles = cols / tiles8::kTileCols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < words;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t tile = i / kTileWords, rt = tile / col_tiles, ct = tile % col_tiles;
+    const int lane = static_cast<int>(i % kTileWords) / 4, word = static_cast<int>(i % 4);
+    const int g = lane / 4, c = lane % 4, s = word / 2, u = word % 2;
+    const int64_t col = ct * tiles8::kTileCols + 8 * c + 4 * s + 2 * u;
+    const int64_t r_lo = rt * tiles8::kTileRows + g, r_hi = r_lo + 8;
+    const uint32_t lo = r_lo < rows ? *reinterpret_cast<const uint16_t*>(q + r_lo * cols + col) : 0u;
+    const uint32_t hi = r_hi < rows ? *reinterpret_cast<const uint16_t*>(q + r_hi * cols + col) : 0u;
+    out[i] = (lo | hi << 16) ^ 0x80808080u;
+  }
+}
+
 int grid_for(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536));
 }
@@ -448,6 +469,21 @@ void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments) {
   m.int4_repacked = true;
 }
 
+void repack_int8_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s) {
+  const char* why = nullptr;
+  if (!int8_tiles_hold(shape_of(src), &why)) fail("repack_int8_tiles [{}x{}]: {}", src.rows, src.cols, why);
+  if (src.int8_tiles) fail("repack_int8_tiles: expects the canonical int8 layout");
+  if (!dst.int8_tiles || dst.rows != src.rows || dst.cols != src.cols)
+    fail("repack_int8_tiles: [{}x{}] into a tiles matrix of another shape ([{}x{}])", src.rows, src.cols,
+         dst.rows, dst.cols);
+  const int64_t words = tiles8::code_bytes(src.rows, src.cols) / 4;
+  repack_int8_tiles_kernel<<<grid_for(words), kThreads, 0, s>>>(static_cast<const uint8_t*>(src.qweight),
+                                                                src.rows, src.cols,
+                                                                static_cast<uint32_t*>(dst.qweight), words);
+  CUDA_CHECK_LAUNCH();
+  CUDA_CHECK(cudaMemcpyAsync(dst.scales, src.scales, src.rows * sizeof(__half), cudaMemcpyDeviceToDevice, s));
+}
+
 void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s) {
   const char* why = nullptr;
   if (!int4_tiles_hold(shape_of(src), &why)) fail("repack_int4_tiles [{}x{}]: {}", src.rows, src.cols, why);
@@ -468,7 +504,7 @@ void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStr
 
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   if (m.scheme == Scheme::fp16) fail("dequantize_to_f16: the matrix is already fp16");
-  if (m.int4_repacked) fail("dequantize_to_f16: expects the canonical int4 layout");
+  if (m.int4_repacked || m.int8_tiles) fail("dequantize_to_f16: expects the canonical layout");
   // Whole 8-column pieces that never straddle an int4 group: the vector kernel.
   if (m.cols % 8 == 0 && (m.scheme != Scheme::int4 || m.group_size % 8 == 0)) {
     const int64_t pieces = m.cols / 8;
@@ -484,9 +520,8 @@ void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
 DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
   if (r0 < 0 || r1 > m.rows || r0 >= r1)
     fail("matrix_rows: rows [{}, {}) of a matrix of {} rows", r0, r1, m.rows);
-  if (m.int4_tiles && r0 % tiles::kTileRows != 0)
-    fail("matrix_rows: the int4 tiles layout keeps tiles of {} rows; row {} starts none", tiles::kTileRows,
-         r0);
+  if (in_tiles(m) && r0 % tiles::kTileRows != 0)
+    fail("matrix_rows: the tiles layouts keep tiles of {} rows; row {} starts none", tiles::kTileRows, r0);
   if (m.int4_repacked && r0 % int4_meta::kBlockRows != 0)
     fail("matrix_rows: the repacked int4 layout keeps blocks of {} rows; row {} starts none",
          int4_meta::kBlockRows, r0);
@@ -498,7 +533,7 @@ DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
     case Scheme::fp16:
       b.qweight = static_cast<__half*>(m.qweight) + r0 * m.cols;
       break;
-    case Scheme::int8:  // a scale a row
+    case Scheme::int8:  // a scale a row; the tiles layout's row tiles are 16 rows x cols bytes too
       b.qweight = static_cast<int8_t*>(m.qweight) + r0 * m.cols;
       b.scales = m.scales + r0;
       break;

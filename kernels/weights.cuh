@@ -15,6 +15,7 @@
 #include "gemv.cuh"
 #include "int4_meta.h"
 #include "int4_tiles_layout.h"
+#include "int8_tiles_layout.h"
 
 namespace db::cuda {
 
@@ -77,6 +78,8 @@ inline MatrixBytes device_matrix_bytes(const DeviceMatrix& m) {
     b.weights = static_cast<uint64_t>(tiles::code_bytes(m.rows, m.cols));
     b.scales = static_cast<uint64_t>(tiles::meta_bytes(m.rows, m.cols, m.group_size));
     b.zeros = 0;
+  } else if (m.scheme == Scheme::int8 && m.int8_tiles) {  // the codes for whole tiles, the row scales
+    b.weights = static_cast<uint64_t>(tiles8::code_bytes(m.rows, m.cols));
   } else if (m.scheme == Scheme::int4) {
     const MatrixBytes padded =
         matrix_bytes(int4_meta::padded_rows(m.rows), m.cols, m.scheme, m.group_size, m.zero_point);
@@ -99,13 +102,20 @@ void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments = false);
 // the layouts differ in size. src must be a matrix the tiles layout holds (int4_tiles_hold).
 void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s);
 
+// Canonical int8 `src` -> the int8 tiles layout in `dst` (kernels/int8_tiles_layout.h), whose
+// arrays hold device_matrix_bytes of an int8 tiles matrix (dst.int8_tiles; the shape src's):
+// every code through the layout's place(), biased by 128, the padded rows' codes 0 (byte 0x80);
+// the row scales copied as they are. Not in place: the padded rows make it larger. src must be
+// a matrix the layout holds (int8_tiles_hold).
+void repack_int8_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s);
+
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
 
 // Rows [r0, r1) of m as a matrix of r1 - r0 rows in m's layout, its pointers offset into m's
 // arrays (no copy): the weights, scales and zero points of those rows. In the int4 repacked
 // layouts a block of 8 rows is stored together (the nibble order's packed meta, the fragments'
-// words), so r0 is a multiple of 8 there, and of 16 in the tiles layout (a tile); r1 may end
+// words), so r0 is a multiple of 8 there, and of 16 in the tiles layouts (a tile); r1 may end
 // anywhere. Fails on a range the layout cannot cut.
 DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1);
 

@@ -127,10 +127,11 @@ ModelConfig tiny_grouped(Scheme s, int group) {
   return c;
 }
 
-// Whether the plan runs every block linear on the tiles GEMV (unless DECODEBENCH_INT4_TILES=off).
-void expect_tiles_paths(const Engine& e, bool tiles, const std::string& what) {
+// Whether the plan runs every block linear on the tiles GEMV (unless the scheme's tiles are off,
+// tiles_enabled).
+void expect_tiles_paths(const Engine& e, bool tiles, const std::string& what, Scheme s = Scheme::int4) {
   for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
-    EXPECT_EQ(e.linear_plan()[k].batched == BatchedPath::tiles_gemv, tiles && int4_tiles_enabled())
+    EXPECT_EQ(e.linear_plan()[k].batched == BatchedPath::tiles_gemv, tiles && tiles_enabled(s))
         << what << " " << to_string(k) << ": " << to_string(e.linear_plan()[k].batched);
 }
 
@@ -152,9 +153,11 @@ TEST_P(EngineBatch, EverySequenceWithinTheBoundAndSameArgmax) {
   Engine e(load_device_weights(ws, k, context + steps, false, p.batch), k, context + steps, false, p.batch,
            std::nullopt, p.dequant_chunk_bytes);
   ASSERT_EQ(e.batch(), p.batch);
-  if (p.group == 128)
+  // int4 in groups of 128 and int8 (the tiny model's matrices are whole steps of 64 columns): the
+  // fast kernel's block linears on the tiles GEMV from 2 to 16 sequences.
+  if (p.group == 128 || p.scheme == Scheme::int8)
     expect_tiles_paths(e, k.impl == LinearImpl::gemv_fast && p.batch >= 2 && p.batch <= kTilesGemvMaxBatch,
-                       fmt::format("{} batch {}", p.kernel, p.batch));
+                       fmt::format("{} batch {}", p.kernel, p.batch), p.scheme);
   const auto gpu = forced_batch(e, context, cpu, false);
   for (int64_t s = 0; s < p.batch; ++s)
     expect_reference_logits(gpu[static_cast<size_t>(s)], cpu[static_cast<size_t>(s)],
@@ -170,14 +173,16 @@ std::vector<BatchCase> every_kernel_and_batch() {
       {Scheme::fp8, "fp8.naive"},   {Scheme::fp8, "fp8.dequant-cublas"}};
   for (const auto& [scheme, kernel] : kernels)
     for (int64_t b : {1, 2, 3, 8, 17, 64}) v.push_back({scheme, kernel, b});
-  // The gemv kernels run the columns GEMV up to 8 sequences (the plan's BatchedPath): its
-  // instances of 2, 4 and 8 at 2, 3 and 8 above, and 8 with three sequences masked here.
+  // The gemv kernels run the columns GEMV up to 8 sequences (the plan's BatchedPath; int8's the
+  // tiles GEMV from 2 to 16): its instances of 2, 4 and 8 at 2, 3 and 8 above, and 8 with three
+  // sequences masked here.
   for (const auto& [scheme, kernel] :
        {std::pair{Scheme::fp16, "fp16.gemv"}, std::pair{Scheme::int8, "int8.gemv"},
         std::pair{Scheme::int4, "int4.gemv"}, std::pair{Scheme::fp8, "fp8.gemv"}})
     v.push_back({scheme, kernel, 5});
-  // The fast kernels at 16 sequences (the skinny GEMM, fp16's cuBLAS) and at 256 (the fp16
-  // copies and cuBLAS): the batches the byte law is measured at.
+  // The fast kernels at 16 sequences (the skinny GEMM, fp16's cuBLAS, int8's tiles GEMV with two
+  // sequence tiles) and at 256 (the fp16 copies and cuBLAS): the batches the byte law is measured
+  // at.
   for (const auto& [scheme, kernel] :
        {std::pair{Scheme::fp16, "fp16.gemv"}, std::pair{Scheme::int8, "int8.gemv"},
         std::pair{Scheme::int4, "int4.gemv"}, std::pair{Scheme::fp8, "fp8.gemv"}})
@@ -399,7 +404,9 @@ TEST(EngineBatchPrefill, EverySequencesContextPrefilledIntoItsOwnCache) {
 TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
   REQUIRE_GPU();
   for (Scheme s : {Scheme::int8, Scheme::int4}) {
-    const int64_t past = gemv_columns_crossover(s) + 1;
+    // int8 runs the tiles GEMV up to 16 sequences (tiny-int4's groups of 64 the tiles do not hold).
+    const int64_t past =
+        s == Scheme::int8 && tiles_enabled(s) ? kTilesGemvMaxBatch + 1 : gemv_columns_crossover(s) + 1;
     const WeightSource ws(tiny(s), "", 3);
     const KernelInfo k = resolve_kernel("auto", s);
     Engine e(ws, k, 16, false, past);
@@ -493,6 +500,41 @@ TEST(EngineBatchTiles, PrefilledContextGraphAndEagerAndTheVariable) {
   } off;
   Engine e(ws, k, 16, false, 8);
   expect_tiles_paths(e, false, "off, batch 8");
+  EXPECT_EQ(e.linear_plan()[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
+  EXPECT_EQ(e.linear_plan().weight_layout(), weight_layout(ws.config(), k, 1));
+}
+
+// The int8 tiles in the whole engine: each sequence's context prefilled through the fp16 copies
+// of the int8 tiles in blocks of rows that start inside a tile, then the batched steps against
+// the reference; DECODEBENCH_INT8_TILES=off gives the paths before it (the skinny GEMM at 8
+// sequences) on the canonical weights.
+TEST(EngineBatchTiles, Int8PrefilledContextAndTheVariable) {
+  REQUIRE_GPU();
+  const WeightSource ws(tiny(Scheme::int8), "", 7);
+  const KernelInfo k = resolve_kernel("auto", Scheme::int8);
+  {
+    constexpr int64_t B = 3, context = 150, steps = 8;
+    const std::vector<Trace> cpu = cpu_batch(ws, B, context, steps);
+    Engine e(load_device_weights(ws, k, context + steps, false, B), k, context + steps, false, B,
+             std::nullopt, kSmallDequantChunk);
+    expect_tiles_paths(e, true, "int8 prefill batch 3", Scheme::int8);
+    const auto forced = forced_batch(e, context, cpu, true);
+    for (int64_t q = 0; q < B; ++q)
+      expect_reference_logits(forced[q], cpu[q], fmt::format("int8 tiles, prefilled, sequence {}", q));
+  }
+  struct Off {  // the variable off while it lives, as it was afterwards
+    const char* was = std::getenv("DECODEBENCH_INT8_TILES");
+    std::string old = was ? was : "";
+    Off() { setenv("DECODEBENCH_INT8_TILES", "off", 1); }
+    ~Off() {
+      if (was)
+        setenv("DECODEBENCH_INT8_TILES", old.c_str(), 1);
+      else
+        unsetenv("DECODEBENCH_INT8_TILES");
+    }
+  } off;
+  Engine e(ws, k, 16, false, 8);
+  expect_tiles_paths(e, false, "int8 off, batch 8", Scheme::int8);
   EXPECT_EQ(e.linear_plan()[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
   EXPECT_EQ(e.linear_plan().weight_layout(), weight_layout(ws.config(), k, 1));
 }

@@ -89,11 +89,12 @@ MatrixLayout fast_layout(Scheme s) {
   return s == Scheme::int4 ? MatrixLayout::int4_nibbles : MatrixLayout::canonical;
 }
 
-// DECODEBENCH_INT4_TILES set to `value` (null: unset) while it lives, as it was afterwards.
+// An environment variable (DECODEBENCH_INT4_TILES unless named) set to `value` (null: unset)
+// while it lives, as it was afterwards.
 class TilesVariable {
  public:
-  explicit TilesVariable(const char* value) {
-    if (const char* v = std::getenv(kName)) had_ = true, old_ = v;
+  explicit TilesVariable(const char* value, const char* name = "DECODEBENCH_INT4_TILES") : name_(name) {
+    if (const char* v = std::getenv(name_)) had_ = true, old_ = v;
     set(value);
   }
   ~TilesVariable() { set(had_ ? old_.c_str() : nullptr); }
@@ -101,23 +102,25 @@ class TilesVariable {
   TilesVariable& operator=(const TilesVariable&) = delete;
 
  private:
-  static constexpr const char* kName = "DECODEBENCH_INT4_TILES";
-  static void set(const char* v) {
+  void set(const char* v) {
     if (v)
-      setenv(kName, v, 1);
+      setenv(name_, v, 1);
     else
-      unsetenv(kName);
+      unsetenv(name_);
   }
+  const char* name_;
   bool had_ = false;
   std::string old_;
 };
 
-// Whether the plan lays a matrix out in tiles for the tiles GEMV: int4's fast kernel, 2 to 16
-// sequences, a shape the layout holds, the variable not off.
+// Whether the plan lays a matrix out in tiles for the tiles GEMV: int4's or int8's fast kernel,
+// 2 to 16 sequences, a shape the scheme's layout holds, the variables not off.
 bool expects_tiles(const LinearChoice& l, int64_t batch) {
   const char* why = nullptr;
-  return l.impl == LinearImpl::gemv_fast && batch >= 2 && batch <= kTilesGemvMaxBatch &&
-         int4_tiles_hold(l.shape, &why) && int4_tiles_enabled();
+  const bool holds =
+      l.shape.scheme == Scheme::int8 ? int8_tiles_hold(l.shape, &why) : int4_tiles_hold(l.shape, &why);
+  return l.impl == LinearImpl::gemv_fast && batch >= 2 && batch <= kTilesGemvMaxBatch && holds &&
+         tiles_enabled(l.shape.scheme);
 }
 
 }  // namespace
@@ -225,7 +228,10 @@ TEST(LinearPlan, Int4MatricesOfAtLeast2e8WeightsUseTheFragmentLayout) {
         for (const LinearChoice& l : p.linears) {
           const MatrixShape& m = l.shape;
           if (m.scheme != Scheme::int4 || l.impl != LinearImpl::gemv_fast) {
-            EXPECT_EQ(l.layout, MatrixLayout::canonical) << to_string(l.kind);  // what files hold
+            // What files hold, but int8's tiles at the tiles GEMV's batches.
+            const bool int8_tiles = m.scheme == Scheme::int8 && expects_tiles(l, batch);
+            EXPECT_EQ(l.layout, int8_tiles ? MatrixLayout::int8_tiles : MatrixLayout::canonical)
+                << to_string(l.kind);
             continue;
           }
           if (expects_tiles(l, batch)) continue;  // the tiles GEMV's batches (below)
@@ -259,6 +265,7 @@ TEST(LinearPlan, Int4MatricesTheTilesLayoutHoldsLieInItFrom2To16Sequences) {
     for_every_plan(models(), true,
                    [&](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
                      for (const LinearChoice& l : p.linears) {
+                       if (l.shape.scheme == Scheme::int8) continue;  // its own test, below
                        const bool tiles = l.shape.scheme == Scheme::int4 && expects_tiles(l, batch);
                        EXPECT_EQ(l.layout == MatrixLayout::int4_tiles, tiles) << to_string(l.kind);
                        EXPECT_EQ(l.batched == BatchedPath::tiles_gemv, tiles) << to_string(l.kind);
@@ -280,6 +287,64 @@ TEST(LinearPlan, Int4MatricesTheTilesLayoutHoldsLieInItFrom2To16Sequences) {
       plan_linears(load_model_config("tiny-int4"), resolve_kernel("auto", Scheme::int4), 8, 90, true);
   EXPECT_EQ(tiny[MatrixKind::qkv].layout, MatrixLayout::int4_nibbles);
   EXPECT_EQ(tiny[MatrixKind::qkv].batched, BatchedPath::skinny_gemm);
+}
+
+// The same for int8: from 2 to 16 sequences its fast-kernel matrices of whole 64-column steps
+// lie in the int8 tiles layout and run the tiles GEMV; batch 1 and past 16 keep the canonical
+// layout (the rows GEMV, the skinny GEMM). DECODEBENCH_INT8_TILES=off or DECODEBENCH_TILES=off
+// keeps the columns GEMV at 2 and the skinny GEMM above; DECODEBENCH_INT4_TILES does not touch
+// int8.
+TEST(LinearPlan, Int8MatricesLieInTheInt8TilesFrom2To16Sequences) {
+  for (const char* variable : {static_cast<const char*>(nullptr), "on", "off"})
+    for (const char* name : {"DECODEBENCH_INT8_TILES", "DECODEBENCH_TILES"}) {
+      const TilesVariable v(variable, name);
+      SCOPED_TRACE(std::string(name) + "=" + (variable ? variable : "unset"));
+      for_every_plan(models(), true,
+                     [&](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
+                       for (const LinearChoice& l : p.linears) {
+                         if (l.shape.scheme != Scheme::int8) continue;
+                         const bool tiles = expects_tiles(l, batch);
+                         EXPECT_EQ(l.layout == MatrixLayout::int8_tiles, tiles) << to_string(l.kind);
+                         EXPECT_EQ(l.batched == BatchedPath::tiles_gemv, tiles) << to_string(l.kind);
+                         if (variable && std::string(variable) == "off") EXPECT_FALSE(tiles);
+                       }
+                     });
+    }
+  const ModelConfig c = load_model_config("8b-int8");
+  const KernelInfo& k = resolve_kernel("auto", Scheme::int8);
+  for (const char* variable : {static_cast<const char*>(nullptr), "off"}) {
+    const TilesVariable v(variable, "DECODEBENCH_INT8_TILES");
+    const TilesVariable int4(variable ? nullptr : "off");  // int4's switch off: int8 keeps its tiles
+    const bool on = variable == nullptr;
+    EXPECT_EQ(tiles_enabled(Scheme::int8), on);
+    for (int64_t batch : {1, 2, 8, 16, 17}) {
+      const LinearPlan p = plan_linears(c, k, batch, 90, true);
+      const bool tiles = on && batch >= 2 && batch <= 16;
+      for (MatrixKind m : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down}) {
+        SCOPED_TRACE(std::string(to_string(m)) + " " + std::to_string(batch));
+        EXPECT_EQ(p[m].layout, tiles ? MatrixLayout::int8_tiles : MatrixLayout::canonical);
+        const BatchedPath off = batch == 1   ? BatchedPath::none
+                                : batch == 2 ? BatchedPath::gemv_columns
+                                             : BatchedPath::skinny_gemm;
+        EXPECT_EQ(p[m].batched, tiles ? BatchedPath::tiles_gemv : off);
+      }
+      EXPECT_EQ(p[MatrixKind::lm_head].layout, MatrixLayout::canonical);  // fp16
+      EXPECT_EQ(p.weight_layout().name(), tiles ? "int8-tiles (lm_head canonical)" : "canonical");
+    }
+  }
+  {
+    const TilesVariable v("off", "DECODEBENCH_TILES");
+    EXPECT_FALSE(tiles_enabled(Scheme::int8));
+    EXPECT_FALSE(tiles_enabled(Scheme::int4));
+    EXPECT_FALSE(int4_tiles_enabled());
+  }
+  const TilesVariable v("yes", "DECODEBENCH_INT8_TILES");
+  try {
+    plan_linears(c, k, 8, 90, true);
+    ADD_FAILURE() << "a value other than on or off";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("DECODEBENCH_INT8_TILES=yes: on or off", 0), 0u) << e.what();
+  }
 }
 
 // The variable is read at every plan: "off" keeps today's paths, "on" or unset allows the
@@ -327,7 +392,7 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
                          // streams fp16 faster than the skinny GEMM; the skinny GEMM takes int8 and int4 in
                          // the nibble order up to one launch of sequences; the rest is an fp16 copy for
                          // cuBLAS.
-                         if (l.layout == MatrixLayout::int4_tiles)
+                         if (l.layout == MatrixLayout::int4_tiles || l.layout == MatrixLayout::int8_tiles)
                            EXPECT_EQ(l.batched, BatchedPath::tiles_gemv);
                          else if (batch <= gemv_columns_crossover(l.shape.scheme) &&
                                   gemv_columns_takes(l.shape, l.layout, batch, &why))
@@ -358,7 +423,8 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
 }
 
 TEST(LinearPlan, TheColumnsGemvRunsTheFastKernelsLinearsUpToTheCrossover) {
-  const TilesVariable off("off");  // int4 as without the tiles GEMV (its own test is above)
+  // int4 and int8 as without the tiles GEMV (their own tests are above).
+  const TilesVariable off("off", "DECODEBENCH_TILES");
   // Every scheme's crossover is 2 (measured on the H200), within the kernel's instances.
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
     EXPECT_EQ(gemv_columns_crossover(s), 2) << to_string(s);
@@ -454,14 +520,19 @@ TEST(LinearPlan, TheWeightLayoutKeysWhichKernelsShareWeights) {
       // where int4's matrices the tiles layout holds lie in it (every int4 preset's but
       // tiny-int4's, whose groups of 64 it does not hold): one set of device weights serves a
       // sweep's runs of a kernel at batch 1 and past 16, another from 2 to 16.
+      // int8's fast kernel the same in the int8 tiles layout (every int8 preset's shapes).
       const char* why = nullptr;
-      const bool tiles = repacks && int4_tiles_hold(matrix_shape(c, MatrixKind::qkv), &why);
+      const bool int8_tiles = c.quant.scheme == Scheme::int8 && k->impl == LinearImpl::gemv_fast &&
+                              int8_tiles_hold(matrix_shape(c, MatrixKind::qkv), &why);
+      const bool tiles = (repacks && int4_tiles_hold(matrix_shape(c, MatrixKind::qkv), &why)) || int8_tiles;
+      const bool tiles_head = int8_tiles ? c.quant.lm_head == Scheme::int8 : head;
+      const std::string tiles_name = int8_tiles ? "int8-tiles" : "int4-tiles";
       const WeightLayout t = plan_linears(c, *k, 2, 90, true).weight_layout();
       for (int64_t batch : kBatches) {
         const bool tiles_batch = tiles && batch >= 2 && batch <= kTilesGemvMaxBatch;
         EXPECT_EQ(plan_linears(c, *k, batch, 80, false).weight_layout(), tiles_batch ? t : w) << batch;
       }
-      EXPECT_EQ(t.name(), tiles ? (head ? "int4-tiles" : "int4-tiles (lm_head canonical)") : w.name())
+      EXPECT_EQ(t.name(), tiles ? (tiles_head ? tiles_name : tiles_name + " (lm_head canonical)") : w.name())
           << k->name;
     }
     // int4.naive and int4.dequant-cublas read the canonical layout, int4.gemv its own.
@@ -623,6 +694,8 @@ TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {
   EXPECT_EQ(layouts_read(resolve_kernel("int4.gemv", Scheme::int4)),
             (std::vector<MatrixLayout>{MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments,
                                        MatrixLayout::int4_tiles}));
+  EXPECT_EQ(layouts_read(resolve_kernel("int8.gemv", Scheme::int8)),
+            (std::vector<MatrixLayout>{MatrixLayout::canonical, MatrixLayout::int8_tiles}));
 }
 
 TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesThem) {
@@ -648,6 +721,9 @@ TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesTh
   EXPECT_EQ(batched_paths(resolve_kernel("fp16.gemv", Scheme::fp16)),
             (std::vector<BatchedPath>{BatchedPath::gemv_columns, BatchedPath::cublas}));
   EXPECT_EQ(batched_paths(resolve_kernel("int4.gemv", Scheme::int4)),
+            (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns,
+                                      BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas}));
+  EXPECT_EQ(batched_paths(resolve_kernel("int8.gemv", Scheme::int8)),
             (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns,
                                       BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas}));
 }
@@ -707,6 +783,33 @@ TEST(ShapePredicates, TheTilesGemvTakesInt4InItsLayoutInGroupsOf128OrMoreUpTo16S
   EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int4_tiles, 2, &why));
   EXPECT_FALSE(skinny_gemm_takes(o, MatrixLayout::int4_tiles, &why));
   EXPECT_STREQ(to_string(MatrixLayout::int4_tiles), "int4-tiles");
+}
+
+TEST(ShapePredicates, TheTilesGemvTakesInt8InItsLayoutInWholeStepsOf64ColumnsUpTo16Sequences) {
+  const char* why = nullptr;
+  const MatrixShape o{Scheme::int8, 4100, 1024, 0, false};
+  EXPECT_TRUE(int8_tiles_hold(o, &why));
+  EXPECT_TRUE(tiles_hold(o, &why));
+  EXPECT_EQ(tiles_layout(Scheme::int8), MatrixLayout::int8_tiles);
+  EXPECT_EQ(tiles_layout(Scheme::int4), MatrixLayout::int4_tiles);
+  EXPECT_EQ(tiles_layout(Scheme::fp8), MatrixLayout::canonical);
+  EXPECT_TRUE(tiles_gemv_takes(o, MatrixLayout::int8_tiles, 2, &why));
+  EXPECT_TRUE(tiles_gemv_takes(o, MatrixLayout::int8_tiles, 16, &why));
+  EXPECT_FALSE(tiles_gemv_takes(o, MatrixLayout::int8_tiles, 17, &why));
+  EXPECT_FALSE(tiles_gemv_takes(o, MatrixLayout::canonical, 2, &why));
+  EXPECT_STREQ(why, "the tiles GEMV reads int8 in the int8 tiles layout");
+  EXPECT_FALSE(tiles_gemv_takes(o, MatrixLayout::int4_tiles, 2, &why));
+  EXPECT_TRUE(int8_tiles_hold({Scheme::int8, 200, 384, 0, false}, &why));
+  EXPECT_FALSE(int8_tiles_hold({Scheme::int8, 4096, 4128, 0, false}, &why));  // 4128 = 64 * 64 + 32
+  EXPECT_STREQ(why, "the int8 tiles layout needs whole steps of 64 columns a row");
+  EXPECT_FALSE(int8_tiles_hold({Scheme::int4, 4096, 4096, 128, false}, &why));
+  EXPECT_STREQ(why, "the int8 tiles layout holds int8 weights");
+  // No other kernel reads it.
+  EXPECT_FALSE(fast_gemv_takes(o, MatrixLayout::int8_tiles, &why));
+  EXPECT_STREQ(why, "the fast GEMV reads int8 in the canonical layout, not the tiles layout");
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int8_tiles, 2, &why));
+  EXPECT_FALSE(skinny_gemm_takes(o, MatrixLayout::int8_tiles, &why));
+  EXPECT_STREQ(to_string(MatrixLayout::int8_tiles), "int8-tiles");
 }
 
 TEST(ShapePredicates, EachKernelsLimitsInWordsAResultCanCarry) {

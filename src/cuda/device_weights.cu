@@ -112,12 +112,16 @@ uint64_t aligned(uint64_t n) {
   return (n + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
 }
 
-// The largest canonical matrix of the kinds `layout` puts in the tiles layout: the staging copy
+bool is_tiles(MatrixLayout l) {
+  return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles;
+}
+
+// The largest canonical matrix of the kinds `layout` puts in a tiles layout: the staging copy
 // they are filled into before their repack (0: none).
 uint64_t tiles_staging_bytes(const ModelConfig& c, const WeightLayout& layout) {
   uint64_t n = 0;
   for (MatrixKind k : kAllMatrixKinds)
-    if (layout.matrices[static_cast<int>(k)] == MatrixLayout::int4_tiles)
+    if (is_tiles(layout.matrices[static_cast<int>(k)]))
       n = std::max(n,
                    device_matrix_bytes(device_matrix(matrix_shape(c, k), MatrixLayout::canonical)).total());
   return n > 0 ? n + 2 * kStagingAlign : 0;  // its arrays each start aligned
@@ -201,8 +205,8 @@ void DeviceWeights::fill(const WeightSource& ws) {
     if (b.zeros) m.zeros = static_cast<uint8_t*>(alloc(b.zeros));
   };
 
-  // The tiles layout is not made in place (its tiles and meta words take more bytes than the
-  // canonical arrays): a matrix headed there is filled into a canonical staging copy, one
+  // The tiles layouts are not made in place (their padded tiles, and int4's meta words, take more
+  // bytes than the canonical arrays): a matrix headed there is filled into a canonical staging copy, one
   // buffer for every such matrix in turn (stream order keeps each repack's reads before the next
   // fill's writes), and repacked from it.
   struct Staging {
@@ -214,7 +218,7 @@ void DeviceWeights::fill(const WeightSource& ws) {
   if (const uint64_t n = tiles_staging_bytes(c_, layout_); n > 0) CUDA_CHECK(cudaMalloc(&staging.p, n));
   // The matrix a fill writes: `m` itself, or for the tiles layout the staging copy of its shape.
   auto fill_target = [&](const DeviceMatrix& m) {
-    if (!m.int4_tiles) return m;
+    if (!in_tiles(m)) return m;
     DeviceMatrix c = device_matrix(shape_of(m), MatrixLayout::canonical);
     const MatrixBytes b = device_matrix_bytes(c);
     uint8_t* p = static_cast<uint8_t*>(staging.p);
@@ -226,6 +230,7 @@ void DeviceWeights::fill(const WeightSource& ws) {
   // After its fill: the staging copy of a tiles matrix into the matrix.
   auto finish_target = [&](const DeviceMatrix& target, const DeviceMatrix& m) {
     if (m.int4_tiles) repack_int4_tiles(target, m, s);
+    if (m.int8_tiles) repack_int8_tiles(target, m, s);
   };
 
   Stager stager;
@@ -272,9 +277,8 @@ void DeviceWeights::fill(const WeightSource& ws) {
                                                        {&d.gate_up, MatrixKind::gate_up},
                                                        {&d.down, MatrixKind::down}};
     for (const auto& [m, kind] : ms) {
-      const bool in_tiles = layout_.matrices[static_cast<int>(kind)] == MatrixLayout::int4_tiles;
-      *m = device_matrix(matrix_shape(c_, kind),
-                         in_tiles ? MatrixLayout::int4_tiles : MatrixLayout::canonical);
+      const MatrixLayout l = layout_.matrices[static_cast<int>(kind)];
+      *m = device_matrix(matrix_shape(c_, kind), is_tiles(l) ? l : MatrixLayout::canonical);
       alloc_matrix(*m);
     }
     const DeviceMatrix qkv = fill_target(d.qkv);
@@ -298,9 +302,9 @@ void DeviceWeights::fill(const WeightSource& ws) {
   if (tied) {
     lm_head_ = embedding_;
   } else {
-    const bool in_tiles = layout_.matrices[static_cast<int>(MatrixKind::lm_head)] == MatrixLayout::int4_tiles;
-    lm_head_ = device_matrix(matrix_shape(c_, MatrixKind::lm_head),
-                             in_tiles ? MatrixLayout::int4_tiles : MatrixLayout::canonical);
+    const MatrixLayout l = layout_.matrices[static_cast<int>(MatrixKind::lm_head)];
+    lm_head_ =
+        device_matrix(matrix_shape(c_, MatrixKind::lm_head), is_tiles(l) ? l : MatrixLayout::canonical);
     alloc_matrix(lm_head_);
     const DeviceMatrix head = fill_target(lm_head_);
     fill_matrix(ws, ws.lm_head(), head, {}, stager, s);

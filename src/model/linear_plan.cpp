@@ -25,6 +25,8 @@ const char* to_string(MatrixLayout l) {
       return "int4-fragments";
     case MatrixLayout::int4_tiles:
       return "int4-tiles";
+    case MatrixLayout::int8_tiles:
+      return "int8-tiles";
   }
   return "?";
 }
@@ -51,6 +53,10 @@ bool fast_gemv_takes(const MatrixShape& m, MatrixLayout layout, const char** why
     *why = "the fast GEMV reads int4 in the nibble order or the fragment layout, not the tiles layout";
     return false;
   }
+  if (layout == MatrixLayout::int8_tiles) {
+    *why = "the fast GEMV reads int8 in the canonical layout, not the tiles layout";
+    return false;
+  }
   return true;
 }
 
@@ -70,6 +76,10 @@ bool skinny_gemm_takes(const MatrixShape& m, MatrixLayout layout, const char** w
   if (m.scheme == Scheme::int4 && (layout != MatrixLayout::int4_nibbles || !streamable_group(m.group_size))) {
     *why =
         "the skinny GEMM reads int4 in the repacked nibble layout with a power-of-two group of at least 32";
+    return false;
+  }
+  if (m.scheme != Scheme::int4 && layout != MatrixLayout::canonical) {
+    *why = "the skinny GEMM reads int8, fp8 and fp16 in the canonical layout";
     return false;
   }
   return true;
@@ -109,10 +119,34 @@ bool int4_tiles_hold(const MatrixShape& m, const char** why) {
   return true;
 }
 
+bool int8_tiles_hold(const MatrixShape& m, const char** why) {
+  if (m.scheme != Scheme::int8) {
+    *why = "the int8 tiles layout holds int8 weights";
+    return false;
+  }
+  if (m.cols % 64 != 0) {
+    *why = "the int8 tiles layout needs whole steps of 64 columns a row";
+    return false;
+  }
+  return true;
+}
+
+MatrixLayout tiles_layout(Scheme s) {
+  return s == Scheme::int4   ? MatrixLayout::int4_tiles
+         : s == Scheme::int8 ? MatrixLayout::int8_tiles
+                             : MatrixLayout::canonical;
+}
+
+bool tiles_hold(const MatrixShape& m, const char** why) {
+  if (m.scheme == Scheme::int8) return int8_tiles_hold(m, why);
+  return int4_tiles_hold(m, why);
+}
+
 bool tiles_gemv_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why) {
-  if (!int4_tiles_hold(m, why)) return false;
-  if (layout != MatrixLayout::int4_tiles) {
-    *why = "the tiles GEMV reads int4 in the tiles layout";
+  if (!tiles_hold(m, why)) return false;
+  if (layout != tiles_layout(m.scheme)) {
+    *why = m.scheme == Scheme::int8 ? "the tiles GEMV reads int8 in the int8 tiles layout"
+                                    : "the tiles GEMV reads int4 in the tiles layout";
     return false;
   }
   if (batch < 1 || batch > kTilesGemvMaxBatch) {
@@ -122,11 +156,25 @@ bool tiles_gemv_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, 
   return true;
 }
 
-bool int4_tiles_enabled() {
-  const char* v = std::getenv("DECODEBENCH_INT4_TILES");
+namespace {
+// An on/off switch of the environment: unset, empty or "on" is on.
+bool switch_on(const char* name, const char* what) {
+  const char* v = std::getenv(name);
   if (!v || !*v || std::strcmp(v, "on") == 0) return true;
   if (std::strcmp(v, "off") == 0) return false;
-  fail("DECODEBENCH_INT4_TILES={}: on or off (off keeps the columns GEMV and the skinny GEMM for int4)", v);
+  fail("{}={}: on or off (off keeps the columns GEMV and the skinny GEMM for {})", name, v, what);
+}
+}  // namespace
+
+bool tiles_enabled(Scheme s) {
+  if (!switch_on("DECODEBENCH_TILES", "int4 and int8")) return false;
+  if (s == Scheme::int4) return switch_on("DECODEBENCH_INT4_TILES", "int4");
+  if (s == Scheme::int8) return switch_on("DECODEBENCH_INT8_TILES", "int8");
+  return false;
+}
+
+bool int4_tiles_enabled() {
+  return tiles_enabled(Scheme::int4);
 }
 
 bool prefers_int4_fragments(int64_t rows, int64_t cols, int group_size) {
@@ -186,12 +234,15 @@ std::string skinny_shape_label(const SkinnyShape& s) {
 }
 
 std::string WeightLayout::name() const {
-  const auto tiles = [](MatrixLayout l) { return l == MatrixLayout::int4_tiles; };
+  const auto tiles = [](MatrixLayout l) {
+    return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles;
+  };
   if (std::any_of(matrices.begin(), matrices.end(), tiles)) {
-    const MatrixLayout head = matrices[static_cast<int>(MatrixKind::lm_head)];
-    if (std::all_of(matrices.begin(), matrices.end() - 1, tiles)) {
-      if (tiles(head)) return "int4-tiles";
-      if (head == MatrixLayout::canonical) return "int4-tiles (lm_head canonical)";
+    const MatrixLayout head = matrices[static_cast<int>(MatrixKind::lm_head)], first = matrices[0];
+    const auto same = [&](MatrixLayout l) { return l == first; };
+    if (tiles(first) && std::all_of(matrices.begin(), matrices.end() - 1, same)) {
+      if (head == first) return to_string(first);
+      if (head == MatrixLayout::canonical) return fmt::format("{} (lm_head canonical)", to_string(first));
     }
     std::string v;
     for (MatrixKind k : kAllMatrixKinds)
@@ -258,15 +309,15 @@ bool repacks_int4(Scheme s, LinearImpl impl) {
 }
 
 // Whether the batched step runs the matrix on the tiles GEMV at `batch` sequences, and so
-// lays it out in the tiles layout: int4's fast kernel, from 2 to kTilesGemvMaxBatch sequences,
-// a matrix the layout holds, unless DECODEBENCH_INT4_TILES=off. Every batched path the engine
-// takes such a matrix through reads the layout: the GEMV, the prefill's fp16 copies
-// (dequantize_rows_to_f16), and a merged adapter's merge, which is done on the canonical
-// layout before the repack.
+// lays it out in its scheme's tiles layout: int4's and int8's fast kernel, from 2 to
+// kTilesGemvMaxBatch sequences, a matrix the layout holds, unless tiles_enabled says off.
+// Every batched path the engine takes such a matrix through reads the layout: the GEMV, the
+// prefill's fp16 copies (dequantize_rows_to_f16), and a merged adapter's merge, which is done
+// on the canonical layout before the repack.
 bool runs_tiles(const MatrixShape& m, LinearImpl impl, int64_t batch) {
   const char* why = nullptr;
-  return repacks_int4(m.scheme, impl) && batch >= 2 && batch <= kTilesGemvMaxBatch &&
-         int4_tiles_hold(m, &why) && int4_tiles_enabled();
+  return (m.scheme == Scheme::int4 || m.scheme == Scheme::int8) && impl == LinearImpl::gemv_fast &&
+         batch >= 2 && batch <= kTilesGemvMaxBatch && tiles_hold(m, &why) && tiles_enabled(m.scheme);
 }
 
 // The layout the matrix lies in for `impl` at `batch` sequences: repacked where the fast GEMV
@@ -275,6 +326,7 @@ bool runs_tiles(const MatrixShape& m, LinearImpl impl, int64_t batch) {
 // matrix the fast GEMV cannot take stays canonical, for the plain GEMV or for the refusal).
 MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl, int64_t batch) {
   const char* why = nullptr;
+  if (m.scheme == Scheme::int8 && runs_tiles(m, impl, batch)) return MatrixLayout::int8_tiles;
   if (!repacks_int4(m.scheme, impl) || !fast_gemv_takes(m, MatrixLayout::int4_nibbles, &why))
     return MatrixLayout::canonical;
   if (runs_tiles(m, impl, batch)) return MatrixLayout::int4_tiles;
@@ -450,8 +502,9 @@ std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
   switch (kernel.impl) {
     case LinearImpl::gemv_fast:
       if (kernel.scheme == Scheme::fp16) return {BatchedPath::gemv_columns, BatchedPath::cublas};
-      if (kernel.scheme ==
-          Scheme::int4)  // a matrix the tiles layout holds takes the first, others the second
+      if (kernel.scheme == Scheme::int4 ||
+          kernel.scheme ==
+              Scheme::int8)  // a matrix the tiles layout holds takes the first, others the second
         return {BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::skinny_gemm,
                 BatchedPath::fp16_copy_cublas};
       return {BatchedPath::gemv_columns, BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas};
@@ -468,6 +521,8 @@ std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
 std::vector<MatrixLayout> layouts_read(const KernelInfo& kernel) {
   if (repacks_int4(kernel.scheme, kernel.impl))
     return {MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments, MatrixLayout::int4_tiles};
+  if (kernel.scheme == Scheme::int8 && kernel.impl == LinearImpl::gemv_fast)
+    return {MatrixLayout::canonical, MatrixLayout::int8_tiles};
   return {MatrixLayout::canonical};
 }
 

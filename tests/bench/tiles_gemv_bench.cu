@@ -1,6 +1,9 @@
 // The tiles GEMV (kernels/gemv_tiles.cu) on its own, every instantiated shape (lab tool, not a
 // test):
-//   build-gpu/decodebench_tiles_gemv_bench [--check-only] [rows cols]...
+//   build-gpu/decodebench_tiles_gemv_bench [--int8] [--check-only] [rows cols]...
+//
+// int4 by default; --int8 the same on int8 weights (int8_tiles_layout.h, repack_int8_tiles),
+// beside the rows GEMV on the canonical int8 layout.
 //
 // The product's kernel and repack, as the batched step runs them at 2 to 16 sequences
 // (gemv_tiles.cuh says why the design); here also at 1, beside the rows GEMV. Each matrix is
@@ -32,6 +35,7 @@
 #include "gemv.cuh"
 #include "gemv_tiles.cuh"
 #include "int4_tiles_layout.h"
+#include "int8_tiles_layout.h"
 #include "weights.cuh"
 
 using namespace db;
@@ -49,6 +53,13 @@ constexpr int kGroup = kStepCols;                   // the bench's groups: 128 c
 // 2^-23 of its operands (the tensor cores' fp32 adds truncate, so a whole ulp).
 double tiles_bound(int64_t cols, int warps) {
   return std::ldexp(static_cast<double>(kStepCols + 1 + cols / kStepCols + warps), -23);
+}
+// int8: the mmas accumulate straight into the row's sums, so a term passes through 16
+// additions in its mma, one a later mma of its warp (4 a step of 64 columns), the warps' sums
+// and the row scale's product.
+double tiles8_bound(int64_t cols, int warps) {
+  const int64_t steps = cols / tiles8::kStepCols;
+  return std::ldexp(static_cast<double>(16 + 4 * ((steps + warps - 1) / warps) + warps + 1), -23);
 }
 
 uint16_t f16_bits(float v) {
@@ -91,6 +102,26 @@ DeviceMatrix upload(const std::vector<uint8_t>& q, const std::vector<uint8_t>& z
   return t;
 }
 
+// Codes q (-128..127) and a scale s a row: the canonical int8 matrix on the device, repacked
+// into the int8 tiles layout by the product's repack.
+DeviceMatrix upload8(const std::vector<int8_t>& q, const std::vector<float>& s, int64_t rows, int64_t cols) {
+  const MatrixShape shape{Scheme::int8, rows, cols, 0, false};
+  DeviceMatrix c = device_matrix(shape, MatrixLayout::canonical);
+  std::vector<uint16_t> scales(s.size());
+  for (size_t i = 0; i < s.size(); ++i) scales[i] = f16_bits(s[i]);
+  c.qweight = uploaded(q, q.size());
+  c.scales = reinterpret_cast<__half*>(uploaded(scales, scales.size() * 2));
+  DeviceMatrix t = device_matrix(shape, MatrixLayout::int8_tiles);
+  const MatrixBytes tb = device_matrix_bytes(t);
+  CUDA_CHECK(cudaMalloc(&t.qweight, tb.weights));
+  CUDA_CHECK(cudaMalloc(&t.scales, tb.scales));
+  repack_int8_tiles(c, t, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  cudaFree(c.qweight);
+  cudaFree(c.scales);
+  return t;
+}
+
 // Another copy of `t` on the GPU (the timing's copies).
 DeviceMatrix clone(const DeviceMatrix& t) {
   DeviceMatrix c = t;
@@ -113,14 +144,16 @@ std::string label(const TilesShape& sh) {
 
 // Every shape at 1, 2, 3, 8, 9 and 16 sequences, and the default shape at each, against the
 // CPU's double-precision dot; returns the number of outputs past their bound.
-int64_t check(int64_t rows, int64_t cols, std::mt19937& rng) {
-  const int64_t groups = cols / kGroup;
-  std::vector<uint8_t> q(rows * cols), z(rows * groups);
+int64_t check(int64_t rows, int64_t cols, std::mt19937& rng, bool int8) {
+  const int64_t groups = int8 ? 1 : cols / kGroup, group = cols / groups;  // int8: a scale a row
+  std::vector<uint8_t> q(rows * cols), z(rows * groups, 0);
   std::vector<float> s(rows * groups);
-  for (uint8_t& v : q) v = static_cast<uint8_t>(rng() % 16);
-  for (uint8_t& v : z) v = static_cast<uint8_t>(rng() % 16);
+  for (uint8_t& v : q) v = static_cast<uint8_t>(rng() % (int8 ? 256 : 16));
+  if (!int8)
+    for (uint8_t& v : z) v = static_cast<uint8_t>(rng() % 16);
   for (float& v : s) v = __half2float(__float2half_rn(std::ldexp(1.f + (rng() % 1024) / 1024.f, -10)));
-  DeviceMatrix t = upload(q, z, s, rows, cols);
+  std::vector<int8_t> q8(q.begin(), q.end());  // int8: the same bytes as signed codes
+  DeviceMatrix t = int8 ? upload8(q8, s, rows, cols) : upload(q, z, s, rows, cols);
   const int max_b = 16;
   std::vector<__half> xh(max_b * cols);
   std::vector<double> xd(max_b * cols);
@@ -138,8 +171,8 @@ int64_t check(int64_t rows, int64_t cols, std::mt19937& rng) {
     for (int64_t r = 0; r < rows; ++r) {
       double sum = 0, m = 0;
       for (int64_t k = 0; k < cols; ++k) {
-        const double v = s[r * groups + k / kGroup] * (double(q[r * cols + k]) - z[r * groups + k / kGroup]) *
-                         xd[n * cols + k];
+        const double code = int8 ? double(q8[r * cols + k]) : double(q[r * cols + k]) - z[r * groups + k / group];
+        const double v = s[r * groups + k / group] * code * xd[n * cols + k];
         sum += v;
         m += std::fabs(v);
       }
@@ -160,7 +193,8 @@ int64_t check(int64_t rows, int64_t cols, std::mt19937& rng) {
       int64_t here = 0;
       for (int n = 0; n < b; ++n)
         for (int64_t r = 0; r < rows; ++r) {
-          const double bound = tiles_bound(cols, sh.warps) * mag[n * rows + r] + 1e-30;
+          const double bound =
+              (int8 ? tiles8_bound(cols, sh.warps) : tiles_bound(cols, sh.warps)) * mag[n * rows + r] + 1e-30;
           const double err = std::fabs(got[n * rows + r] - ref[n * rows + r]);
           worst = std::max(worst, err / bound);
           if (!(err <= bound)) {
@@ -182,14 +216,15 @@ int64_t check(int64_t rows, int64_t cols, std::mt19937& rng) {
 
 // The engine's int4 matrix (groups of 128 with zero points, its repacked layout) filled with
 // small finite values, for the rows GEMV's time at batch 1.
-DeviceMatrix engine_copy(int64_t rows, int64_t cols) {
+// int8: its canonical layout, a scale a row.
+DeviceMatrix engine_copy(int64_t rows, int64_t cols, bool int8) {
   DeviceMatrix d;
-  d.scheme = Scheme::int4;
+  d.scheme = int8 ? Scheme::int8 : Scheme::int4;
   d.rows = rows;
   d.cols = cols;
-  d.group_size = kGroup;
-  d.zero_point = true;
-  d.int4_repacked = true;
+  d.group_size = int8 ? 0 : kGroup;
+  d.zero_point = !int8;
+  d.int4_repacked = !int8;
   const MatrixBytes b = device_matrix_bytes(d);
   auto filled = [](size_t bytes, int value) {
     void* p = nullptr;
@@ -199,7 +234,7 @@ DeviceMatrix engine_copy(int64_t rows, int64_t cols) {
   };
   d.qweight = filled(b.weights, 0x21);
   d.scales = static_cast<__half*>(filled(b.scales, 0x11));
-  d.zeros = static_cast<uint8_t*>(filled(b.zeros, 0x08));
+  if (b.zeros) d.zeros = static_cast<uint8_t*>(filled(b.zeros, 0x08));
   return d;
 }
 
@@ -208,6 +243,8 @@ DeviceMatrix engine_copy(int64_t rows, int64_t cols) {
 int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> shapes = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
   int arg = 1;
+  const bool int8 = arg < argc && std::strcmp(argv[arg], "--int8") == 0;
+  arg += int8;
   const bool check_only = arg < argc && std::strcmp(argv[arg], "--check-only") == 0;
   arg += check_only;
   if (arg + 1 < argc) {
@@ -216,7 +253,7 @@ int main(int argc, char** argv) {
   }
   try {
     std::mt19937 rng(2026);
-    int64_t bad = check(48, 256, rng) + check(200, 384, rng) + check(4096, 4096, rng);
+    int64_t bad = check(48, 256, rng, int8) + check(200, 384, rng, int8) + check(4096, 4096, rng, int8);
     fmt::print("{{\"checks\": \"{}\"}}\n", bad == 0 ? "PASS" : "FAIL");
     if (bad != 0) return 1;
     if (check_only) return 0;
@@ -234,15 +271,16 @@ int main(int argc, char** argv) {
     uint64_t tiles_layer = 0, engine_layer = 0;
     for (size_t i = 0; i < shapes.size(); ++i) {
       const auto [rows, cols] = shapes[i];
-      const int64_t groups = cols / kGroup;
+      const int64_t groups = int8 ? 1 : cols / kGroup;
       std::vector<uint8_t> q(rows * cols, 5), z(rows * groups, 8);
       std::vector<float> s(rows * groups, 1.f / 512);
-      const DeviceMatrix one = upload(q, z, s, rows, cols);
+      const DeviceMatrix one = int8 ? upload8(std::vector<int8_t>(rows * cols, 5), s, rows, cols)
+                                    : upload(q, z, s, rows, cols);
       const uint64_t bytes = device_matrix_bytes(one).total();
       const size_t n = kRotateBytes / bytes + 2;
       tiles[i].push_back(one);
       for (size_t k = 1; k < n; ++k) tiles[i].push_back(clone(one));
-      for (size_t k = 0; k < n; ++k) engine[i].push_back(engine_copy(rows, cols));
+      for (size_t k = 0; k < n; ++k) engine[i].push_back(engine_copy(rows, cols, int8));
       tiles_layer += bytes;
       engine_layer += device_matrix_bytes(engine[i][0]).total();
     }
@@ -256,8 +294,8 @@ int main(int argc, char** argv) {
       }
       fmt::print(
           "{{\"kernel\": \"{}\", \"batch\": {}, \"shape\": \"{}\", \"us_layer\": {:.2f}, \"gbps\": {:.0f}, "
-          "\"us_matrices\": [{}]}}\n",
-          kernel, batch, shape, total, bytes / total / 1e3, each);
+          "\"us_matrices\": [{}], \"scheme\": \"{}\"}}\n",
+          kernel, batch, shape, total, bytes / total / 1e3, each, int8 ? "int8" : "int4");
       std::fflush(stdout);
     };
     {  // the rows GEMV at batch 1
