@@ -209,28 +209,32 @@ __device__ __forceinline__ void dequant8(const uint4& v, int s, uint32_t (&a)[4]
 }
 
 // Bits: the scheme's tiles (4: int4, 8: int8); RT row tiles a block, NT tiles of 8 sequences (1:
-// up to 8, 2: up to 16), W warps.
-template <int Bits, int RT, int NT, int W>
+// up to 8, 2: up to 16), W warps; D: the steps of weights a warp has in flight beyond the one it
+// multiplies (1: the next; 2 and 4, lab builds only: D times the bytes in flight an SM for
+// ~(D - 1) 8 RT more registers).
+template <int Bits, int RT, int NT, int W, int D>
 __global__ void __launch_bounds__(W* kWarp) gemv_tiles_kernel(TilesArgs a) {
+  static_assert(D >= 1 && D <= 4, "one to four steps of weights ahead");
   using T = Tiles<Bits>;
   pdl_trigger();  // the next kernel may launch and issue its own weight loads
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row_tiles = tiles::row_tiles(a.rows), steps = a.cols / T::step_cols;
   const int64_t rt0 = int64_t{blockIdx.x} * RT;
   float tot[RT][NT][4] = {};
-  StepWeights<RT> wc;
+  StepWeights<RT> ring[D];  // ring[k]: the weights of the warp's step k ahead of this one (0: this)
   StepInputs<NT, T::pieces> xc;
-  // Launched with PDL (pdl.cuh): the first step's weights before the wait, x after it.
-  if (warp < steps) load_weights<Bits, RT>(a, rt0, row_tiles, warp, lane, wc);
+  // Launched with PDL (pdl.cuh): the first D steps' weights before the wait, x after it.
+#pragma unroll
+  for (int k = 0; k < D; ++k)
+    if (warp + k * W < steps) load_weights<Bits, RT>(a, rt0, row_tiles, warp + k * W, lane, ring[k]);
   pdl_wait();
   if (warp < steps) load_inputs<Bits, NT>(a, warp, lane, xc);
   for (int64_t i = warp; i < steps; i += W) {
-    StepWeights<RT> wn;
+    StepWeights<RT> wn;  // step i + D W's weights, step i + W's x (x comes from L2, not HBM)
     StepInputs<NT, T::pieces> xn;
-    if (i + W < steps) {
-      load_weights<Bits, RT>(a, rt0, row_tiles, i + W, lane, wn);
-      load_inputs<Bits, NT>(a, i + W, lane, xn);
-    }
+    if (i + D * W < steps) load_weights<Bits, RT>(a, rt0, row_tiles, i + D * W, lane, wn);
+    if (i + W < steps) load_inputs<Bits, NT>(a, i + W, lane, xn);
+    const StepWeights<RT>& wc = ring[0];
     if constexpr (Bits == 8) {  // the mmas straight into the row's sums: the scale is the epilogue's
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -271,7 +275,9 @@ __global__ void __launch_bounds__(W* kWarp) gemv_tiles_kernel(TilesArgs a) {
         }
       }
     }
-    wc = wn;
+#pragma unroll
+    for (int k = 0; k + 1 < D; ++k) ring[k] = ring[k + 1];
+    ring[D - 1] = wn;
     xc = xn;
   }
   // The warps' sums in shared memory, added in warp order: thread idx finishes row tile t, row
@@ -300,18 +306,26 @@ __global__ void __launch_bounds__(W* kWarp) gemv_tiles_kernel(TilesArgs a) {
 // ------------------------------------------------------------------ launcher
 
 // The instantiated shapes, (row tiles, warps), each at NT 1 and 2: the lab bench's. ptxas -v
-// (sm_90, nvcc 13): none spills; the registers a thread are in docs/kernels.md.
+// (sm_90, nvcc 13): none spills; the registers a thread are in docs/kernels.md. Lab builds
+// (DB_DEV) also instantiate the kernels more steps ahead (row tiles, warps, D) of
+// DB_TILES_AHEAD_SHAPES, for the bench and the gpu tests; the product runs D 1.
 // clang-format off
 #define DB_TILES_SHAPES(X) X(1, 4) X(2, 4) X(1, 8) X(2, 8) X(4, 4)
+#define DB_TILES_AHEAD_SHAPES(X) X(1, 4, 2) X(2, 4, 2) X(1, 8, 2) X(2, 8, 2) X(1, 4, 4) X(1, 8, 4) X(2, 8, 4)
 // clang-format on
 
 template <int Bits>
-const void* kernel_of(int nt, int rt, int warps) {
-#define DB_TILES(RT_, W_)                                                                \
-  if (rt == RT_ && warps == W_)                                                          \
-    return nt == 1 ? reinterpret_cast<const void*>(&gemv_tiles_kernel<Bits, RT_, 1, W_>) \
-                   : reinterpret_cast<const void*>(&gemv_tiles_kernel<Bits, RT_, 2, W_>);
-  DB_TILES_SHAPES(DB_TILES)
+const void* kernel_of(int nt, int rt, int warps, int ahead) {
+#define DB_TILES(RT_, W_, D_)                                                                \
+  if (rt == RT_ && warps == W_ && ahead == D_)                                               \
+    return nt == 1 ? reinterpret_cast<const void*>(&gemv_tiles_kernel<Bits, RT_, 1, W_, D_>) \
+                   : reinterpret_cast<const void*>(&gemv_tiles_kernel<Bits, RT_, 2, W_, D_>);
+#define DB_TILES_1(RT_, W_) DB_TILES(RT_, W_, 1)
+  DB_TILES_SHAPES(DB_TILES_1)
+#if defined(DB_DEV)
+  DB_TILES_AHEAD_SHAPES(DB_TILES)
+#endif
+#undef DB_TILES_1
 #undef DB_TILES
   return nullptr;
 }
@@ -320,12 +334,13 @@ const void* kernel_of(int nt, int rt, int warps) {
 const void* kernel_for(Scheme scheme, int nt, TilesShape s) {
   const void* k = nullptr;
   if (scheme == Scheme::int4)
-    k = kernel_of<4>(nt, s.row_tiles, s.warps);
+    k = kernel_of<4>(nt, s.row_tiles, s.warps, s.ahead);
   else if (scheme == Scheme::int8)
-    k = kernel_of<8>(nt, s.row_tiles, s.warps);
+    k = kernel_of<8>(nt, s.row_tiles, s.warps, s.ahead);
   else
     fail("tiles GEMV: int4 and int8 only, not {}", to_string(scheme));
-  if (!k) fail("tiles GEMV: no kernel for {} row tiles x {} warps", s.row_tiles, s.warps);
+  if (!k)
+    fail("tiles GEMV: no kernel for {} row tiles x {} warps, {} steps ahead", s.row_tiles, s.warps, s.ahead);
   return k;
 }
 
@@ -352,7 +367,8 @@ double tiles_shape_us(int64_t rows, int64_t cols, TilesShape shape, int occupanc
   double us = 0;
   for (int64_t left = per_sm; left > 0; left -= occupancy) {
     const int64_t resident = std::min<int64_t>(left, occupancy);
-    const double kib = static_cast<double>(resident) * shape.warps * shape.row_tiles;  // 1 KiB a row tile
+    const double kib = static_cast<double>(resident) * shape.warps * shape.row_tiles *
+                       shape.ahead;                                       // 1 KiB a row tile and step
     us += resident * block_bytes / (tiles_stream_gbps(kib) * 1e3 / sms);  // bytes / (bytes a us an SM)
   }
   return us;
@@ -374,6 +390,7 @@ TilesShape tiles_shape(const DeviceMatrix& w, int64_t batch) {
   double best_us = std::numeric_limits<double>::infinity();
   const int bits = w.scheme == Scheme::int8 ? 8 : 4;
   for (const TilesShape& s : tiles_kernel_shapes()) {  // the first of equal ones
+    if (s.ahead != 1) continue;                        // the lab's
     const int occupancy = blocks_per_sm(kernel_for(w.scheme, nt, s), 0, s.warps * kWarp);
     const double us = tiles_shape_us(w.rows, w.cols, s, occupancy, sm_count(), bits);
     if (us < best_us) best = s, best_us = us;
@@ -417,9 +434,15 @@ void gemv_tiles(const DeviceMatrix& w, const __half* x, int64_t batch, float* y,
 
 std::vector<TilesShape> tiles_kernel_shapes() {
   std::vector<TilesShape> v;
-#define DB_TILES(RT_, W_) v.push_back({RT_, W_});
+#define DB_TILES(RT_, W_) v.push_back({RT_, W_, 1});
   DB_TILES_SHAPES(DB_TILES)
 #undef DB_TILES
+#if defined(DB_DEV)
+#define DB_TILES(RT_, W_, D_) v.push_back({RT_, W_, D_});
+  DB_TILES_AHEAD_SHAPES(DB_TILES)
+#undef DB_TILES
+#endif
+#undef DB_TILES_AHEAD_SHAPES
 #undef DB_TILES_SHAPES
   return v;
 }

@@ -37,6 +37,7 @@ void gemv_tiles(const DeviceMatrix& w, const __half* x, int64_t batch, float* y,
 // which split the row's steps of 128 columns between them. 0 in both: the default's.
 struct TilesShape {
   int row_tiles = 0, warps = 0;
+  int ahead = 1;  // steps of weights a warp has in flight beyond its current one (2, 4: lab builds)
 };
 // The shape gemv_tiles() runs `batch` sequences on the matrix at (tiles_shape_us's fastest of
 // the instantiated shapes, at the occupancy each instance's registers give).
@@ -45,15 +46,17 @@ TilesShape tiles_shape(const DeviceMatrix& w, int64_t batch);
 // instantiated shapes (tiles_kernel_shapes) launch; others fail with the reason.
 void gemv_tiles_shaped(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
                        TilesShape shape, cudaStream_t s);
-// The instantiated (row tiles, warps), each for up to 8 and up to 16 sequences.
+// The instantiated (row tiles, warps), each for up to 8 and up to 16 sequences; in lab builds
+// also the instances more steps ahead (ahead 2 and 4), which tiles_shape() never chooses.
 std::vector<TilesShape> tiles_kernel_shapes();
 
 // The model tiles_shape() decides with, host arithmetic without a GPU: the microseconds a
 // matrix of `rows` x `cols` weights of `bits` (4 or 8) takes at `shape` with `occupancy`
 // resident blocks an SM on `sms` SMs. Blocks (shape.row_tiles row tiles each) are dealt out
 // evenly; the SM with the most streams its blocks' weights `occupancy` at a time, each round at
-// the read bandwidth that the bytes its resident warps keep in flight reach (a warp holds one
-// step ahead: 1 KiB a row tile in both schemes, two 512-byte tiles; tiles_stream_gbps).
+// the read bandwidth that the bytes its resident warps keep in flight reach (a warp holds
+// shape.ahead steps ahead: 1 KiB a row tile and step in both schemes, two 512-byte tiles;
+// tiles_stream_gbps).
 double tiles_shape_us(int64_t rows, int64_t cols, TilesShape shape, int occupancy, int sms, int bits = 4);
 // The H200's read bandwidth with `kib` KiB of loads in flight an SM, interpolated between the
 // flight bench's points (results/lab/persistent-step.md §1: 8, 16, 32 and 64 KiB stream 2195,

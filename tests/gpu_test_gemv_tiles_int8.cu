@@ -180,7 +180,8 @@ TEST(Int8Tiles, EveryInstantiatedShapeMatchesTheCpuReference) {
     DeviceBuffer<uint16_t> x(in.x);
     DeviceBuffer<float> y(in.y0.size());
     for (const TilesShape& k : tiles_kernel_shapes()) {
-      const std::string what = fmt::format("{} row tiles {} warps {}", name(c), k.row_tiles, k.warps);
+      const std::string what =
+          fmt::format("{} row tiles {} warps {} ahead {}", name(c), k.row_tiles, k.warps, k.ahead);
       expect_reference(c, in, run(c, in, t.m, x, y, k), what);
     }
   }
