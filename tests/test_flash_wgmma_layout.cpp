@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "bench/flash_wgmma_layout.h"
+#include "flash_wgmma_layout.h"
 
 using namespace db::flash_wgmma;
 using db::wgmma::acc_col;

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "bench/wgmma_layout.h"
+#include "wgmma_layout.h"
 
 using namespace db::wgmma;
 

@@ -90,16 +90,16 @@ static_assert(kBM == kBN, "the causal mask falls on the diagonal tile alone");
 constexpr float kLog2e = 1.4426950408889634f;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-using bench::fence_registers;
-using bench::mbar_arrive;
-using bench::mbar_expect_tx;
-using bench::mbar_init;
-using bench::mbar_wait;
-using bench::smem_u32;
-using bench::tma_load_2d;
-using bench::wgmma_commit;
-using bench::wgmma_fence;
-using bench::wgmma_wait;
+using hopper::fence_registers;
+using hopper::mbar_arrive;
+using hopper::mbar_expect_tx;
+using hopper::mbar_init;
+using hopper::mbar_wait;
+using hopper::smem_u32;
+using hopper::tma_load_2d;
+using hopper::wgmma_commit;
+using hopper::wgmma_fence;
+using hopper::wgmma_wait;
 
 // d (+)= A[64 x 16] * B[128 x 16]^T, both K-major in shared memory (descriptors a, b); d is
 // overwritten when accumulate is false.
@@ -350,9 +350,9 @@ Attention make_attention(int t, int heads, int kv_heads) {
   CUDA_CHECK(cudaMalloc(&a.v, nkv * sizeof(__half)));
   CUDA_CHECK(cudaMalloc(&a.o, nq * sizeof(__half)));
   CUDA_CHECK(cudaMalloc(&a.o_ref, nq * sizeof(__half)));
-  a.map_q = bench::sw128_map(a.q, t, int64_t{heads} * kHd, int64_t{heads} * kHd, kBM);
-  a.map_k = bench::sw128_map(a.k, t, int64_t{kv_heads} * kHd, int64_t{kv_heads} * kHd, kBN);
-  a.map_v = bench::sw128_map(a.v, t, int64_t{kv_heads} * kHd, int64_t{kv_heads} * kHd, kBN);
+  a.map_q = hopper::sw128_map(a.q, t, int64_t{heads} * kHd, int64_t{heads} * kHd, kBM);
+  a.map_k = hopper::sw128_map(a.k, t, int64_t{kv_heads} * kHd, int64_t{kv_heads} * kHd, kBN);
+  a.map_v = hopper::sw128_map(a.v, t, int64_t{kv_heads} * kHd, int64_t{kv_heads} * kHd, kBN);
   return a;
 }
 
