@@ -38,7 +38,9 @@
 // (the Q tile's first row is a row of the chunk, a walked key tile's first position at most the
 // chunk's last); tests/test_flash_wgmma_layout.cpp checks both over ragged chunks from any p0.
 //
-// ptxas -v (nvcc 13, sm_90a): see docs/kernels.md; no stack, no spills.
+// ptxas -v (nvcc 13, sm_90a): 168 registers (the cap of the 384-thread launch bound;
+// setmaxnreg moves them to 24 and 240 at run time), no stack, no spills, and none of its
+// C7515/C7519 notes (wgmma serialised because another instruction touches its registers).
 #include <cuda.h>
 #include <cuda_fp16.h>
 
