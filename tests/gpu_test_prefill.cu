@@ -152,7 +152,10 @@ INSTANTIATE_TEST_SUITE_P(
         PrefillCase{"tiny", Scheme::fp16, "auto", 200, 64, 160, 2, 2},
         PrefillCase{"tiny", Scheme::fp16, "auto", 300, 128, 256, 4, 2, true},
         PrefillCase{"tiny", Scheme::fp16, "auto", 300, 0, 64, 16, 1},
-        PrefillCase{"tiny", Scheme::int4, "auto", 300, 64, 128, 12, 2}),
+        PrefillCase{"tiny", Scheme::int4, "auto", 300, 64, 128, 12, 2},
+        // 128-dim heads on an fp16 cache (the wgmma kernel on an H100/H200): chunks from p0 =
+        // 0, 300, 600, whole and ragged query tiles
+        PrefillCase{"tiny", Scheme::fp16, "auto", 700, 300, 128, 8, 2}),
     [](const auto& info) {
       const PrefillCase& p = info.param;
       std::string k = p.kernel;
