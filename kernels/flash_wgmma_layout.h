@@ -19,18 +19,9 @@
 
 namespace db::flash_wgmma {
 
-// The A register fragment of wgmma.m64nNk16 with .f16/.bf16 inputs (PTX ISA, "Register Fragments",
-// the figure of the m64nNk16 A layout): thread `t` (0-127) of the warpgroup holds 8 elements
-// a0..a7 in four .f16x2 registers (a0 the low half of the first); element i sits at row
-// a_row(t, i), column a_col(t, i) of the 64 x 16 tile. Each warp owns 16 rows; inside them it is
-// mma.m16n8k16's A: a quad of lanes shares a row, a thread holds two adjacent columns in rows
-// r and r + 8 for columns 0-7 (a0-a3), then the same for columns 8-15 (a4-a7).
-DB_WGMMA_HD constexpr int a_row(int t, int i) {
-  return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
-}
-DB_WGMMA_HD constexpr int a_col(int t, int i) {
-  return 2 * (t % 4) + i % 2 + 8 * (i / 4);
-}
+// The A register fragment of wgmma.m64nNk16 (wgmma_layout.h, shared with the mixed-input GEMM).
+using wgmma::a_col;
+using wgmma::a_row;
 
 // P = S rounded to fp16 as the A operand of the P V product's k16 step `kk` (keys 16 kk to
 // 16 kk + 15 of the tile): element i of thread t's A fragment is S accumulator float

@@ -1,8 +1,9 @@
 // The layout arithmetic of the Hopper wgmma kernels (the prefill attention, prefill_wgmma.cu,
 // and the lab's GEMM, tests/bench/wgmma_bench.cu) that a CPU can check
 // (tests/test_wgmma_layout.cpp): the wgmma shared-memory matrix descriptor, the 128-byte swizzle
-// that TMA writes and wgmma reads, the accumulator fragment of wgmma's m64nNk16 with f32
-// results, and the order in which a persistent grid walks the output tiles.
+// that TMA writes and wgmma reads, the A register fragment and the accumulator fragment of
+// wgmma's m64nNk16 (16-bit inputs, f32 results), and the order in which a persistent grid walks
+// the output tiles.
 //
 // Operands are K-major fp16 tiles of 64 columns: one 128-byte row an M (or N) index, rows
 // consecutive, the tile on a 1024-byte boundary of shared memory. TMA with
@@ -101,6 +102,19 @@ DB_WGMMA_HD constexpr int acc_row(int t, int j) {
 }
 DB_WGMMA_HD constexpr int acc_col(int t, int j) {
   return 8 * (j / 4) + 2 * (t % 4) + j % 2;
+}
+
+// The A register fragment of wgmma.m64nNk16 with .f16/.bf16 inputs (PTX ISA, "Register Fragments",
+// the figure of the m64nNk16 A layout): thread `t` (0-127) of the warpgroup holds 8 elements
+// a0..a7 in four .f16x2 registers (a0 the low half of the first); element i sits at row
+// a_row(t, i), column a_col(t, i) of the 64 x 16 tile. Each warp owns 16 rows; inside them it is
+// mma.m16n8k16's A: a quad of lanes shares a row, a thread holds two adjacent columns in rows
+// r and r + 8 for columns 0-7 (a0-a3), then the same for columns 8-15 (a4-a7).
+DB_WGMMA_HD constexpr int a_row(int t, int i) {
+  return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
+}
+DB_WGMMA_HD constexpr int a_col(int t, int i) {
+  return 2 * (t % 4) + i % 2 + 8 * (i / 4);
 }
 
 // The output tile a persistent grid computes as its `tile`-th (0 to tiles_m * tiles_n - 1):

@@ -28,6 +28,7 @@
 #include "decodebench/kv_quant.h"
 #include "decodebench/quant.h"
 #include "gpu_common.cuh"
+#include "parallel_fill.h"
 
 using namespace db;
 using namespace db::cuda;
@@ -47,11 +48,14 @@ constexpr double kSoftStd = 2.5;           // soft query entries: scores of std 
 enum class Extra { none, bias, norm };  // llama; qwen2's q/k/v biases; qwen3's q/k norms
 enum class Kernel { mma, current };
 
-// splitmix64: the caches hold ~10^8 values.
+// splitmix64: the caches hold ~10^8 values. Its state advances by a constant a draw, so a
+// thread can start where the n-th draw would (skip).
 struct Rng {
+  static constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
   uint64_t s;
+  Rng skip(uint64_t n) const { return Rng{s + n * kGamma}; }
   uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (s += kGamma);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
@@ -125,7 +129,9 @@ struct HostCache {
   std::vector<float> kd, vd;        // the values stored, [batch][positions][kv_dim]
 };
 
-// Every position of every sequence: entries of variance 1, stored by the scheme.
+// Every position of every sequence: entries of variance 1, stored by the scheme. The draws go
+// in the order (sequence, position, kv head, K then V, element), a range of rows a thread, each
+// thread's generator skipped to its first row's draws: the values of one generator in that order.
 HostCache make_cache(const Setup& s, Rng& rng) {
   HostCache c;
   const int64_t rows = int64_t{s.batch} * kCachePositions;
@@ -134,18 +140,23 @@ HostCache make_cache(const Setup& s, Rng& rng) {
   c.kd.resize(rows * s.kv_dim());
   c.vd.resize(rows * s.kv_dim());
   const int eb = kvq::element_bytes(s.kv);
-  std::vector<double> x(s.hd);
-  for (int z = 0; z < s.batch; ++z)
-    for (int64_t p = 0; p < kCachePositions; ++p)
+  const int64_t draws_a_row = int64_t{kKvHeads} * 2 * s.hd;
+  dbtest::parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    Rng local = rng.skip(static_cast<uint64_t>(r0 * draws_a_row));
+    std::vector<double> x(s.hd);
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t z = r / kCachePositions, p = r % kCachePositions;
       for (int h = 0; h < kKvHeads; ++h)
         for (int kv = 0; kv < 2; ++kv) {
-          for (double& e : x) e = rng.unit();
+          for (double& e : x) e = local.unit();
           unsigned char* img = (kv == 0 ? c.k : c.v).data() + z * s.seq_bytes();
           float* scale = reinterpret_cast<float*>(img + kCachePositions * s.kv_dim()) + p * kKvHeads + h;
-          float* stored =
-              (kv == 0 ? c.kd : c.vd).data() + ((z * kCachePositions + p) * s.kv_dim() + h * s.hd);
+          float* stored = (kv == 0 ? c.kd : c.vd).data() + (r * s.kv_dim() + h * s.hd);
           store_vector(x.data(), s.hd, s.kv, img + (p * s.kv_dim() + h * s.hd) * eb, scale, stored);
         }
+    }
+  });
+  rng = rng.skip(static_cast<uint64_t>(rows * draws_a_row));
   return c;
 }
 

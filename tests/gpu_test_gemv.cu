@@ -8,12 +8,15 @@
 #include "decodebench/half.h"
 #include "decodebench/quant.h"
 #include "gpu_common.cuh"
+#include "parallel_fill.h"
 #include "weights.cuh"
 
 using namespace db;
 using namespace db::cuda;
 using dbtest::DeviceBuffer;
 using dbtest::DeviceQuant;
+using dbtest::normal_values;
+using dbtest::parallel_for;
 
 namespace {
 
@@ -59,24 +62,25 @@ struct Problem {
 
 Problem make_problem(const Case& c, std::mt19937& rng) {
   Problem p;
-  std::normal_distribution<float> wd(0.f, 0.02f), xd(0.f, 1.f);
-  std::vector<float> w(static_cast<size_t>(c.rows * c.cols));
-  for (float& v : w) v = wd(rng);
+  std::normal_distribution<float> xd(0.f, 1.f);
+  const std::vector<float> w = normal_values(c.rows * c.cols, 0.f, 0.02f, rng());
   const int group = c.group ? c.group : c.cols % 128 == 0 ? 128 : 32;
   p.w = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, group, c.zero_point);
   p.x.resize(static_cast<size_t>(c.cols));
   for (auto& h : p.x) h = f32_to_f16(xd(rng));
   p.ref.assign(static_cast<size_t>(c.rows), 0.0);
   p.mag.assign(static_cast<size_t>(c.rows), 0.0);
-  std::vector<float> row(static_cast<size_t>(c.cols));
-  for (int64_t r = 0; r < c.rows; ++r) {
-    p.w.row(r, row.data());
-    for (int64_t k = 0; k < c.cols; ++k) {
-      const double t = static_cast<double>(row[k]) * f16_to_f32(p.x[k]);
-      p.ref[r] += t;
-      p.mag[r] += std::fabs(t);
+  parallel_for(c.rows, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(c.cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      p.w.row(r, row.data());
+      for (int64_t k = 0; k < c.cols; ++k) {
+        const double t = static_cast<double>(row[k]) * f16_to_f32(p.x[k]);
+        p.ref[r] += t;
+        p.mag[r] += std::fabs(t);
+      }
     }
-  }
+  });
   return p;
 }
 

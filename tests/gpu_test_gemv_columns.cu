@@ -11,12 +11,14 @@
 #include "decodebench/linear_shapes.h"
 #include "gemv_columns.cuh"
 #include "gpu_common.cuh"
+#include "parallel_fill.h"
 #include "weights.cuh"
 
 using namespace db;
 using namespace db::cuda;
 using dbtest::DeviceBuffer;
 using dbtest::DeviceQuant;
+using dbtest::normal_values;
 
 namespace {
 
@@ -62,9 +64,8 @@ struct Inputs {
 
 Inputs make_inputs(const Case& c) {
   std::mt19937 rng(static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.batch));
-  std::normal_distribution<float> wd(0.f, 0.02f), xd(0.f, 1.f);
-  std::vector<float> w(static_cast<size_t>(c.rows * c.cols));
-  for (float& v : w) v = wd(rng);
+  std::normal_distribution<float> xd(0.f, 1.f);
+  const std::vector<float> w = normal_values(c.rows * c.cols, 0.f, 0.02f, rng());
   Inputs in;
   in.q = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, group_of(c), c.zero_point);
   in.x.resize(static_cast<size_t>(c.batch * c.cols));

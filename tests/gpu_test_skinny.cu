@@ -8,6 +8,7 @@
 
 #include "decodebench/half.h"
 #include "gpu_common.cuh"
+#include "parallel_fill.h"
 #include "skinny.cuh"
 #include "weights.cuh"
 
@@ -15,6 +16,7 @@ using namespace db;
 using namespace db::cuda;
 using dbtest::DeviceBuffer;
 using dbtest::DeviceQuant;
+using dbtest::normal_values;
 
 namespace {
 
@@ -47,9 +49,8 @@ TEST_P(SkinnyTest, EveryColumnMatchesTheCpuReference) {
   REQUIRE_GPU();
   const Case c = GetParam();
   std::mt19937 rng(static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.batch));
-  std::normal_distribution<float> wd(0.f, 0.02f), xd(0.f, 1.f);
-  std::vector<float> w(static_cast<size_t>(c.rows * c.cols));
-  for (float& v : w) v = wd(rng);
+  std::normal_distribution<float> xd(0.f, 1.f);
+  const std::vector<float> w = normal_values(c.rows * c.cols, 0.f, 0.02f, rng());
   const QuantMatrix q = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, c.group, c.zero_point);
   std::vector<uint16_t> x(static_cast<size_t>(c.batch * c.cols));
   for (auto& h : x) h = f32_to_f16(xd(rng));
