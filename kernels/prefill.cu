@@ -698,8 +698,11 @@ bool prefill_attention_wgmma_built() {
 }
 
 #if !DB_PREFILL_WGMMA
-void prefill_attention_wgmma(const PrefillAttentionArgs&, cudaStream_t) {
+void prefill_attention_wgmma(const PrefillAttentionArgs&, cudaStream_t, WgmmaPipeline) {
   fail("prefill_attention_wgmma: this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
+}
+bool prefill_wgmma_pipeline_built(WgmmaPipeline) {
+  return false;
 }
 #endif
 

@@ -75,8 +75,15 @@ void prefill_attention_mma(const PrefillAttentionArgs& a, cudaStream_t s);
 // Hopper's kernel (prefill_wgmma.cu: wgmma, TMA, a warp-specialised ring): an fp16 cache, head_dim
 // 128, a compute capability 9.0 GPU. In builds without sm_90a code (CMAKE_CUDA_ARCHITECTURES
 // without 90) it is not compiled: prefill_attention_wgmma_built() is false and calling it fails.
-void prefill_attention_wgmma(const PrefillAttentionArgs& a, cudaStream_t s);
+// Its pipelines: overlap, the one prefill_attention() runs (the next key tile's S = Q K^T in
+// flight during this tile's softmax, three stages of K and V); serial, a lab variant built with
+// -DDECODEBENCH_DEV=ON only (each wgmma batch waited for, two stages), for the bench's comparison.
+enum class WgmmaPipeline { overlap, serial };
+void prefill_attention_wgmma(const PrefillAttentionArgs& a, cudaStream_t s,
+                             WgmmaPipeline pipeline = WgmmaPipeline::overlap);
 bool prefill_attention_wgmma_built();
+// Whether this build has the pipeline (serial: DEV builds).
+bool prefill_wgmma_pipeline_built(WgmmaPipeline p);
 
 // An external LoRA adapter on a chunk: y[t, fused row] += g.scale * B t_t for every row of
 // an adapted linear of the group, where t_t = tmp[t, :] is row t of the shrink X A^T

@@ -10,13 +10,13 @@
 // accumulate, fp16 out.
 //
 // A CTA per (query head, tile of 128 query rows), the longest tiles first and the query heads of
-// one kv head side by side (flash_wgmma_layout.h's cta_work), one CTA an SM (160 KB of shared
-// memory). Three warpgroups: the first gives registers away (setmaxnreg.dec 24) and one thread
-// of it issues TMA (cp.async.bulk.tensor.2d, 128-byte swizzle, boxes of 64 dims x 128 rows): the
-// Q tile once, then for each key tile up to the tile's last query a K tile and a V tile (128
-// positions x 128 dims, two boxes each) into a ring of 2 stages; K and V of a stage complete on
-// their own "full" mbarriers, so S can start before V has landed, and the stage is free again
-// when the 8 consumer warps have arrived on its "empty" mbarrier. The maps of K and V end at the
+// one kv head side by side (flash_wgmma_layout.h's cta_work), one CTA an SM (225 KB of shared
+// memory with the overlapped pipeline's 3 stages, 161 KB with the serial one's 2). Three warpgroups: the
+// first gives registers away (setmaxnreg.dec 24) and one thread of it issues TMA (cp.async.bulk.tensor.2d,
+// 128-byte swizzle, boxes of 64 dims x 128 rows): the Q tile once, then for each key tile up to the tile's
+// last query a K tile and a V tile (128 positions x 128 dims, two boxes each) into a ring of stages; K and V
+// of a stage complete on their own "full" mbarriers, so S can start before V has landed, and the stage is
+// free again when the 8 consumer warps have arrived on its "empty" mbarrier. The maps of K and V end at the
 // chunk's last position (kv_map_rows): TMA fills the rest of a box with zeros, so positions the
 // prefill has not written yet never reach a tile. The other two warpgroups (setmaxnreg.inc 240)
 // own 64 queries each and, for each key tile:
@@ -29,9 +29,11 @@
 //   wgmma's A fragment (p_acc_index), 8 wgmma.m64n128k16 with A from registers and V from
 //   shared memory as an MN-major B (imm-trans-b = 1, v_tile_desc);
 // then normalise by the row sums and store O from registers as half2.
-// One wgmma batch is in flight at a time, waited for (S, then P V) before its registers are
-// touched. Not in it yet: FlashAttention-3's two overlaps (the consumers' ping-pong on named
-// barriers; the next tile's S issued before this tile's softmax) and the 8-bit caches.
+// The pipeline (prefill.cuh WgmmaPipeline): overlap, the product's, issues key tile kt's S before
+// tile kt - 1's P V and runs tile kt's softmax while that P V is in flight (FlashAttention-3's
+// overlap inside a warpgroup; a stage is released a tile later, hence 3 stages); serial, a lab
+// variant in DEV builds, waits for each wgmma batch before touching its registers. Not in either:
+// the consumers' ping-pong on named barriers, and the 8-bit caches.
 //
 // Every mbarrier wait is the plain try_wait loop: the byte counts are exact. A tile's two boxes
 // complete kTileBytes whatever part of them TMA zero-fills, and every box starts inside its map
@@ -59,15 +61,21 @@ namespace fw = flash_wgmma;
 constexpr int kHd = fw::kHeadDim;  // 8 k16 steps of Q K^T, N of P V
 constexpr int kBM = 128;           // query rows a CTA
 constexpr int kBN = 128;           // positions a key tile: N of Q K^T, 8 k16 steps of P V
-constexpr int kStages = 2;         // K and V tiles in the ring
 constexpr int kConsumers = 2;      // warpgroups of wgmma, 64 queries each
 constexpr int kThreads = 128 * (1 + kConsumers);
 constexpr uint32_t kTileBytes = fw::kTileBytes;  // 128 rows x 128 dims, two boxes
+// K and V tiles in the ring: the overlapped pipeline releases a stage a tile later (its V is
+// read by the next tile's P V), so it keeps one more for the producer to fill meanwhile.
+constexpr int stages_of(WgmmaPipeline p) {
+  return p == WgmmaPipeline::overlap ? 3 : 2;
+}
 // Q, then the stages' K and V tiles; the alignment slack (tiles on 1024-byte boundaries); the
 // Q barrier and 3 a stage (K full, V full, empty).
-constexpr size_t kSmemBytes =
-    size_t{kTileBytes} * (1 + 2 * kStages) + 1024 + (1 + 3 * kStages) * sizeof(uint64_t);
-static_assert(kSmemBytes <= 227 * 1024, "an H100/H200 CTA's shared memory");
+constexpr size_t smem_bytes(WgmmaPipeline p) {
+  return size_t{kTileBytes} * (1 + 2 * stages_of(p)) + 1024 + (1 + 3 * stages_of(p)) * sizeof(uint64_t);
+}
+static_assert(smem_bytes(WgmmaPipeline::overlap) <= 227 * 1024, "an H100/H200 CTA's shared memory");
+static_assert(smem_bytes(WgmmaPipeline::serial) <= 227 * 1024, "an H100/H200 CTA's shared memory");
 static_assert(kBM == kBN, "a query tile's diagonal crosses at most two key tiles");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -149,11 +157,13 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
 // [rows, heads * 128], tm_k, tm_v: K and V as [p0 + rows, kv_heads * 128], boxes of 64 x 128,
 // 128-byte swizzle, zero fill past the end. A CTA per (head, query tile): gridDim.x = heads *
 // ceil(rows / 128).
+template <WgmmaPipeline kPipeline>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_wgmma_kernel(const __grid_constant__ CUtensorMap tm_q, const __grid_constant__ CUtensorMap tm_k,
                          const __grid_constant__ CUtensorMap tm_v, __half* __restrict__ out, int rows, int p0,
                          int heads, int kv_heads) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kStages = stages_of(kPipeline);
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem =
       reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -231,72 +241,125 @@ __global__ void __launch_bounds__(kThreads, 1)
   float row_max[2] = {-INFINITY, -INFINITY};  // of S, in natural units
   float row_sum[2] = {0.f, 0.f};              // this thread's part of the row's sum of P
 
-  mbar_wait(q_full, 0);
-  for (int kt = 0; kt < key_tiles; ++kt) {
+  // Key tile kt's S = Q K^T into acc: 8 wgmmas on its stage's K, committed as one group.
+  const auto issue_s = [&](float(&acc)[64], int kt) {
     const int s = kt % kStages;
-    const uint32_t phase = (kt / kStages) & 1;
-    const uint32_t k_addr = ring_addr + s * 2 * kTileBytes, v_addr = k_addr + kTileBytes;
-
-    float sacc[64];  // a fresh accumulator each tile: nothing of the last tile's S stays live
-    mbar_wait(&k_full[s], phase);
+    mbar_wait(&k_full[s], (kt / kStages) & 1);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kHd / 16; ++kk)
-      wgmma_m64n128k16_ss(sacc, fw::kmajor_tile_desc(q_addr, 64 * consumer, kk),
-                          fw::kmajor_tile_desc(k_addr, 0, kk), kk > 0);
+      wgmma_m64n128k16_ss(acc, fw::kmajor_tile_desc(q_addr, 64 * consumer, kk),
+                          fw::kmajor_tile_desc(ring_addr + s * 2 * kTileBytes, 0, kk), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_registers(sacc);
-
-    // Keys past the query (its position pos0, or pos0 + 8 for the fragment's second row), the
-    // zero-filled positions past the chunk among them.
+  };
+  // O += P V of key tile kt: 8 wgmmas, P from registers, V from its stage, committed as one group.
+  const auto issue_pv = [&](const uint32_t(&pa)[8][4], int kt) {
+    const int s = kt % kStages;
+    mbar_wait(&v_full[s], (kt / kStages) & 1);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk)
+      wgmma_m64n128k16_rs(o, pa[kk], fw::v_tile_desc(ring_addr + s * 2 * kTileBytes + kTileBytes, kk));
+    wgmma_commit();
+  };
+  // Key tile kt's S turned into its P in place: the keys past a row's query masked (its
+  // position pos0, or pos0 + 8 for the fragment's second row, the zero-filled positions past the
+  // chunk among them), the row maxima across the quad, the base-2 exponentials from them, this
+  // thread's part of the row sums. `scale` gets each row's factor from the old maxima to the new
+  // (0 on the first tile), which O, not yet rescaled, still has to take. Key tile 0 holds
+  // position 0, which every row attends to, so the running maxima are finite from the first tile
+  // on, and a later tile whose keys are all past a row's query (the second tile the diagonal
+  // crosses) leaves them as they are.
+  const auto softmax = [&](float(&acc)[64], int kt, float(&scale)[2]) {
     if (fw::key_tile_needs_mask(work.q_tile, kt, kBM, kBN, p0)) {
 #pragma unroll
       for (int j = 0; j < 64; ++j)
-        if (fw::causal_masked(fw::key_position(kt, kBN, t, j), pos0 + 8 * ((j / 2) % 2))) sacc[j] = -INFINITY;
+        if (fw::causal_masked(fw::key_position(kt, kBN, t, j), pos0 + 8 * ((j / 2) % 2))) acc[j] = -INFINITY;
     }
-
-    // Row maxima across the quad. Key tile 0 holds position 0, which every row attends to, so
-    // the running maxima are finite from the first tile on, and a later tile whose keys are
-    // all past a row's query (the second tile the diagonal crosses) leaves them as they are.
     float new_max[2] = {row_max[0], row_max[1]};
 #pragma unroll
-    for (int j = 0; j < 64; ++j) new_max[(j / 2) % 2] = fmaxf(new_max[(j / 2) % 2], sacc[j]);
+    for (int j = 0; j < 64; ++j) new_max[(j / 2) % 2] = fmaxf(new_max[(j / 2) % 2], acc[j]);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       new_max[r] = fmaxf(new_max[r], __shfl_xor_sync(0xffffffffu, new_max[r], 1));
       new_max[r] = fmaxf(new_max[r], __shfl_xor_sync(0xffffffffu, new_max[r], 2));
     }
-    float scale[2], neg_max2[2];
+    float neg_max2[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      scale[r] = ex2((row_max[r] - new_max[r]) * kLog2e);  // 0 on the first tile
+      scale[r] = ex2((row_max[r] - new_max[r]) * kLog2e);
       row_max[r] = new_max[r];
       row_sum[r] *= scale[r];
       neg_max2[r] = -new_max[r] * kLog2e;
     }
 #pragma unroll
-    for (int j = 0; j < 64; ++j) o[j] *= scale[(j / 2) % 2];
-    uint32_t p[8][4];  // the A fragment of each k16 step of P V
-#pragma unroll
     for (int j = 0; j < 64; ++j) {
-      sacc[j] = ex2(fmaf(sacc[j], kLog2e, neg_max2[(j / 2) % 2]));
-      row_sum[(j / 2) % 2] += sacc[j];
+      acc[j] = ex2(fmaf(acc[j], kLog2e, neg_max2[(j / 2) % 2]));
+      row_sum[(j / 2) % 2] += acc[j];
     }
+  };
+  const auto rescale_o = [&](const float(&scale)[2]) {
+#pragma unroll
+    for (int j = 0; j < 64; ++j) o[j] *= scale[(j / 2) % 2];
+  };
+  // P rounded to fp16 as the A fragment of each k16 step of P V.
+  const auto pack_p = [&](const float(&acc)[64], uint32_t(&pa)[8][4]) {
 #pragma unroll
     for (int kk = 0; kk < kBN / 16; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
-        p[kk][r] = pack_half2(sacc[fw::p_acc_index(kk, 2 * r)], sacc[fw::p_acc_index(kk, 2 * r + 1)]);
+        pa[kk][r] = pack_half2(acc[fw::p_acc_index(kk, 2 * r)], acc[fw::p_acc_index(kk, 2 * r + 1)]);
+  };
+  // This warp is done with key tile kt's stage (its K and its V).
+  const auto release = [&](int kt) {
+    if (lane == 0) mbar_arrive(&empty[kt % kStages]);
+  };
 
-    mbar_wait(&v_full[s], phase);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) wgmma_m64n128k16_rs(o, p[kk], fw::v_tile_desc(v_addr, kk));
-    wgmma_commit();
+  float sacc[64];
+  uint32_t p[8][4];
+  float scale[2];
+  mbar_wait(q_full, 0);
+  if constexpr (kPipeline == WgmmaPipeline::serial) {
+    // Each wgmma batch waited for before its registers are touched.
+    for (int kt = 0; kt < key_tiles; ++kt) {
+      issue_s(sacc, kt);
+      wgmma_wait<0>();
+      fence_registers(sacc);
+      softmax(sacc, kt, scale);
+      rescale_o(scale);
+      pack_p(sacc, p);
+      issue_pv(p, kt);
+      wgmma_wait<0>();
+      fence_registers(o);
+      release(kt);
+    }
+  } else {
+    // FlashAttention-3's overlap inside a warpgroup: tile kt's S = Q K^T is issued before tile
+    // kt - 1's P V, and tile kt's softmax runs while that P V is in flight. O takes tile kt's
+    // rescale once the P V into it is done; P V of tile kt - 1 reads p, so tile kt's P is packed
+    // from sacc only then. Invariant at the top of iteration kt: O holds tiles < kt - 1 in units
+    // of tile kt - 1's maxima, p is tile kt - 1's P.
+    issue_s(sacc, 0);
+    wgmma_wait<0>();
+    fence_registers(sacc);
+    softmax(sacc, 0, scale);  // O is still zero: its factor does not matter
+    pack_p(sacc, p);
+    for (int kt = 1; kt < key_tiles; ++kt) {
+      issue_s(sacc, kt);
+      issue_pv(p, kt - 1);
+      wgmma_wait<1>();  // the older group, tile kt's S, is complete
+      fence_registers(sacc);
+      softmax(sacc, kt, scale);
+      wgmma_wait<0>();  // tile kt - 1's P V is complete: O and p are free
+      fence_registers(o);
+      release(kt - 1);
+      rescale_o(scale);
+      pack_p(sacc, p);
+    }
+    issue_pv(p, key_tiles - 1);
     wgmma_wait<0>();
     fence_registers(o);
-    if (lane == 0) mbar_arrive(&empty[s]);  // this warp is done with the stage's K and V
+    release(key_tiles - 1);
   }
 
   float inv[2];
@@ -325,9 +388,37 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+template <WgmmaPipeline kPipeline>
+void launch_wgmma(const PrefillAttentionArgs& a, cudaStream_t s) {
+  static bool configured = false;  // per device would be exact; decodebench runs on one
+  if (!configured) {
+    CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel<kPipeline>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(smem_bytes(kPipeline))));
+    configured = true;
+  }
+  const int64_t q_dim = int64_t{a.heads} * kHd, kv_dim = int64_t{a.kv_heads} * kHd;
+  const int64_t kv_rows = fw::kv_map_rows(a.p0, a.rows);
+  const CUtensorMap map_q = hopper::sw128_map(a.q, a.rows, q_dim, q_dim, kBM);
+  const CUtensorMap map_k = hopper::sw128_map(a.k_cache, kv_rows, kv_dim, kv_dim, kBN);
+  const CUtensorMap map_v = hopper::sw128_map(a.v_cache, kv_rows, kv_dim, kv_dim, kBN);
+  const int64_t blocks = int64_t{a.heads} * ((a.rows + kBM - 1) / kBM);
+  prefill_wgmma_kernel<kPipeline><<<static_cast<unsigned>(blocks), kThreads, smem_bytes(kPipeline), s>>>(
+      map_q, map_k, map_v, a.out, static_cast<int>(a.rows), static_cast<int>(a.p0), a.heads, a.kv_heads);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
-void prefill_attention_wgmma(const PrefillAttentionArgs& a, cudaStream_t s) {
+bool prefill_wgmma_pipeline_built(WgmmaPipeline p) {
+#if defined(DB_DEV)
+  return true;
+#else
+  return p == WgmmaPipeline::overlap;
+#endif
+}
+
+void prefill_attention_wgmma(const PrefillAttentionArgs& a, cudaStream_t s, WgmmaPipeline pipeline) {
   if (a.rows <= 0) return;
   if (a.kv != KvScheme::fp16 || a.head_dim != kHd)
     fail("prefill_attention_wgmma: an fp16 cache and head_dim {} only (got {} and {})", kHd, to_string(a.kv),
@@ -340,21 +431,14 @@ void prefill_attention_wgmma(const PrefillAttentionArgs& a, cudaStream_t s) {
          a.cache_positions);
   if (!aligned16(a.q) || !aligned16(a.k_cache) || !aligned16(a.v_cache) || !aligned16(a.out))
     fail("prefill_attention_wgmma: q, the cache and out 16-byte aligned (TMA's global addresses)");
-  static bool configured = false;  // per device would be exact; decodebench runs on one
-  if (!configured) {
-    CUDA_CHECK(cudaFuncSetAttribute(prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(kSmemBytes)));
-    configured = true;
+  if (pipeline == WgmmaPipeline::serial) {
+#if defined(DB_DEV)
+    return launch_wgmma<WgmmaPipeline::serial>(a, s);
+#else
+    fail("prefill_attention_wgmma: the serial pipeline is a lab variant (builds with -DDECODEBENCH_DEV=ON)");
+#endif
   }
-  const int64_t q_dim = int64_t{a.heads} * kHd, kv_dim = int64_t{a.kv_heads} * kHd;
-  const int64_t kv_rows = fw::kv_map_rows(a.p0, a.rows);
-  const CUtensorMap map_q = hopper::sw128_map(a.q, a.rows, q_dim, q_dim, kBM);
-  const CUtensorMap map_k = hopper::sw128_map(a.k_cache, kv_rows, kv_dim, kv_dim, kBN);
-  const CUtensorMap map_v = hopper::sw128_map(a.v_cache, kv_rows, kv_dim, kv_dim, kBN);
-  const int64_t blocks = int64_t{a.heads} * ((a.rows + kBM - 1) / kBM);
-  prefill_wgmma_kernel<<<static_cast<unsigned>(blocks), kThreads, kSmemBytes, s>>>(
-      map_q, map_k, map_v, a.out, static_cast<int>(a.rows), static_cast<int>(a.p0), a.heads, a.kv_heads);
-  CUDA_CHECK_LAUNCH();
+  launch_wgmma<WgmmaPipeline::overlap>(a, s);
 }
 
 }  // namespace db::cuda

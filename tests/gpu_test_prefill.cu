@@ -270,6 +270,7 @@ TEST(RmsnormRows, RowsPastTheRegisterPathMatchTheNormInDoublePrecision) {
 struct WgmmaCase {
   int64_t p0, rows;
   int heads, kv_heads;
+  WgmmaPipeline pipeline;
 };
 
 class PrefillAttentionWgmma : public ::testing::TestWithParam<WgmmaCase> {};
@@ -284,6 +285,8 @@ TEST_P(PrefillAttentionWgmma, MatchesTheCausalSoftmaxAndTheMmaKernel) {
     GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0; " << prop.name << " is " << prop.major
                  << "." << prop.minor;
   const WgmmaCase c = GetParam();
+  if (!prefill_wgmma_pipeline_built(c.pipeline))
+    GTEST_SKIP() << "the serial pipeline is a lab variant (builds with -DDECODEBENCH_DEV=ON)";
   constexpr int hd = 128;
   const int64_t positions = c.p0 + c.rows + 77;
   const size_t nq = size_t(c.rows) * c.heads * hd, nkv = size_t(positions) * c.kv_heads * hd;
@@ -311,7 +314,7 @@ TEST_P(PrefillAttentionWgmma, MatchesTheCausalSoftmaxAndTheMmaKernel) {
   a.cache_positions = positions;
   a.kv = KvScheme::fp16;
   a.out = reinterpret_cast<__half*>(out_w.p);
-  prefill_attention_wgmma(a, nullptr);
+  prefill_attention_wgmma(a, nullptr, c.pipeline);
   a.out = reinterpret_cast<__half*>(out_m.p);
   prefill_attention_mma(a, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -365,20 +368,23 @@ std::vector<WgmmaCase> wgmma_cases() {
   // Query heads / kv heads: 8b's 32/8, none shared, 8 and 16 a kv head, 2 a kv head.
   const std::pair<int, int> groups[] = {{32, 8}, {8, 8}, {32, 4}, {16, 16}, {16, 1}, {4, 2}};
   std::vector<WgmmaCase> cases;
-  int i = 0;
-  for (int64_t p0 : {0, 128, 300, 4096})
-    for (int64_t rows : {1, 127, 128, 333, 4096}) {
-      const auto [heads, kv_heads] = groups[i++ % 6];
-      cases.push_back({p0, rows, heads, kv_heads});
-    }
+  for (WgmmaPipeline pipeline : {WgmmaPipeline::overlap, WgmmaPipeline::serial}) {
+    int i = 0;
+    for (int64_t p0 : {0, 128, 300, 4096})
+      for (int64_t rows : {1, 127, 128, 333, 4096}) {
+        const auto [heads, kv_heads] = groups[i++ % 6];
+        cases.push_back({p0, rows, heads, kv_heads, pipeline});
+      }
+  }
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Chunks, PrefillAttentionWgmma, ::testing::ValuesIn(wgmma_cases()),
                          [](const auto& info) {
                            const WgmmaCase& c = info.param;
-                           return fmt::format("p0_{}_rows_{}_heads_{}_kv_{}", c.p0, c.rows, c.heads,
-                                              c.kv_heads);
+                           return fmt::format("{}_p0_{}_rows_{}_heads_{}_kv_{}",
+                                              c.pipeline == WgmmaPipeline::overlap ? "overlap" : "serial",
+                                              c.p0, c.rows, c.heads, c.kv_heads);
                          });
 
 }  // namespace

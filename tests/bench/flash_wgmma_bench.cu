@@ -8,6 +8,8 @@
 // to positions 0 .. p, query head h reads kv head h / (heads / kv_heads). The kernel's design is
 // in its file's header.
 //
+// Both of the kernel's pipelines (prefill.cuh WgmmaPipeline: overlap, the product's; serial, the
+// lab's) run every check and every timing.
 // Checks (--check, and by default), each against the exact causal softmax: a CPU
 // double-precision reference (tests/attention_reference.h) from p0 = 0 at T = 128 (one tile),
 // 300 (ragged: TMA zero fill past the end) and 1024, with heads 4 and kv_heads 1 and 2, every
@@ -98,8 +100,14 @@ PrefillAttentionArgs args_of(const Attention& a, __half* out) {
   return args;
 }
 
+// The wgmma kernel's pipeline the checks and timings run (both, in turn).
+WgmmaPipeline g_pipeline = WgmmaPipeline::overlap;
+const char* pipeline_name(WgmmaPipeline p) {
+  return p == WgmmaPipeline::overlap ? "overlap" : "serial";
+}
+
 void run_wgmma(const Attention& a, cudaStream_t stream = nullptr) {
-  prefill_attention_wgmma(args_of(a, a.o), stream);
+  prefill_attention_wgmma(args_of(a, a.o), stream, g_pipeline);
 }
 
 void run_mma(const Attention& a, cudaStream_t stream = nullptr) {
@@ -167,10 +175,11 @@ struct CheckResult {
 bool report_check(const char* reference, const Attention& a, int row_step, const char* tol, const CheckResult& r) {
   const bool pass = r.bad == 0 && r.checked > 0;
   std::printf(
-      "{\"bench\":\"flash_wgmma\",\"check\":\"causal\",\"p0\":%lld,\"rows\":%lld,\"t\":%lld,\"heads\":%d,"
+      "{\"bench\":\"flash_wgmma\",\"check\":\"causal\",\"pipeline\":\"%s\",\"p0\":%lld,\"rows\":%lld,\"t\":%lld,\"heads\":%d,"
       "\"kv_heads\":%d,\"head_dim\":%d,\"reference\":\"%s\",\"rows_checked\":\"every %d\",\"tolerance\":\"%s\","
       "\"checked\":%zu,\"max_abs_err\":%.6g,\"max_err_over_tol\":%.4g,\"bad\":%zu,\"result\":\"%s\"}\n",
-      static_cast<long long>(a.p0), static_cast<long long>(a.rows), static_cast<long long>(a.p0 + a.rows), a.heads,
+      pipeline_name(g_pipeline), static_cast<long long>(a.p0), static_cast<long long>(a.rows),
+      static_cast<long long>(a.p0 + a.rows), a.heads,
       a.kv_heads, kHd, reference, row_step, tol, r.checked, r.max_err, r.max_ratio, r.bad, pass ? "PASS" : "FAIL");
   std::fflush(stdout);
   return pass;
@@ -276,13 +285,18 @@ void time_shape(int64_t t, const char* gpu) {
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreate(&stream));
   const int reps = t <= 16384 ? 10 : 5;
-  const double ms_w = median_ms(stream, reps, [&] { run_wgmma(a, stream); });
   const double ms_m = median_ms(stream, reps, [&] { run_mma(a, stream); });
-  // How far apart the two outputs are on this data (information, not a check: the checks above
-  // bound it at 4096).
-  const double diff = max_diff(a);
-  print_time(gpu, "prefill_attention_wgmma", "one chunk", t, heads, kv_heads, reps, ms_w, diff);
-  print_time(gpu, "prefill_attention_mma", "one chunk", t, heads, kv_heads, reps, ms_m, diff);
+  for (WgmmaPipeline p : {WgmmaPipeline::overlap, WgmmaPipeline::serial}) {
+    g_pipeline = p;
+    const double ms_w = median_ms(stream, reps, [&] { run_wgmma(a, stream); });
+    // How far apart the two outputs are on this data (information, not a check: the checks
+    // above bound it at 4096).
+    const double diff = max_diff(a);
+    print_time(gpu, p == WgmmaPipeline::overlap ? "prefill_attention_wgmma overlap" : "prefill_attention_wgmma serial",
+               "one chunk", t, heads, kv_heads, reps, ms_w, diff);
+  }
+  g_pipeline = WgmmaPipeline::overlap;
+  print_time(gpu, "prefill_attention_mma", "one chunk", t, heads, kv_heads, reps, ms_m, 0);
   CUDA_CHECK(cudaStreamDestroy(stream));
   free_attention(a);
 }
@@ -306,13 +320,18 @@ void time_chunked(int64_t t, int64_t chunk, const char* gpu) {
     }
   };
   const int reps = 3;
-  const double ms_w = median_ms(stream, reps, [&] { sweep(run_wgmma); });
-  const double ms_m = median_ms(stream, reps, [&] { sweep(run_mma); });
-  const double diff = max_diff(a);  // the last chunk's rows
   char shape[64];
   std::snprintf(shape, sizeof shape, "chunks of %lld", static_cast<long long>(chunk));
-  print_time(gpu, "prefill_attention_wgmma", shape, t, heads, kv_heads, reps, ms_w, diff);
-  print_time(gpu, "prefill_attention_mma", shape, t, heads, kv_heads, reps, ms_m, diff);
+  const double ms_m = median_ms(stream, reps, [&] { sweep(run_mma); });
+  for (WgmmaPipeline p : {WgmmaPipeline::overlap, WgmmaPipeline::serial}) {
+    g_pipeline = p;
+    const double ms_w = median_ms(stream, reps, [&] { sweep(run_wgmma); });
+    const double diff = max_diff(a);  // the last chunk's rows
+    print_time(gpu, p == WgmmaPipeline::overlap ? "prefill_attention_wgmma overlap" : "prefill_attention_wgmma serial",
+               shape, t, heads, kv_heads, reps, ms_w, diff);
+  }
+  g_pipeline = WgmmaPipeline::overlap;
+  print_time(gpu, "prefill_attention_mma", shape, t, heads, kv_heads, reps, ms_m, 0);
   CUDA_CHECK(cudaStreamDestroy(stream));
   free_attention(a);
 }
@@ -346,15 +365,19 @@ int main(int argc, char** argv) {
     }
     bool ok = true;
     if (checks) {
-      for (auto [t, heads, kv_heads] :
-           {std::tuple{128, 4, 1}, std::tuple{128, 4, 2}, std::tuple{300, 4, 1}, std::tuple{300, 4, 2},
-            std::tuple{1024, 4, 1}, std::tuple{1024, 4, 2}})
-        ok &= check(0, t, heads, kv_heads, 1, false);
-      ok &= check(0, 4096, 32, 8, 41, true);
-      for (int64_t p0 : {300, 4096}) {
-        ok &= check(p0, 333, 4, 1, 1, true);
-        ok &= check(p0, 4096, 32, 8, 41, true);
+      for (WgmmaPipeline p : {WgmmaPipeline::overlap, WgmmaPipeline::serial}) {
+        g_pipeline = p;
+        for (auto [t, heads, kv_heads] :
+             {std::tuple{128, 4, 1}, std::tuple{128, 4, 2}, std::tuple{300, 4, 1}, std::tuple{300, 4, 2},
+              std::tuple{1024, 4, 1}, std::tuple{1024, 4, 2}})
+          ok &= check(0, t, heads, kv_heads, 1, false);
+        ok &= check(0, 4096, 32, 8, 41, true);
+        for (int64_t p0 : {300, 4096}) {
+          ok &= check(p0, 333, 4, 1, 1, true);
+          ok &= check(p0, 4096, 32, 8, 41, true);
+        }
       }
+      g_pipeline = WgmmaPipeline::overlap;
       std::printf("{\"bench\":\"flash_wgmma\",\"checks\":\"%s\"}\n", ok ? "PASS" : "FAIL");
       std::fflush(stdout);
     }
