@@ -1,4 +1,7 @@
-// The batched prefill's kernels (see prefill.cuh).
+// The batched prefill's kernels (see prefill.cuh); the causal attention's Hopper kernel is in
+// prefill_wgmma.cu.
+#include <cstdlib>
+
 #include "common.cuh"
 #include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
@@ -703,10 +706,6 @@ void prefill_qkv(const PrefillQkvArgs& a, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
 }
 
-bool prefill_attention_mma(int head_dim) {
-  return head_dim == 32 || head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128;
-}
-
 namespace {
 template <int HD, KvScheme KV>
 void launch_flash(const PrefillAttentionArgs& a, cudaStream_t s) {
@@ -747,7 +746,7 @@ void launch_prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s) {
 }
 }  // namespace
 
-void prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s) {
+void prefill_attention_mma(const PrefillAttentionArgs& a, cudaStream_t s) {
   if (a.rows <= 0) return;
   switch (a.kv) {
     case KvScheme::fp16:
@@ -776,6 +775,42 @@ void dequantize_tiles_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half
   CUDA_CHECK_LAUNCH();
 }
 }  // namespace
+
+bool prefill_attention_wgmma_built() {
+#if DB_PREFILL_WGMMA
+  return true;
+#else
+  return false;
+#endif
+}
+
+#if !DB_PREFILL_WGMMA
+void prefill_attention_wgmma(const PrefillAttentionArgs&, cudaStream_t, WgmmaPipeline) {
+  fail("prefill_attention_wgmma: this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
+}
+bool prefill_wgmma_pipeline_built(WgmmaPipeline) {
+  return false;
+}
+#endif
+
+PrefillAttentionKernel prefill_attention_plan(const PrefillAttentionArgs& a) {
+  static const bool force_mma = prefill_attention_force_mma(std::getenv("DECODEBENCH_PREFILL_ATTENTION"));
+  int device = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return choose_prefill_attention(a.head_dim, a.kv, 10 * major + minor, prefill_attention_wgmma_built(),
+                                  force_mma);
+}
+
+PrefillAttentionKernel prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s) {
+  const PrefillAttentionKernel k = prefill_attention_plan(a);
+  if (k == PrefillAttentionKernel::wgmma)
+    prefill_attention_wgmma(a, s);
+  else
+    prefill_attention_mma(a, s);
+  return k;
+}
 
 void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   const int64_t pieces = m.cols / 8;

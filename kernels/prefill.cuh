@@ -13,6 +13,7 @@
 #include "decodebench/config.h"
 #include "gemv.cuh"
 #include "lora.cuh"
+#include "prefill_attention_plan.h"
 
 namespace db::cuda {
 
@@ -61,10 +62,28 @@ struct PrefillAttentionArgs {
   int64_t cache_positions = 0;
   KvScheme kv = KvScheme::fp16;
 };
-// Whether prefill_attention() runs the tensor-core kernel for this head size (32, 64, 80, 96
-// or 128); any other takes a plain kernel, one warp per query and head.
-bool prefill_attention_mma(int head_dim);
-void prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s);
+// The causal attention of a chunk (O [rows, q_dim]) with the kernel the plan picks
+// (prefill_attention_plan.h) on this GPU, this build and DECODEBENCH_PREFILL_ATTENTION: Hopper's
+// wgmma kernel for an fp16 cache with 128-dim heads on compute capability 9.0 where the build
+// has it, else prefill_attention_mma's. Returns the kernel it ran.
+PrefillAttentionKernel prefill_attention(const PrefillAttentionArgs& a, cudaStream_t s);
+// The kernel prefill_attention() runs for these arguments here.
+PrefillAttentionKernel prefill_attention_plan(const PrefillAttentionArgs& a);
+// The mma.sync kernel (head sizes 32, 64, 80, 96, 128, every cache scheme), or for other head
+// sizes the plain one (one warp per query and head).
+void prefill_attention_mma(const PrefillAttentionArgs& a, cudaStream_t s);
+// Hopper's kernel (prefill_wgmma.cu: wgmma, TMA, a warp-specialised ring): an fp16 cache, head_dim
+// 128, a compute capability 9.0 GPU. In builds without sm_90a code (CMAKE_CUDA_ARCHITECTURES
+// without 90) it is not compiled: prefill_attention_wgmma_built() is false and calling it fails.
+// Its pipelines: overlap, the one prefill_attention() runs (the next key tile's S = Q K^T in
+// flight during this tile's softmax, three stages of K and V); serial, a lab variant built with
+// -DDECODEBENCH_DEV=ON only (each wgmma batch waited for, two stages), for the bench's comparison.
+enum class WgmmaPipeline { overlap, serial };
+void prefill_attention_wgmma(const PrefillAttentionArgs& a, cudaStream_t s,
+                             WgmmaPipeline pipeline = WgmmaPipeline::overlap);
+bool prefill_attention_wgmma_built();
+// Whether this build has the pipeline (serial: DEV builds).
+bool prefill_wgmma_pipeline_built(WgmmaPipeline p);
 
 // An external LoRA adapter on a chunk: y[t, fused row] += g.scale * B t_t for every row of
 // an adapted linear of the group, where t_t = tmp[t, :] is row t of the shrink X A^T

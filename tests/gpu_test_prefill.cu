@@ -1,13 +1,20 @@
 // The batched prefill (Engine::prefill) against the step path: the same KV cache within the
 // arithmetic's rounding and the same tokens after it, for every kernel's weight layout, head
-// sizes on both attention kernels, chunks that split the prompt, and an external adapter;
-// and the dequantization of both repacked int4 layouts against the canonical one.
+// sizes on every attention kernel (on an H200, an fp16 cache with 128-dim heads runs the
+// wgmma kernel), chunks that split the prompt, and an external adapter; the dequantization of
+// both repacked int4 layouts against the canonical one; and the prefill attention's Hopper
+// kernel against the exact causal softmax and the mma.sync kernel, chunk by chunk.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
+#include "attention_reference.h"
 #include "decodebench/adapter.h"
 #include "decodebench/cpu_reference.h"
 #include "decodebench/half.h"
@@ -145,7 +152,10 @@ INSTANTIATE_TEST_SUITE_P(
         PrefillCase{"tiny", Scheme::fp16, "auto", 200, 64, 160, 2, 2},
         PrefillCase{"tiny", Scheme::fp16, "auto", 300, 128, 256, 4, 2, true},
         PrefillCase{"tiny", Scheme::fp16, "auto", 300, 0, 64, 16, 1},
-        PrefillCase{"tiny", Scheme::int4, "auto", 300, 64, 128, 12, 2}),
+        PrefillCase{"tiny", Scheme::int4, "auto", 300, 64, 128, 12, 2},
+        // 128-dim heads on an fp16 cache (the wgmma kernel on an H100/H200): chunks from p0 =
+        // 0, 300, 600, whole and ragged query tiles
+        PrefillCase{"tiny", Scheme::fp16, "auto", 700, 300, 128, 8, 2}),
     [](const auto& info) {
       const PrefillCase& p = info.param;
       std::string k = p.kernel;
@@ -250,5 +260,131 @@ TEST(RmsnormRows, RowsPastTheRegisterPathMatchTheNormInDoublePrecision) {
     EXPECT_EQ(off, 0) << "n " << n;
   }
 }
+
+// The prefill attention's Hopper kernel (prefill_attention_wgmma) on chunks from positions off
+// and on its 128-position tiles, ragged and whole, over caches longer than the chunk whose
+// positions past it hold NaN, at grouped-query ratios from 1 to 16: within tolerance_of of the
+// exact causal softmax on a sample of rows (every head, every dim, the last row among them),
+// and within twice it of the mma.sync kernel on every element. Both tolerances follow the
+// arithmetic (tests/attention_reference.h): fp16 P, fp32 sums, ex2.approx, fp16 output.
+struct WgmmaCase {
+  int64_t p0, rows;
+  int heads, kv_heads;
+  WgmmaPipeline pipeline;
+};
+
+class PrefillAttentionWgmma : public ::testing::TestWithParam<WgmmaCase> {};
+
+TEST_P(PrefillAttentionWgmma, MatchesTheCausalSoftmaxAndTheMmaKernel) {
+  REQUIRE_GPU();
+  if (!prefill_attention_wgmma_built())
+    GTEST_SKIP() << "built without the sm_90a kernel (CMAKE_CUDA_ARCHITECTURES without 90)";
+  cudaDeviceProp prop{};
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  if (prop.major != 9 || prop.minor != 0)
+    GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0; " << prop.name << " is " << prop.major
+                 << "." << prop.minor;
+  const WgmmaCase c = GetParam();
+  if (!prefill_wgmma_pipeline_built(c.pipeline))
+    GTEST_SKIP() << "the serial pipeline is a lab variant (builds with -DDECODEBENCH_DEV=ON)";
+  constexpr int hd = 128;
+  const int64_t positions = c.p0 + c.rows + 77;
+  const size_t nq = size_t(c.rows) * c.heads * hd, nkv = size_t(positions) * c.kv_heads * hd;
+  const size_t written = size_t(c.p0 + c.rows) * c.kv_heads * hd;
+  std::mt19937 rng(static_cast<uint32_t>(c.p0 * 7 + c.rows + c.heads));
+  std::uniform_real_distribution<float> d2(-2.f, 2.f), d1(-1.f, 1.f);
+  std::vector<uint16_t> q(nq), k(nkv), v(nkv);
+  for (auto& x : q) x = f32_to_f16(d2(rng) / std::sqrt(float(hd)));  // as prefill_qkv scales it
+  for (size_t i = 0; i < nkv; ++i) {
+    k[i] = i < written ? f32_to_f16(d2(rng)) : uint16_t{0x7FFF};  // NaN past the chunk
+    v[i] = i < written ? f32_to_f16(d1(rng)) : uint16_t{0x7FFF};
+  }
+  DeviceBuffer<uint16_t> dq(q), dk(k), dv(v), out_w(nq), out_m(nq);
+  out_w.poison();
+  out_m.poison();
+  PrefillAttentionArgs a;
+  a.q = reinterpret_cast<const __half*>(dq.p);
+  a.k_cache = reinterpret_cast<const __half*>(dk.p);
+  a.v_cache = reinterpret_cast<const __half*>(dv.p);
+  a.p0 = c.p0;
+  a.rows = c.rows;
+  a.heads = c.heads;
+  a.kv_heads = c.kv_heads;
+  a.head_dim = hd;
+  a.cache_positions = positions;
+  a.kv = KvScheme::fp16;
+  a.out = reinterpret_cast<__half*>(out_w.p);
+  prefill_attention_wgmma(a, nullptr, c.pipeline);
+  a.out = reinterpret_cast<__half*>(out_m.p);
+  prefill_attention_mma(a, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> got = out_w.download(), mma = out_m.download();
+
+  std::vector<float> qf(nq), kf(nkv), vf(nkv);
+  for (size_t i = 0; i < nq; ++i) qf[i] = f16_to_f32(q[i]);
+  for (size_t i = 0; i < nkv; ++i) kf[i] = f16_to_f32(k[i]);
+  for (size_t i = 0; i < nkv; ++i) vf[i] = f16_to_f32(v[i]);
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < c.rows; r += std::max<int64_t>(1, c.rows / 48)) rows.push_back(r);
+  if (rows.back() != c.rows - 1) rows.push_back(c.rows - 1);
+  const int workers = static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  std::vector<int64_t> bad(workers, 0);
+  std::vector<std::string> first(workers);
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w)
+    pool.emplace_back([&, w] {
+      int item = 0;
+      for (int64_t row : rows)
+        for (int h = 0; h < c.heads; ++h, ++item) {
+          if (item % workers != w) continue;
+          const dbtest::RefRow r = dbtest::reference_row(qf, kf, vf, c.heads, c.kv_heads, hd, c.p0, row, h);
+          for (int d = 0; d < hd; ++d) {
+            const double g = f16_to_f32(got[(size_t(row) * c.heads + h) * hd + d]);
+            const double tol = dbtest::tolerance_of(r.o[d], r.abs[d], r.l, r.qk_abs, r.keys, hd);
+            if (!(std::fabs(g - r.o[d]) <= tol) && bad[w]++ == 0)
+              first[w] = fmt::format("row {} head {} dim {}: {} against {} (tolerance {})", row, h, d, g,
+                                     r.o[d], tol);
+          }
+        }
+    });
+  for (auto& t : pool) t.join();
+  for (int w = 0; w < workers; ++w) EXPECT_EQ(bad[w], 0) << "against the cpu, first: " << first[w];
+
+  // The mma.sync kernel, every element: both within tolerance_of at sum p|v|/l <= max|v| = 1,
+  // l >= 1, sum|q k| <= 128 * 2 * 2 / sqrt(128).
+  const double qk_abs_max = hd * 2.0 * 2.0 / std::sqrt(double(hd));
+  int64_t off = 0;
+  for (size_t i = 0; i < nq; ++i) {
+    const double want = f16_to_f32(mma[i]), g = f16_to_f32(got[i]);
+    const double tol = dbtest::kernels_tolerance(want, 1.0, qk_abs_max, c.p0 + c.rows, hd);
+    if (!(std::fabs(g - want) <= tol) && off++ < 5)
+      ADD_FAILURE() << "element " << i << " (row " << i / (size_t(c.heads) * hd) << "): " << g
+                    << " against the mma kernel's " << want;
+  }
+  EXPECT_EQ(off, 0);
+}
+
+std::vector<WgmmaCase> wgmma_cases() {
+  // Query heads / kv heads: 8b's 32/8, none shared, 8 and 16 a kv head, 2 a kv head.
+  const std::pair<int, int> groups[] = {{32, 8}, {8, 8}, {32, 4}, {16, 16}, {16, 1}, {4, 2}};
+  std::vector<WgmmaCase> cases;
+  for (WgmmaPipeline pipeline : {WgmmaPipeline::overlap, WgmmaPipeline::serial}) {
+    int i = 0;
+    for (int64_t p0 : {0, 128, 300, 4096})
+      for (int64_t rows : {1, 127, 128, 333, 4096}) {
+        const auto [heads, kv_heads] = groups[i++ % 6];
+        cases.push_back({p0, rows, heads, kv_heads, pipeline});
+      }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Chunks, PrefillAttentionWgmma, ::testing::ValuesIn(wgmma_cases()),
+                         [](const auto& info) {
+                           const WgmmaCase& c = info.param;
+                           return fmt::format("{}_p0_{}_rows_{}_heads_{}_kv_{}",
+                                              c.pipeline == WgmmaPipeline::overlap ? "overlap" : "serial",
+                                              c.p0, c.rows, c.heads, c.kv_heads);
+                         });
 
 }  // namespace

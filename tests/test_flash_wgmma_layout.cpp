@@ -1,15 +1,20 @@
-// The Hopper prefill attention's layout arithmetic (tests/bench/flash_wgmma_layout.h) against the
+// The Hopper prefill attention's layout arithmetic (kernels/flash_wgmma_layout.h) against the
 // definitions it implements: the PTX ISA's A register fragment of wgmma.m64nNk16, the S
 // accumulator reused as that fragment, the MN-major 128-byte-swizzle descriptor of V, and a
 // whole tile's S = Q K^T and O = P V emulated through TMA's swizzle, the descriptors and the
-// fragments against a direct product; then the causal tile bounds and the grid's order.
+// fragments against a direct product; then a chunk's causal tile bounds from any p0, the mask
+// on every fragment element, the boxes' coordinates in their maps, a whole chunk's indexing
+// emulated against the causal softmax, and the grid's order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
-#include "bench/flash_wgmma_layout.h"
+#include "flash_wgmma_layout.h"
 
 using namespace db::flash_wgmma;
 using db::wgmma::acc_col;
@@ -171,43 +176,207 @@ TEST(FlashWgmmaLayout, EmulatedTileProductMatchesDirectProduct) {
   }
 }
 
+// The chunks the tests walk: p0 at 0, inside the first tile, on a tile boundary and past it,
+// off one; rows of one query, ragged tiles, whole tiles.
+constexpr int kP0s[] = {0, 1, 127, 128, 300, 4096};
+constexpr int kRows[] = {1, 127, 128, 129, 333, 1024};
+
 // The key tiles a query tile walks are exactly those holding a key some query of it attends to,
-// and the masked ones exactly those holding a key past one of its queries.
+// and the masked ones include every one holding a key past one of its queries.
 TEST(FlashWgmmaLayout, CausalBoundsMatchBruteForce) {
   for (auto [bm, bn] : {std::pair{128, 128}, std::pair{128, 64}, std::pair{64, 128}})
-    for (int t : {1, 127, 128, 129, 300, 1024}) {
-      const int q_tiles = (t + bm - 1) / bm;
-      for (int qt = 0; qt < q_tiles; ++qt) {
-        int walked = 0;
-        for (int kt = 0; kt * bn < t; ++kt) {
-          bool attends = false, past = false;
-          for (int qi = qt * bm; qi < qt * bm + bm && qi < t; ++qi)
-            for (int key = kt * bn; key < kt * bn + bn && key < t; ++key) {
-              attends |= key <= qi;
-              past |= key > qi;
+    for (int p0 : kP0s)
+      for (int rows : kRows) {
+        const int q_tiles = (rows + bm - 1) / bm, keys = p0 + rows;
+        for (int qt = 0; qt < q_tiles; ++qt) {
+          const int first = p0 + qt * bm, last = p0 + std::min(qt * bm + bm, rows) - 1;  // positions
+          int walked = 0;
+          for (int kt = 0; kt * bn < keys; ++kt) {
+            // Some query attends to some key of the tile: its first key is at or before the last
+            // query. Some key is past some query: its last key (in the chunk or past it, where
+            // TMA fills zeros that must not count) is after the first query.
+            const bool attends = kt * bn <= last;
+            const bool past = kt * bn + bn - 1 > first;
+            if (attends) {
+              EXPECT_EQ(kt, walked) << "the walked tiles start at 0 and have no gap";
+              ++walked;
+              // A walked tile with a key past some query must be masked.
+              if (past) {
+                EXPECT_TRUE(key_tile_needs_mask(qt, kt, bm, bn, p0)) << bm << " " << bn << " " << p0;
+              }
             }
-          if (attends) {
-            EXPECT_EQ(kt, walked) << "the walked tiles start at 0 and have no gap";
-            ++walked;
-            // Keys past every query are also past the sequence's end or masked anyway; a
-            // walked tile with a key past some query must be masked.
-            if (past) {
-              EXPECT_TRUE(key_tile_needs_mask(qt, kt, bm, bn)) << bm << " " << bn << " " << t;
+            // A tile that needs no mask has every key (in the chunk or not) at or before the
+            // tile's first query.
+            if (!key_tile_needs_mask(qt, kt, bm, bn, p0)) {
+              EXPECT_LE(kt * bn + bn - 1, first);
             }
           }
-          // A tile that needs no mask has every key (in the sequence or not) at or before the
-          // tile's first query.
-          if (!key_tile_needs_mask(qt, kt, bm, bn)) {
-            EXPECT_LE(kt * bn + bn - 1, qt * bm);
+          EXPECT_EQ(causal_key_tiles(qt, bm, bn, rows, p0), walked)
+              << bm << " " << bn << " " << p0 << " " << rows << " " << qt;
+        }
+      }
+  // 128 x 128 tiles from p0 = 0: query tile qt walks qt + 1 key tiles and masks the last alone;
+  // from p0 = 300 (44 into tile 2) it walks tiles 0 .. (300 + 128 qt + 127) / 128 and masks the
+  // two the diagonal crosses.
+  for (int qt = 0; qt < 8; ++qt) {
+    EXPECT_EQ(causal_key_tiles(qt, 128, 128, 1024, 0), qt + 1);
+    for (int kt = 0; kt <= qt; ++kt) EXPECT_EQ(key_tile_needs_mask(qt, kt, 128, 128, 0), kt == qt);
+    EXPECT_EQ(causal_key_tiles(qt, 128, 128, 1024, 300), qt + 4);
+    for (int kt = 0; kt < qt + 4; ++kt)
+      EXPECT_EQ(key_tile_needs_mask(qt, kt, 128, 128, 300), kt == qt + 2 || kt == qt + 3) << qt << " " << kt;
+  }
+}
+
+// Over every thread's S fragment of every walked tile, the kernel's mask (applied on the tiles
+// key_tile_needs_mask picks, per element by causal_masked of key_position against p0 +
+// query_row) hides exactly the keys past each query; every query row, padding past the chunk
+// included, sees key 0 in tile 0, so its running maximum is finite from the first tile on.
+TEST(FlashWgmmaLayout, MaskHidesExactlyTheKeysPastEachQuery) {
+  constexpr int bm = 128, bn = 128;
+  for (int p0 : kP0s)
+    for (int rows : kRows) {
+      const int q_tiles = (rows + bm - 1) / bm;
+      for (int qt = 0; qt < q_tiles; ++qt)
+        for (int kt = 0; kt < causal_key_tiles(qt, bm, bn, rows, p0); ++kt)
+          for (int consumer = 0; consumer < 2; ++consumer)
+            for (int t = 0; t < 128; ++t)
+              for (int j = 0; j < 64; ++j) {
+                const int row = query_row(qt, bm, consumer, t, j), key = key_position(kt, bn, t, j);
+                ASSERT_EQ(row, qt * bm + 64 * consumer + acc_row(t, j));
+                const bool hidden = key_tile_needs_mask(qt, kt, bm, bn, p0) && causal_masked(key, p0 + row);
+                ASSERT_EQ(hidden, key > p0 + row) << p0 << " " << rows << " " << qt << " " << kt;
+                if (kt == 0 && key == 0) {
+                  ASSERT_FALSE(hidden);
+                }
+              }
+    }
+}
+
+// Every box the kernel loads starts inside its map, so that TMA credits its whole size to the
+// barrier (kTileBytes a tile): the Q tiles' first row is a row of the chunk, the walked key
+// tiles' first position at most the chunk's last one.
+TEST(FlashWgmmaLayout, EveryBoxStartsInsideItsMap) {
+  constexpr int bm = 128, bn = 128;
+  EXPECT_EQ(kTileBytes, 2u * 64 * 128 * 2);  // two boxes of 64 fp16 dims x 128 rows
+  for (int p0 : kP0s)
+    for (int rows : kRows)
+      for (int heads : {1, 8, 32})
+        for (int kv_heads : {1, heads / 4 > 0 ? heads / 4 : 1, heads}) {
+          const int q_tiles = (rows + bm - 1) / bm;
+          for (int qt = 0; qt < q_tiles; ++qt)
+            for (int head = 0; head < heads; ++head)
+              for (int b = 0; b < 2; ++b) {
+                const BoxCoord q = q_box(head, qt, bm, b);
+                EXPECT_LT(q.outer, rows);
+                EXPECT_EQ(q.inner % 64, 0);
+                EXPECT_LE(q.inner + 64, heads * kHeadDim);
+                const int kvh = kv_head_of(head, heads, kv_heads);
+                ASSERT_TRUE(kvh >= 0 && kvh < kv_heads);
+                const int last_kt = causal_key_tiles(qt, bm, bn, rows, p0) - 1;
+                const BoxCoord k = kv_box(kvh, last_kt, bn, b);
+                EXPECT_LT(k.outer, kv_map_rows(p0, rows)) << p0 << " " << rows << " " << qt;
+                EXPECT_LE(k.inner + 64, kv_heads * kHeadDim);
+              }
+        }
+}
+
+// The kernel's indexing end to end on the CPU, in double precision: a chunk's queries and a
+// cache longer than the chunk whose positions past it hold NaN; Q, K and V tiles read through
+// q_box and kv_box from maps of `rows` and kv_map_rows rows (zeros past them, as TMA fills);
+// each consumer's S tile assembled from its threads' fragments (query_row, key_position, each
+// element once), masked as the kernel masks it, the online softmax tile by tile over the key
+// tiles the query tile walks, O stored from the fragments at out_offset. Every output equals
+// the direct causal softmax over the cache, and none is NaN.
+TEST(FlashWgmmaLayout, EmulatedChunkMatchesTheCausalSoftmax) {
+  constexpr int bm = 128, bn = 128, hd = kHeadDim;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (auto [p0, rows, heads, kv_heads] : {std::tuple{300, 133, 4, 2}, std::tuple{0, 129, 2, 1},
+                                           std::tuple{128, 1, 4, 4}, std::tuple{4076, 40, 2, 1}}) {
+    const int cache = p0 + rows + 50, kv_dim = kv_heads * hd, q_dim = heads * hd;
+    std::vector<double> q(size_t(rows) * q_dim), k(size_t(cache) * kv_dim), v(size_t(cache) * kv_dim);
+    for (auto& x : q) x = dist(rng);
+    for (size_t i = 0; i < k.size(); ++i) {
+      const bool written = int(i / kv_dim) < p0 + rows;
+      k[i] = written ? dist(rng) : NAN;
+      v[i] = written ? dist(rng) : NAN;
+    }
+    // Row r, dim d of the tile whose box 0 is at `at` (box d / 64 at kv_box/q_box's b), from a
+    // map of `map_rows` rows of `width` values.
+    const auto tile_at = [](const std::vector<double>& m, int64_t map_rows, int width, BoxCoord at, int r,
+                            int c) {
+      const int64_t row = int64_t{at.outer} + r;
+      return row < map_rows ? m[size_t(row * width + at.inner + c)] : 0.0;
+    };
+    std::vector<double> out(size_t(rows) * q_dim, NAN);
+    const int q_tiles = (rows + bm - 1) / bm;
+    for (int block = 0; block < heads * q_tiles; ++block) {
+      const CtaWork w = cta_work(block, heads, q_tiles);
+      const int kvh = kv_head_of(w.head, heads, kv_heads);
+      const auto q_at = [&](int r, int d) {
+        return tile_at(q, rows, q_dim, q_box(w.head, w.q_tile, bm, d / 64), r, d % 64);
+      };
+      for (int consumer = 0; consumer < 2; ++consumer) {
+        std::vector<double> o(64 * hd, 0.0), mx(64, -INFINITY), l(64, 0.0);
+        for (int kt = 0; kt < causal_key_tiles(w.q_tile, bm, bn, rows, p0); ++kt) {
+          const auto kv_at = [&](const std::vector<double>& m, int r, int d) {
+            return tile_at(m, kv_map_rows(p0, rows), kv_dim, kv_box(kvh, kt, bn, d / 64), r, d % 64);
+          };
+          std::vector<double> s(64 * bn, NAN);
+          for (int t = 0; t < 128; ++t)
+            for (int j = 0; j < 64; ++j) {
+              const int row = query_row(w.q_tile, bm, consumer, t, j), key = key_position(kt, bn, t, j);
+              const int r = row - w.q_tile * bm - 64 * consumer, c = key - kt * bn;
+              ASSERT_TRUE(r >= 0 && r < 64 && c >= 0 && c < bn && std::isnan(s[r * bn + c]));
+              double dot = 0;
+              for (int d = 0; d < hd; ++d) dot += q_at(64 * consumer + r, d) * kv_at(k, c, d);
+              if (key_tile_needs_mask(w.q_tile, kt, bm, bn, p0) && causal_masked(key, p0 + row))
+                dot = -INFINITY;
+              s[r * bn + c] = dot;
+            }
+          for (int r = 0; r < 64; ++r) {
+            double nm = mx[r];
+            for (int c = 0; c < bn; ++c) nm = std::max(nm, s[r * bn + c]);
+            ASSERT_TRUE(std::isfinite(nm)) << "row " << r << " of tile " << kt;
+            const double scale = std::exp(mx[r] - nm);
+            mx[r] = nm;
+            l[r] *= scale;
+            for (int d = 0; d < hd; ++d) o[r * hd + d] *= scale;
+            for (int c = 0; c < bn; ++c) {
+              const double p = std::exp(s[r * bn + c] - nm);
+              l[r] += p;
+              for (int d = 0; d < hd; ++d) o[r * hd + d] += p * kv_at(v, c, d);
+            }
           }
         }
-        EXPECT_EQ(causal_key_tiles(qt, bm, bn, t), walked) << bm << " " << bn << " " << t << " " << qt;
+        for (int t = 0; t < 128; ++t)
+          for (int j = 0; j < 64; ++j) {
+            const int row = query_row(w.q_tile, bm, consumer, t, j), r = row - w.q_tile * bm - 64 * consumer;
+            if (row < rows)
+              out[size_t(out_offset(row, heads, w.head, acc_col(t, j)))] = o[r * hd + acc_col(t, j)] / l[r];
+          }
       }
     }
-  // 128 x 128 tiles: query tile qt walks qt + 1 key tiles and masks the last alone.
-  for (int qt = 0; qt < 8; ++qt) {
-    EXPECT_EQ(causal_key_tiles(qt, 128, 128, 1024), qt + 1);
-    for (int kt = 0; kt <= qt; ++kt) EXPECT_EQ(key_tile_needs_mask(qt, kt, 128, 128), kt == qt);
+    for (int row = 0; row < rows; ++row)
+      for (int h = 0; h < heads; ++h) {
+        const int kvh = kv_head_of(h, heads, kv_heads);
+        std::vector<double> sc(p0 + row + 1);
+        double mx = -INFINITY, l = 0;
+        for (int key = 0; key <= p0 + row; ++key) {
+          double dot = 0;
+          for (int d = 0; d < hd; ++d)
+            dot += q[size_t(row) * q_dim + h * hd + d] * k[size_t(key) * kv_dim + kvh * hd + d];
+          sc[key] = dot;
+          mx = std::max(mx, dot);
+        }
+        for (double& x : sc) l += (x = std::exp(x - mx));
+        for (int d = 0; d < hd; ++d) {
+          double want = 0;
+          for (int key = 0; key <= p0 + row; ++key) want += sc[key] * v[size_t(key) * kv_dim + kvh * hd + d];
+          ASSERT_NEAR(out[size_t(row) * q_dim + h * hd + d], want / l, 1e-9)
+              << "p0 " << p0 << " rows " << rows << ": row " << row << " head " << h << " dim " << d;
+        }
+      }
   }
 }
 

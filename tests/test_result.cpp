@@ -106,6 +106,7 @@ db::Result populated_result() {
   r.timing.load_s = 2.75;
   r.timing.prefill_s = 0.3125;
   r.timing.prefill = "batched";
+  r.timing.prefill_attention = "wgmma";
   r.timing.prefill_tokens_per_s = 1024;
   r.timing.clock = "cuda-events";
   r.timing.weights_reused = true;
@@ -341,6 +342,7 @@ const std::vector<std::string> kAddedFields = {"config.kv_cache",
                                                "bytes.stored.biases",
                                                "timing.prefill",
                                                "timing.prefill_tokens_per_s",
+                                               "timing.prefill_attention",
                                                "config.batch",
                                                "device.peak_compute_TFLOPS",
                                                "device.compute_probe",

@@ -1,4 +1,4 @@
-// The Hopper GEMM's layout arithmetic (tests/bench/wgmma_layout.h) against the definitions it
+// The Hopper GEMM's layout arithmetic (kernels/wgmma_layout.h) against the definitions it
 // implements: the PTX ISA's wgmma matrix descriptor fields, the 128-byte swizzle of TMA and
 // wgmma, the f32 accumulator fragment of wgmma.m64nNk16, and the persistent grid's tile order.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "bench/wgmma_layout.h"
+#include "wgmma_layout.h"
 
 using namespace db::wgmma;
 

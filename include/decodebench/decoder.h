@@ -44,6 +44,7 @@ struct DecoderFacts {
   std::vector<std::string> kernel_shapes;     // batch > 1: the skinny GEMM's shape a kind of matrix
   std::vector<std::string> batched_paths;     // batch > 1: the path a kind of matrix takes
   std::string prefill = "steps";              // how prefill() reaches the context (timing.prefill)
+  std::string prefill_attention;  // the batched prefill's attention kernel (timing.prefill_attention)
 };
 
 // One run's decode loop on a backend, over batch() sequences in lockstep (--batch B; batch 1

@@ -112,8 +112,10 @@ struct Timing {
   bool weights_reused = false;  // the backend's weights were kept from the previous run of a sweep
   double prefill_s = 0;         // untimed: reaching --context
   std::string prefill;  // how: "batched" (chunks through GEMMs, cuda) | "steps" (a decode step a token)
-  double prefill_tokens_per_s = 0;            // --context / prefill_s, 0 without a context
-  std::string clock;                          // "cuda-events" | "host"
+  double prefill_tokens_per_s = 0;  // --context / prefill_s, 0 without a context
+  std::string
+      prefill_attention;  // batched: its causal attention kernel, "wgmma" | "mma" | "plain"; else empty
+  std::string clock;      // "cuda-events" | "host"
   std::vector<double> repetition_medians_ms;  // each repetition's median step time
   double noise = 0;                           // relative stdev of the repetition medians
   int64_t repetitions = 0;                    // timed repetitions run

@@ -178,6 +178,7 @@ class CudaDecoder final : public Decoder {
     f.kernel_shapes = engine_.skinny_shapes();
     f.batched_paths = engine_.linear_plan().batched_path_lines();
     f.prefill = "batched";
+    f.prefill_attention = engine_.prefill_attention_kernel();
     return f;
   }
 

@@ -138,6 +138,9 @@ class Engine {
   // `sequence`: whose KV cache it writes (batch > 1); the others' are left alone.
   void prefill(const std::vector<int32_t>& tokens, int64_t chunk = 0, int64_t sequence = 0);
   static constexpr int64_t kPrefillChunk = 4096;
+  // The causal attention kernel the last prefill() ran (prefill_attention_plan.h's names:
+  // "wgmma", "mma", "plain"); empty before one.
+  const std::string& prefill_attention_kernel() const { return prefill_attention_kernel_; }
   // Device memory prefill() allocates for a chunk of `rows` (freed when it returns).
   uint64_t prefill_scratch_bytes(int64_t rows) const;
   // Eager: the kernels of one step (every sequence's), as the plan's step mode runs them.
@@ -240,6 +243,7 @@ class Engine {
   cudaGraphExec_t graph_ = nullptr;
   int launches_per_step_ = 0;
   MemoryUse memory_;
+  std::string prefill_attention_kernel_;
   double load_s_ = 0;
 
   // A LoRA adapter in external mode (lora.cuh): the weights' A and B groups pointed at this

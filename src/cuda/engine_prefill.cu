@@ -193,7 +193,7 @@ void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t 
       aa.kv_heads = qa.kv_heads;
       aa.head_dim = qa.head_dim;
       aa.out = b.x;  // the O GEMM's input
-      prefill_attention(aa, stream_);
+      prefill_attention_kernel_ = to_string(prefill_attention(aa, stream_));
       linear(l, LoraSite::o, d.o, b.x, m, b.resid, true);
       rmsnorm_rows(b.resid, d.mlp_norm, eps, m, H, b.x, stream_);
       linear(l, LoraSite::gate_up, d.gate_up, b.x, m, b.gate_up, false);

@@ -522,8 +522,9 @@ std::string summary_text(const Result& r) {
 
   if (c.context > 0 && r.timing.prefill_s > 0)
     line(out, "prefill",
-         fmt::format("{} tokens in {:.2f} s, {:.0f} tok/s ({}, untimed)", c.context, r.timing.prefill_s,
-                     r.timing.prefill_tokens_per_s, r.timing.prefill.empty() ? "steps" : r.timing.prefill));
+         fmt::format("{} tokens in {:.2f} s, {:.0f} tok/s ({}{}, untimed)", c.context, r.timing.prefill_s,
+                     r.timing.prefill_tokens_per_s, r.timing.prefill.empty() ? "steps" : r.timing.prefill,
+                     r.timing.prefill_attention.empty() ? "" : ", attention " + r.timing.prefill_attention));
 
   line(out, "energy", energy_text(r));
 

@@ -195,6 +195,7 @@ void fields(V& v, Timing& t) {
   v("warnings", t.warnings, Added{});
   v("prefill", t.prefill, Added{});
   v("prefill_tokens_per_s", t.prefill_tokens_per_s, Added{});
+  v("prefill_attention", t.prefill_attention, Added{});
   v("aggregate_tokens_per_s", t.aggregate_tokens_per_s, Added{});
 }
 

@@ -206,6 +206,7 @@ Timing timing_of(const Measurement& m, const DecoderFacts& facts, int64_t contex
   t.weights_reused = facts.weights_reused;
   t.prefill_s = m.prefill_s;
   t.prefill = facts.prefill;
+  t.prefill_attention = facts.prefill_attention;
   t.prefill_tokens_per_s = m.prefill_s > 0 ? static_cast<double>(context) / m.prefill_s : 0;
   t.clock = m.clock;
   t.repetition_medians_ms = m.repetition_medians_ms;

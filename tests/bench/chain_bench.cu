@@ -114,7 +114,7 @@ struct Tag {
 };
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // used by chain_kernel's body only
-using namespace db::bench;
+using namespace db::hopper;
 // Consumers' waits suspend (CHAIN_SPIN=1: poll, as runs 1-16 did; run 17 found no difference).
 constexpr unsigned kSuspendNs = CHAIN_SPIN ? 0 : 1000000;
 __device__ __forceinline__ void named_sync(int id, int threads) {

@@ -186,10 +186,10 @@ __global__ void barrier_kernel(Args a, int n) {
 
 // --- bulk copies on mbarriers (sm_90: mbarrier.cuh)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-using db::bench::bulk_copy;
-using db::bench::mbar_init;
-using db::bench::mbar_wait;
-using db::bench::smem_u32;
+using db::hopper::bulk_copy;
+using db::hopper::mbar_init;
+using db::hopper::mbar_wait;
+using db::hopper::smem_u32;
 #endif
 
 __global__ void bulk_kernel(Args a, int slot_bytes, int nslots) {

@@ -115,17 +115,17 @@ struct MixedArgs {
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-using bench::bulk_load;
-using bench::fence_registers;
-using bench::mbar_arrive;
-using bench::mbar_expect_tx;
-using bench::mbar_init;
-using bench::mbar_wait_bounded;
-using bench::smem_u32;
-using bench::tma_load_2d;
-using bench::wgmma_commit;
-using bench::wgmma_fence;
-using bench::wgmma_wait;
+using hopper::bulk_load;
+using hopper::fence_registers;
+using hopper::mbar_arrive;
+using hopper::mbar_expect_tx;
+using hopper::mbar_init;
+using hopper::mbar_wait_bounded;
+using hopper::smem_u32;
+using hopper::tma_load_2d;
+using hopper::wgmma_commit;
+using hopper::wgmma_fence;
+using hopper::wgmma_wait;
 
 __device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
   uint32_t r;
@@ -446,7 +446,7 @@ Prepared prepare(const MixedMatrix& m, const __half* x, int64_t batch, int split
                  int n_tile_override = 0) {
   Prepared p;
   p.plan = mixed::make_plan(m.kind, m.rows, m.cols, batch, sm_count(), splits_override, n_tile_override);
-  p.tm_x = bench::sw128_map(x, batch, m.cols, m.cols, p.plan.n_tile);
+  p.tm_x = hopper::sw128_map(x, batch, m.cols, m.cols, p.plan.n_tile);
   return p;
 }
 

@@ -178,7 +178,7 @@ __global__ void reference_rows(int m, int rows, int cols, const __half* x, float
 }
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-using namespace db::bench;
+using namespace db::hopper;
 
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");

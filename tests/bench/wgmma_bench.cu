@@ -77,16 +77,16 @@ static_assert(kABytes % 1024 == 0 && kBBytes % 1024 == 0, "tiles on 1024-byte bo
 static_assert(kSmemBytes <= 227 * 1024, "an H100/H200 CTA's shared memory");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-using bench::fence_registers;
-using bench::mbar_arrive;
-using bench::mbar_expect_tx;
-using bench::mbar_init;
-using bench::mbar_wait;
-using bench::smem_u32;
-using bench::tma_load_2d;
-using bench::wgmma_commit;
-using bench::wgmma_fence;
-using bench::wgmma_wait;
+using hopper::fence_registers;
+using hopper::mbar_arrive;
+using hopper::mbar_expect_tx;
+using hopper::mbar_init;
+using hopper::mbar_wait;
+using hopper::smem_u32;
+using hopper::tma_load_2d;
+using hopper::wgmma_commit;
+using hopper::wgmma_fence;
+using hopper::wgmma_wait;
 
 // d (+)= A[64 x 16] * B[256 x 16]^T, both K-major in shared memory (descriptors a, b); d is
 // overwritten when accumulate is false.
@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // A row-major fp16 matrix [rows, cols] as a tensor map of boxes of 64 columns x box_rows rows,
 // 128-byte swizzled, zero-filled past its edges.
 CUtensorMap kmajor_map(const __half* p, int rows, int cols, int box_rows) {
-  return bench::sw128_map(p, rows, cols, cols, box_rows);
+  return hopper::sw128_map(p, rows, cols, cols, box_rows);
 }
 
 struct Gemm {

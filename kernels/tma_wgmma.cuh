@@ -1,7 +1,8 @@
-// What the Hopper benches (wgmma_bench.cu, flash_wgmma_bench.cu) share besides the layout
-// arithmetic: the device side's TMA box load, mbarrier transaction count and wgmma group fences
-// (sm_90a only, like mbarrier.cuh), and the host side's tensor maps of 128-byte-swizzled boxes
-// of 64 fp16 columns through the runtime's driver entry point (no libcuda at link time).
+// What the Hopper wgmma kernels (prefill_wgmma.cu, the lab's tests/bench/wgmma_bench.cu) share
+// besides the layout arithmetic: the device side's TMA box load, mbarrier transaction count and
+// wgmma group fences (sm_90a only, like mbarrier.cuh), and the host side's tensor maps of
+// 128-byte-swizzled boxes of 64 fp16 columns through the runtime's driver entry point (no
+// libcuda at link time).
 #pragma once
 
 #include <cuda.h>
@@ -13,7 +14,7 @@
 #include "common.cuh"
 #include "mbarrier.cuh"
 
-namespace db::bench {
+namespace db::hopper {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
@@ -80,4 +81,4 @@ inline CUtensorMap sw128_map(const __half* p, int64_t rows, int64_t cols, int64_
   return map;
 }
 
-}  // namespace db::bench
+}  // namespace db::hopper

@@ -1,13 +1,14 @@
-// Shared-memory mbarriers for the benches' bulk-copy rings (sm_90): the flight bench's and the
-// chain bench's producers and consumers. Defined only in the sm_90 device pass, where the
-// kernels that use them have bodies, so that the other passes neither see the instructions
-// nor warn about unused helpers.
+// Shared-memory mbarriers for the producer/consumer rings of the Hopper kernels (sm_90): the
+// prefill attention's TMA ring (prefill_wgmma.cu) and the lab's benches (the flight, chain,
+// stream and wgmma benches). Defined only in the sm_90 device pass, where the kernels that use
+// them have bodies, so that the other passes neither see the instructions nor warn about unused
+// helpers.
 #pragma once
 
 #include <cstdint>
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-namespace db::bench {
+namespace db::hopper {
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -98,5 +99,5 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
       : "memory");
 }
 
-}  // namespace db::bench
+}  // namespace db::hopper
 #endif

@@ -1,14 +1,16 @@
-// The layout arithmetic of the Hopper causal prefill attention (tests/bench/flash_wgmma_bench.cu)
-// that a CPU can check (tests/test_flash_wgmma_layout.cpp), on top of wgmma_layout.h's K-major
-// descriptors, swizzle and accumulator fragment:
+// The layout arithmetic of the Hopper causal prefill attention (prefill_wgmma.cu) that a CPU can
+// check (tests/test_flash_wgmma_layout.cpp), on top of wgmma_layout.h's K-major descriptors,
+// swizzle and accumulator fragment:
 //   - the A register fragment of wgmma.m64nNk16 with 16-bit inputs, and how the f32 accumulator
 //     of S = Q K^T (m64n128) becomes the A operand P of O += P V without moving a value between
 //     threads;
 //   - the descriptor of an MN-major operand with the 128-byte swizzle (V: [key][dim] in shared
 //     memory, dims contiguous, is wgmma's B with the keys as K and the dims as N, read with
 //     imm-trans-b = 1);
-//   - the causal bounds of a query tile (the key tiles it walks, the ones it masks) and the
-//     order in which the grid's CTAs take (query head, query tile).
+//   - a chunk's positions: the causal bounds of a query tile (the key tiles it walks, the ones
+//     it masks), a fragment element's query and key positions, the TMA boxes' coordinates in
+//     the maps of the queries and of the cache, and the order in which the grid's CTAs take
+//     (query head, query tile).
 #pragma once
 
 #include <cstdint>
@@ -69,18 +71,74 @@ DB_WGMMA_HD constexpr uint64_t v_tile_desc(uint32_t tile_addr, int kk) {
   return mnmajor_sw128_desc(tile_addr + static_cast<uint32_t>(kk) * 16 * 128, kBoxBytes);
 }
 
-// Causal bounds for query tiles of `bm` queries and key tiles of `bn` keys over a sequence of
-// `t` positions (query q attends to keys 0..q). Query tile qt's last query is
-// min(qt bm + bm - 1, t - 1); it walks key tiles 0 .. causal_key_tiles - 1.
-DB_WGMMA_HD constexpr int causal_key_tiles(int qt, int bm, int bn, int t) {
-  const int last = qt * bm + bm - 1 < t - 1 ? qt * bm + bm - 1 : t - 1;
-  return last / bn + 1;
+// A chunk's causal bounds: query row r (0 to rows - 1) is the query at position p0 + r and
+// attends to the cache's positions 0 .. p0 + r. Query tiles hold `bm` rows, key tiles `bn`
+// positions. Query tile qt's last query is at position p0 + min(qt bm + bm - 1, rows - 1); it
+// walks key tiles 0 .. causal_key_tiles - 1.
+DB_WGMMA_HD constexpr int causal_key_tiles(int qt, int bm, int bn, int rows, int p0) {
+  const int last = qt * bm + bm - 1 < rows - 1 ? qt * bm + bm - 1 : rows - 1;
+  return (p0 + last) / bn + 1;
 }
 // Whether key tile kt holds a key past some query of query tile qt (its last key after the
-// tile's first query), so that the causal mask must be applied to it; the tiles before it need
-// none. With bm == bn that is the diagonal tile alone.
-DB_WGMMA_HD constexpr bool key_tile_needs_mask(int qt, int kt, int bm, int bn) {
-  return kt * bn + bn - 1 > qt * bm;
+// tile's first query, at position p0 + qt bm), so that the causal mask must be applied to it;
+// the tiles before it need none. With bm == bn that is the diagonal tile alone when p0 is a
+// multiple of bn, the two tiles the diagonal crosses otherwise.
+DB_WGMMA_HD constexpr bool key_tile_needs_mask(int qt, int kt, int bm, int bn, int p0) {
+  return kt * bn + bn - 1 > p0 + qt * bm;
+}
+// Whether the key at position `key` is hidden from the query at position `query`.
+DB_WGMMA_HD constexpr bool causal_masked(int key, int query) {
+  return key > query;
+}
+
+// The chunk's row and the cache position of S accumulator float j of thread t (0-127) of
+// consumer warpgroup `consumer` (queries 64 consumer .. 64 consumer + 63 of the tile) in
+// query tile qt and key tile kt.
+DB_WGMMA_HD constexpr int query_row(int qt, int bm, int consumer, int t, int j) {
+  return qt * bm + 64 * consumer + wgmma::acc_row(t, j);
+}
+DB_WGMMA_HD constexpr int key_position(int kt, int bn, int t, int j) {
+  return kt * bn + wgmma::acc_col(t, j);
+}
+
+// The kv head query head `head` reads (grouped-query attention: heads / kv_heads query heads a
+// kv head, consecutive).
+DB_WGMMA_HD constexpr int kv_head_of(int head, int heads, int kv_heads) {
+  return head / (heads / kv_heads);
+}
+
+// Head vectors of 128 dims: the one head size the kernel takes (Q K^T's 8 k16 steps, P V's N).
+constexpr int kHeadDim = 128;
+
+// A TMA box's coordinates in a 2-D tensor map, (inner, outer) = (column, row).
+struct BoxCoord {
+  int inner, outer;
+};
+// Box b (dims 64 b to 64 b + 63) of query head `head`'s tile qt of `bm` rows, in the map of the
+// chunk's queries as [rows][heads * 128]: its rows past `rows` are zeros.
+DB_WGMMA_HD constexpr BoxCoord q_box(int head, int qt, int bm, int b) {
+  return {head * kHeadDim + 64 * b, qt * bm};
+}
+// Box b of kv head `kv_head`'s key tile kt of `bn` positions, in the map of a K or V cache as
+// [kv_map_rows][kv_heads * 128].
+DB_WGMMA_HD constexpr BoxCoord kv_box(int kv_head, int kt, int bn, int b) {
+  return {kv_head * kHeadDim + 64 * b, kt * bn};
+}
+// The K and V maps' rows: the positions up to the chunk's last query. TMA fills a box's rows
+// past them with zeros, so the cache's positions after the chunk (not written yet: anything,
+// NaN included, whose product with a masked P of 0 would still be NaN) never reach a tile.
+DB_WGMMA_HD constexpr int64_t kv_map_rows(int64_t p0, int64_t rows) {
+  return p0 + rows;
+}
+// The bytes the two boxes of a tile (128 rows of 128 dims) complete on its mbarrier: TMA
+// credits a box's whole size whether or not part of it lies past the map and is zero-filled
+// (measured by the wgmma GEMM bench's ragged shapes), as long as the box starts inside the
+// map, which every box the kernel loads does (tests/test_flash_wgmma_layout.cpp).
+constexpr uint32_t kTileBytes = 2 * kBoxBytes;
+
+// Where element `dim` of row `row`'s output for query head `head` goes in O [rows][heads][128].
+DB_WGMMA_HD constexpr int64_t out_offset(int row, int heads, int head, int dim) {
+  return (int64_t{row} * heads + head) * kHeadDim + dim;
 }
 
 // The work of CTA `block` (0 to heads * q_tiles - 1): the longest query tiles first (the last

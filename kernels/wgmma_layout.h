@@ -1,4 +1,5 @@
-// The layout arithmetic of the Hopper GEMM (tests/bench/wgmma_bench.cu) that a CPU can check
+// The layout arithmetic of the Hopper wgmma kernels (the prefill attention, prefill_wgmma.cu,
+// and the lab's GEMM, tests/bench/wgmma_bench.cu) that a CPU can check
 // (tests/test_wgmma_layout.cpp): the wgmma shared-memory matrix descriptor, the 128-byte swizzle
 // that TMA writes and wgmma reads, the A register fragment and the accumulator fragment of
 // wgmma's m64nNk16 (16-bit inputs, f32 results), and the order in which a persistent grid walks
