@@ -306,12 +306,13 @@ __global__ void __launch_bounds__(W* kWarp) gemv_tiles_kernel(TilesArgs a) {
 // ------------------------------------------------------------------ launcher
 
 // The instantiated shapes, (row tiles, warps), each at NT 1 and 2: the lab bench's. ptxas -v
-// (sm_90, nvcc 13): none spills; the registers a thread are in docs/kernels.md. Lab builds
-// (DB_DEV) also instantiate the kernels more steps ahead (row tiles, warps, D) of
-// DB_TILES_AHEAD_SHAPES, for the bench and the gpu tests; the product runs D 1.
+// (sm_90, nvcc 13): none spills; the registers a thread are in docs/kernels.md. Those more
+// steps ahead, (row tiles, warps, D): DB_TILES_AHEAD_SHAPES, and in lab builds (DB_DEV) also
+// DB_TILES_LAB_SHAPES for the bench and the gpu tests.
 // clang-format off
 #define DB_TILES_SHAPES(X) X(1, 4) X(2, 4) X(1, 8) X(2, 8) X(4, 4)
-#define DB_TILES_AHEAD_SHAPES(X) X(1, 4, 2) X(2, 4, 2) X(1, 8, 2) X(2, 8, 2) X(1, 4, 4) X(1, 8, 4) X(2, 8, 4)
+#define DB_TILES_AHEAD_SHAPES(X) X(1, 4, 2) X(2, 4, 2) X(1, 8, 2) X(2, 8, 2)
+#define DB_TILES_LAB_SHAPES(X) X(1, 4, 4) X(1, 8, 4) X(2, 8, 4)
 // clang-format on
 
 template <int Bits>
@@ -322,8 +323,9 @@ const void* kernel_of(int nt, int rt, int warps, int ahead) {
                    : reinterpret_cast<const void*>(&gemv_tiles_kernel<Bits, RT_, 2, W_, D_>);
 #define DB_TILES_1(RT_, W_) DB_TILES(RT_, W_, 1)
   DB_TILES_SHAPES(DB_TILES_1)
-#if defined(DB_DEV)
   DB_TILES_AHEAD_SHAPES(DB_TILES)
+#if defined(DB_DEV)
+  DB_TILES_LAB_SHAPES(DB_TILES)
 #endif
 #undef DB_TILES_1
 #undef DB_TILES
@@ -432,16 +434,52 @@ void gemv_tiles(const DeviceMatrix& w, const __half* x, int64_t batch, float* y,
   gemv_tiles_shaped(w, x, batch, y, accumulate, {}, s);
 }
 
+TilesTiming tune_tiles(const std::vector<const DeviceMatrix*>& ms, const __half* x, int64_t batch, float* y,
+                       cudaStream_t s) {
+  if (ms.empty()) fail("tune_tiles: no matrices");
+  const Events ev;
+  auto pass = [&](const TilesShape& t) {
+    for (const DeviceMatrix* m : ms) gemv_tiles_shaped(*m, x, batch, y, false, t, s);
+  };
+  auto time_us = [&](const TilesShape& t) {
+    pass(t);
+    float passes_ms[3];
+    for (float& v : passes_ms) {
+      CUDA_CHECK(cudaEventRecord(ev.a, s));
+      pass(t);
+      CUDA_CHECK(cudaEventRecord(ev.b, s));
+      CUDA_CHECK(cudaEventSynchronize(ev.b));
+      v = ev.ms();
+    }
+    std::sort(passes_ms, passes_ms + 3);
+    return 1e3 * passes_ms[1] / static_cast<double>(ms.size());
+  };
+  TilesTiming c;
+  c.default_shape = c.shape = tiles_shape(*ms.front(), batch);
+  c.default_us = c.us = time_us(c.default_shape);
+  for (const TilesShape& t : tiles_kernel_shapes()) {
+    if (t.row_tiles == c.default_shape.row_tiles && t.warps == c.default_shape.warps &&
+        t.ahead == c.default_shape.ahead)
+      continue;
+    const double us = time_us(t);
+    if (us < c.us) c.shape = t, c.us = us;
+  }
+  if (c.us > 0.97 * c.default_us) c.shape = c.default_shape, c.us = c.default_us;
+  return c;
+}
+
 std::vector<TilesShape> tiles_kernel_shapes() {
   std::vector<TilesShape> v;
 #define DB_TILES(RT_, W_) v.push_back({RT_, W_, 1});
   DB_TILES_SHAPES(DB_TILES)
 #undef DB_TILES
-#if defined(DB_DEV)
 #define DB_TILES(RT_, W_, D_) v.push_back({RT_, W_, D_});
   DB_TILES_AHEAD_SHAPES(DB_TILES)
-#undef DB_TILES
+#if defined(DB_DEV)
+  DB_TILES_LAB_SHAPES(DB_TILES)
 #endif
+#undef DB_TILES
+#undef DB_TILES_LAB_SHAPES
 #undef DB_TILES_AHEAD_SHAPES
 #undef DB_TILES_SHAPES
   return v;

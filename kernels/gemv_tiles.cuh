@@ -33,22 +33,23 @@ bool gemv_tiles_supports(const DeviceMatrix& w, int64_t batch, const char** why)
 void gemv_tiles(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
                 cudaStream_t s);
 
-// A launch shape: `row_tiles` tiles of 16 rows a warp (and a block) and `warps` warps a block,
-// which split the row's steps of 128 columns between them. 0 in both: the default's.
-struct TilesShape {
-  int row_tiles = 0, warps = 0;
-  int ahead = 1;  // steps of weights a warp has in flight beyond its current one (2, 4: lab builds)
-};
-// The shape gemv_tiles() runs `batch` sequences on the matrix at (tiles_shape_us's fastest of
-// the instantiated shapes, at the occupancy each instance's registers give).
+// The shape (TilesShape, decodebench/linear_shapes.h) gemv_tiles() runs `batch` sequences on the matrix at
+// (tiles_shape_us's fastest of the instantiated shapes, at the occupancy each instance's registers give).
 TilesShape tiles_shape(const DeviceMatrix& w, int64_t batch);
 // The kernel at `shape` (the tests and decodebench_tiles_gemv_bench choose others). Only the
 // instantiated shapes (tiles_kernel_shapes) launch; others fail with the reason.
 void gemv_tiles_shaped(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
                        TilesShape shape, cudaStream_t s);
-// The instantiated (row tiles, warps), each for up to 8 and up to 16 sequences; in lab builds
-// also the instances more steps ahead (ahead 2 and 4), which tiles_shape() never chooses.
+// The instantiated shapes, each for up to 8 and up to 16 sequences: (row tiles, warps) one step
+// ahead, some two steps ahead, and in lab builds some four; tiles_shape() chooses among those
+// one step ahead, tune_tiles() among all.
 std::vector<TilesShape> tiles_kernel_shapes();
+// The fastest instantiated shape for matrices `ms` (one kind's, of one shape) at `batch`,
+// timed on the device (each shape once untimed, then the median of three passes over `ms`,
+// x [batch, cols] and y [batch, rows] the caller's buffers, y overwritten); the default
+// (tiles_shape) unless another is 3% faster.
+TilesTiming tune_tiles(const std::vector<const DeviceMatrix*>& ms, const __half* x, int64_t batch, float* y,
+                       cudaStream_t s);
 
 // The model tiles_shape() decides with, host arithmetic without a GPU: the microseconds a
 // matrix of `rows` x `cols` weights of `bits` (4 or 8) takes at `shape` with `occupancy`

@@ -479,6 +479,10 @@ TEST(EngineBatchTiles, PrefilledContextGraphAndEagerAndTheVariable) {
     constexpr int64_t B = 8;
     Engine e(ws, k, 20 + 12, false, B);
     expect_tiles_paths(e, true, "graph batch 8");
+    // Each kind on the tiles GEMV was timed at load (tune_tiles), its shape in the result's lines.
+    for (MatrixKind m : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
+      EXPECT_TRUE(e.linear_plan()[m].tiles.has_value()) << to_string(m);
+    EXPECT_GE(e.skinny_shapes().size(), 4u);
     const std::vector<Trace> eager = engine_batch(e, 20, 12, false);
     const std::vector<Trace> graph = engine_batch(e, 20, 12, true);
     for (int64_t q = 0; q < B; ++q) {

@@ -202,6 +202,35 @@ TEST(Tiles, EveryInstantiatedShapeMatchesTheCpuReference) {
   }
 }
 
+// The timed choice (tune_tiles, the engine's at load) is an instantiated shape: the default
+// unless another was timed 3% faster; and the kernel at that shape gives the reference's sums.
+TEST(Tiles, TheTimedShapeIsAnInstantiatedShapeAndTheDefaultUnlessFaster) {
+  REQUIRE_GPU();
+  const std::vector<TilesShape> all = tiles_kernel_shapes();
+  for (const Case& c : {Case{4096, 4096, 2}, Case{4100, 1024, 12}}) {
+    const Inputs in = make_inputs(c);
+    DeviceQuant dq(in.q);
+    const DeviceTiles t(dq.m);
+    DeviceBuffer<uint16_t> x(in.x);
+    DeviceBuffer<float> y(in.y0.size());
+    const TilesTiming tt =
+        tune_tiles({&t.m, &t.m}, reinterpret_cast<const __half*>(x.p), c.batch, y.p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const TilesShape s = tt.shape, d = tiles_shape(t.m, c.batch);
+    EXPECT_TRUE(std::any_of(all.begin(), all.end(),
+                            [&](const TilesShape& k) {
+                              return k.row_tiles == s.row_tiles && k.warps == s.warps && k.ahead == s.ahead;
+                            }))
+        << name(c) << ": " << tiles_shape_label(s);
+    EXPECT_EQ(tiles_shape_label(tt.default_shape), tiles_shape_label(d)) << name(c);
+    if (tiles_shape_label(s) == tiles_shape_label(d))
+      EXPECT_EQ(tt.us, tt.default_us) << name(c);
+    else
+      EXPECT_LE(tt.us, 0.97 * tt.default_us) << name(c);
+    expect_reference(c, in, run(c, in, t.m, x, y, s), name(c) + " at " + tiles_shape_label(s));
+  }
+}
+
 // The shape gemv_tiles runs is an instantiated one: the model's fastest (below) at the
 // occupancy each instance's registers give on this GPU.
 TEST(Tiles, TheDefaultShapeIsAnInstantiatedShape) {

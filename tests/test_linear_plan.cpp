@@ -650,6 +650,23 @@ TEST(LinearPlan, TheSkinnyShapesTimedAtLoadAreWhatTheResultRecords) {
                                       "gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)"}));
 }
 
+// The tiles GEMV's timed shapes go the same way, with their steps ahead where past 1.
+TEST(LinearPlan, TheTilesShapesTimedAtLoadAreWhatTheResultRecords) {
+  const TilesVariable v(nullptr, "DECODEBENCH_TILES");
+  const TilesVariable int4(nullptr);
+  const ModelConfig c = load_model_config("8b-int4");
+  LinearPlan p = plan_linears(c, resolve_kernel("auto", Scheme::int4), 2, 90, true);
+  EXPECT_TRUE(p.kernel_shapes().empty());
+  ASSERT_EQ(p[MatrixKind::down].batched, BatchedPath::tiles_gemv);
+  p[MatrixKind::down].tiles = TilesTiming{{1, 8, 2}, {1, 8, 1}, 12.24, 16.84};
+  p[MatrixKind::qkv].tiles = TilesTiming{{1, 8, 1}, {1, 8, 1}, 6.39, 6.39};
+  EXPECT_EQ(p.kernel_shapes(),
+            (std::vector<std::string>{"qkv [6144 x 4096]: rt1w8, 6.4 us (default rt1w8 6.4 us)",
+                                      "down_proj [4096 x 14336]: rt1w8a2, 12.2 us (default rt1w8 16.8 us)"}));
+  EXPECT_EQ(tiles_shape_label({2, 4, 1}), "rt2w4");
+  EXPECT_EQ(tiles_shape_label({2, 4, 2}), "rt2w4a2");
+}
+
 // config.batched_paths: none at batch 1; at a batch, every kind of matrix with its shape and
 // path in step order, the path the plan gave it.
 TEST(LinearPlan, TheBatchedPathsAreWhatTheResultRecords) {

@@ -82,6 +82,8 @@ struct LinearChoice {
   std::string refusal;
   // batched == skinny_gemm: the shape timed at load, once the engine has timed it.
   std::optional<SkinnyTiming> skinny;
+  // batched == tiles_gemv: the same for the tiles GEMV.
+  std::optional<TilesTiming> tiles;
 };
 
 // How every matrix of the weights lies in device memory, by MatrixKind: what DeviceWeights
@@ -125,8 +127,9 @@ struct LinearPlan {
   int64_t fp16_chunk_rows(MatrixKind k) const;
   // config.kernel_fallbacks: each fallback line, in step order.
   std::vector<std::string> fallbacks() const;
-  // config.kernel_shapes: each timed skinny GEMM shape, one line a kind ("gate_up [28672 x
-  // 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)").
+  // config.kernel_shapes: each timed skinny GEMM or tiles GEMV shape, one line a kind ("gate_up
+  // [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2 34.9 us)", "down_proj [4096 x 14336]: rt1w8a2,
+  // 12.2 us (default rt1w8 16.8 us)").
   std::vector<std::string> kernel_shapes() const;
   // config.batched_paths: at batch > 1, the path each kind of matrix takes, one line a kind in
   // step order ("gate_up [28672 x 4096]: skinny-gemm"); empty at batch 1.

@@ -138,6 +138,25 @@ struct SkinnyTiming {
   double us = 0, default_us = 0;     // a matrix's time at each
 };
 
+// A tiles GEMV launch shape (kernels/gemv_tiles.cuh): `row_tiles` tiles of 16 rows a warp (and
+// a block), `warps` warps a block, which split the row's steps between them, and `ahead` steps
+// of weights a warp keeps in flight beyond the one it multiplies. 0 rows and warps: the
+// default's.
+struct TilesShape {
+  int row_tiles = 0, warps = 0;
+  int ahead = 1;
+};
+// "rt1w8", "rt1w8a2": row tiles, warps and, past 1, the steps ahead (config.kernel_shapes).
+std::string tiles_shape_label(const TilesShape& s);
+
+// The load-time choice of a tiles GEMV shape for one kind of matrix (Engine::tune_batched_shapes):
+// the fastest instantiated shape, kept only when 3% faster than the modelled default
+// (tiles_shape).
+struct TilesTiming {
+  TilesShape shape, default_shape;
+  double us = 0, default_us = 0;  // a matrix's time at each
+};
+
 // Where the int4 fragment layout is worth it: matrices it can hold (int4_frag::eligible) of
 // at least kInt4FragmentWeights weights. On the H200 the tensor-core dot made 70b's gate/up
 // (57344 x 8192) and down (8192 x 28672) 4.9% and 3.1% faster in the GEMV bench and 70b-int4's

@@ -287,7 +287,7 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
     CUBLAS_CHECK(cublasSetWorkspace(cublas_, b.cublas_workspace, kCublasWorkspace));
   }
   setup_lora();
-  if (B > 1) tune_skinny_shapes();
+  if (B > 1) tune_batched_shapes();
   CUDA_CHECK(cudaStreamSynchronize(stream_));
   capture_graph();
   guard.e = nullptr;

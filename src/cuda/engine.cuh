@@ -179,9 +179,10 @@ class Engine {
   // What runs each kind of matrix (decodebench/linear_plan.h), the load-time skinny GEMM
   // shapes included.
   const LinearPlan& linear_plan() const { return plan_; }
-  // At batch > 1, the skinny GEMM's shape for each kind of matrix it runs, as chosen by timing
-  // at construction, one line each ("gate_up [28672 x 4096]: m4u1b1, 34.3 us (default m4u1b2
-  // 34.9 us)"); empty at batch 1 or when it runs none (LinearPlan::kernel_shapes).
+  // At batch > 1, the skinny GEMM's or the tiles GEMV's shape for each kind of matrix they run,
+  // as chosen by timing at construction, one line each ("gate_up [28672 x 4096]: m4u1b1, 34.3
+  // us (default m4u1b2 34.9 us)"); empty at batch 1 or when they run none
+  // (LinearPlan::kernel_shapes).
   std::vector<std::string> skinny_shapes() const { return plan_.kernel_shapes(); }
   MemoryUse memory() const { return memory_; }  // weights (shared or not), KV cache, scratch
   // Seconds the constructor took: the engine's own setup (allocation, graph capture), plus
@@ -209,11 +210,12 @@ class Engine {
   // y[batch, rows] (+)= x[batch, cols] W^T for op, and an external adapter's term at `site`.
   void linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const __half* x, float* y,
                    bool accumulate);
-  // At batch > 1: each kind of matrix that runs the skinny GEMM (a layer's qkv, o, gate/up,
-  // down over the layers, and the lm_head) timed at every shape (skinny.cuh, tune_skinny) on
-  // the step's own buffers, the fastest written into the plan. Once a process for a kind of
-  // matrix, device and batch group: the engines of a process run the same shapes.
-  void tune_skinny_shapes();
+  // At batch > 1: each kind of matrix that runs the skinny GEMM or the tiles GEMV (a layer's
+  // qkv, o, gate/up, down over the layers, and the lm_head) timed at every shape (skinny.cuh,
+  // tune_skinny; gemv_tiles.cuh, tune_tiles) on the step's own buffers, the fastest written
+  // into the plan. Once a process for a kind of matrix, device and batch group: the engines of
+  // a process run the same shapes.
+  void tune_batched_shapes();
   const float* rope() const;  // the device's rope_table(positions_)
   // The decode attention's arguments for layer `d` over the step's buffers, at the device
   // position `pos` (sequence 0's at batch > 1: attention() strides to the others); no early

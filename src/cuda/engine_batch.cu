@@ -5,8 +5,8 @@
 // kernel with one grid z index a sequence. The columns GEMV, the skinny GEMM and RMSNorm are
 // launched with PDL (their launch and first weight loads start under the kernel before); the
 // other launches start after their predecessor has completed. Each linear takes the batched
-// path the linear plan gives its kind; the skinny GEMM's shape for each kind is timed at
-// construction (tune_skinny_shapes) and written into the plan. A quantized matrix that runs
+// path the linear plan gives its kind; the skinny GEMM's and the tiles GEMV's shape for each
+// kind is timed at construction (tune_batched_shapes) and written into the plan. A quantized matrix that runs
 // cuBLAS on its fp16 copy makes the copy in blocks of rows (gemm_rows_dequant; the whole matrix
 // by default, LinearPlan::dequant_chunk_bytes), each block's GEMM right after it.
 #include <algorithm>
@@ -35,7 +35,7 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
   const LinearChoice& l = plan_[op.kind];
   switch (l.batched) {
     case BatchedPath::tiles_gemv:
-      gemv_tiles(op.m, x, B, y, accumulate, stream_);
+      gemv_tiles_shaped(op.m, x, B, y, accumulate, l.tiles ? l.tiles->shape : TilesShape{}, stream_);
       break;
     case BatchedPath::gemv_columns:
       gemv_columns(op.m, x, B, y, accumulate, stream_);
@@ -73,18 +73,21 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
   if (g.targets > 0) lora_rows(cublas_, g, x, B, b.lora_rows, y, rows, stream_);
 }
 
-void Engine::tune_skinny_shapes() {
+void Engine::tune_batched_shapes() {
   Buffers& b = *buf_;
-  // The choices of this process, by device, matrix kind and groups of 8 sequences.
+  // The choices of this process, by device, path, matrix kind and shape, and the batch's group
+  // of sequences (the skinny GEMM's groups of 8; the tiles GEMV's batch).
   static std::mutex mutex;
-  static std::map<std::string, SkinnyTiming> chosen;
+  static std::map<std::string, SkinnyTiming> skinny;
+  static std::map<std::string, TilesTiming> tiles;
   // The step's output buffer for each kind.
   const std::array<float*, kMatrixKinds> outputs = {b.qkv, b.resid, b.gate_up, b.resid, b.logits};
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   const int64_t group = (std::min(batch_, kSkinnyMaxBatch) + 7) / 8;  // sequence groups of 8
   for (MatrixKind k : kAllMatrixKinds) {
-    if (plan_[k].batched != BatchedPath::skinny_gemm) continue;
+    const BatchedPath path = plan_[k].batched;
+    if (path != BatchedPath::skinny_gemm && path != BatchedPath::tiles_gemv) continue;
     std::vector<const DeviceMatrix*> ms;
     if (k == MatrixKind::lm_head) {
       ms.push_back(&lm_head_.m);
@@ -95,17 +98,22 @@ void Engine::tune_skinny_shapes() {
       }
     }
     const DeviceMatrix& m = *ms.front();
-    const std::string key =
-        fmt::format("{} {} {} {}x{} g{} z{} {}", device, to_string(k), to_string(m.scheme), m.rows, m.cols,
-                    m.group_size, m.zero_point ? 1 : 0, group);
+    const std::string key = fmt::format("{} {} {} {}x{} g{} z{}", device, to_string(k), to_string(m.scheme),
+                                        m.rows, m.cols, m.group_size, m.zero_point ? 1 : 0);
+    float* y = outputs[static_cast<int>(k)];
     std::lock_guard<std::mutex> lock(mutex);
-    auto it = chosen.find(key);
-    if (it == chosen.end())
-      it = chosen
-               .emplace(key, tune_skinny(ms, b.xnorm, batch_, outputs[static_cast<int>(k)],
-                                         b.skinny_workspace, stream_))
-               .first;
-    plan_[k].skinny = it->second;
+    if (path == BatchedPath::skinny_gemm) {
+      const std::string kb = fmt::format("{} {}", key, group);
+      auto it = skinny.find(kb);
+      if (it == skinny.end())
+        it = skinny.emplace(kb, tune_skinny(ms, b.xnorm, batch_, y, b.skinny_workspace, stream_)).first;
+      plan_[k].skinny = it->second;
+    } else {
+      const std::string kb = fmt::format("{} {}", key, batch_);
+      auto it = tiles.find(kb);
+      if (it == tiles.end()) it = tiles.emplace(kb, tune_tiles(ms, b.xnorm, batch_, y, stream_)).first;
+      plan_[k].tiles = it->second;
+    }
   }
 }
 

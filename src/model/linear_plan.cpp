@@ -233,6 +233,11 @@ std::string skinny_shape_label(const SkinnyShape& s) {
   return fmt::format("m{}u{}b{}", s.row_tiles, s.chunks, s.blocks_per_sm);
 }
 
+std::string tiles_shape_label(const TilesShape& s) {
+  return s.ahead == 1 ? fmt::format("rt{}w{}", s.row_tiles, s.warps)
+                      : fmt::format("rt{}w{}a{}", s.row_tiles, s.warps, s.ahead);
+}
+
 std::string WeightLayout::name() const {
   const auto tiles = [](MatrixLayout l) {
     return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles;
@@ -489,11 +494,18 @@ std::vector<std::string> LinearPlan::kernel_shapes() const {
   const char* const* kNames = kMatrixNames;
   std::vector<std::string> v;
   for (const LinearChoice& l : linears) {
-    if (!l.skinny) continue;
-    const SkinnyTiming& t = *l.skinny;
-    v.push_back(fmt::format(
-        "{} [{} x {}]: {}, {:.1f} us (default {} {:.1f} us)", kNames[static_cast<int>(l.kind)], l.shape.rows,
-        l.shape.cols, skinny_shape_label(t.shape), t.us, skinny_shape_label(t.default_shape), t.default_us));
+    const char* name = kNames[static_cast<int>(l.kind)];
+    if (l.skinny) {
+      const SkinnyTiming& t = *l.skinny;
+      v.push_back(fmt::format("{} [{} x {}]: {}, {:.1f} us (default {} {:.1f} us)", name, l.shape.rows,
+                              l.shape.cols, skinny_shape_label(t.shape), t.us,
+                              skinny_shape_label(t.default_shape), t.default_us));
+    } else if (l.tiles) {
+      const TilesTiming& t = *l.tiles;
+      v.push_back(fmt::format("{} [{} x {}]: {}, {:.1f} us (default {} {:.1f} us)", name, l.shape.rows,
+                              l.shape.cols, tiles_shape_label(t.shape), t.us,
+                              tiles_shape_label(t.default_shape), t.default_us));
+    }
   }
   return v;
 }

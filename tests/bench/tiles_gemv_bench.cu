@@ -139,7 +139,7 @@ void release(DeviceMatrix& t) {
 }
 
 std::string label(const TilesShape& sh) {
-  return fmt::format("rt{}w{}{}", sh.row_tiles, sh.warps, sh.ahead == 1 ? "" : fmt::format("a{}", sh.ahead));
+  return tiles_shape_label(sh);
 }
 
 // Every shape at 1, 2, 3, 8, 9 and 16 sequences, and the default shape at each, against the
