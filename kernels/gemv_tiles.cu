@@ -475,14 +475,21 @@ std::vector<TilesShape> tiles_kernel_shapes() {
 #undef DB_TILES
 #define DB_TILES(RT_, W_, D_) v.push_back({RT_, W_, D_});
   DB_TILES_AHEAD_SHAPES(DB_TILES)
-#if defined(DB_DEV)
-  DB_TILES_LAB_SHAPES(DB_TILES)
-#endif
 #undef DB_TILES
+  return v;
+}
+
+std::vector<TilesShape> tiles_lab_shapes() {
+  std::vector<TilesShape> v;
+#if defined(DB_DEV)
+#define DB_TILES(RT_, W_, D_) v.push_back({RT_, W_, D_});
+  DB_TILES_LAB_SHAPES(DB_TILES)
+#undef DB_TILES
+#endif
+  return v;
+}
 #undef DB_TILES_LAB_SHAPES
 #undef DB_TILES_AHEAD_SHAPES
 #undef DB_TILES_SHAPES
-  return v;
-}
 
 }  // namespace db::cuda

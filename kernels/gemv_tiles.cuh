@@ -40,10 +40,19 @@ TilesShape tiles_shape(const DeviceMatrix& w, int64_t batch);
 // instantiated shapes (tiles_kernel_shapes) launch; others fail with the reason.
 void gemv_tiles_shaped(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
                        TilesShape shape, cudaStream_t s);
-// The instantiated shapes, each for up to 8 and up to 16 sequences: (row tiles, warps) one step
-// ahead, some two steps ahead, and in lab builds some four; tiles_shape() chooses among those
-// one step ahead, tune_tiles() among all.
+// The product's instantiated shapes, each for up to 8 and up to 16 sequences: (row tiles, warps)
+// one step ahead and some two steps ahead; tiles_shape() chooses among those one step ahead,
+// tune_tiles() among all of them.
 std::vector<TilesShape> tiles_kernel_shapes();
+// The lab's (DEV builds; empty otherwise): some shapes four steps ahead, for the bench and the
+// gpu tests, never chosen.
+std::vector<TilesShape> tiles_lab_shapes();
+// Both: every shape that launches.
+inline std::vector<TilesShape> tiles_launchable_shapes() {
+  std::vector<TilesShape> v = tiles_kernel_shapes(), lab = tiles_lab_shapes();
+  v.insert(v.end(), lab.begin(), lab.end());
+  return v;
+}
 // The fastest instantiated shape for matrices `ms` (one kind's, of one shape) at `batch`,
 // timed on the device (each shape once untimed, then the median of three passes over `ms`,
 // x [batch, cols] and y [batch, rows] the caller's buffers, y overwritten); the default

@@ -422,7 +422,12 @@ TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
     EXPECT_EQ(f.skinny_shapes(), lines) << to_string(s);
     for (int64_t batch : {int64_t{1}, gemv_columns_crossover(s)}) {
       Engine g(ws, k, 16, false, batch);
-      EXPECT_TRUE(g.skinny_shapes().empty()) << to_string(s) << " batch " << batch;
+      // int8 at 2 runs the tiles GEMV, whose shapes are timed too.
+      if (batch > 1 && s == Scheme::int8 && tiles_enabled(s))
+        for (const std::string& line : g.skinny_shapes())
+          EXPECT_NE(line.find("(default rt"), std::string::npos) << line;
+      else
+        EXPECT_TRUE(g.skinny_shapes().empty()) << to_string(s) << " batch " << batch;
     }
   }
   const WeightSource ws(tiny(Scheme::fp16), "", 3);

@@ -179,7 +179,7 @@ TEST(Int8Tiles, EveryInstantiatedShapeMatchesTheCpuReference) {
     const DeviceTiles8 t(dq.m);
     DeviceBuffer<uint16_t> x(in.x);
     DeviceBuffer<float> y(in.y0.size());
-    for (const TilesShape& k : tiles_kernel_shapes()) {
+    for (const TilesShape& k : tiles_launchable_shapes()) {
       const std::string what =
           fmt::format("{} row tiles {} warps {} ahead {}", name(c), k.row_tiles, k.warps, k.ahead);
       expect_reference(c, in, run(c, in, t.m, x, y, k), what);

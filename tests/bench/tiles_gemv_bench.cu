@@ -181,7 +181,7 @@ int64_t check(int64_t rows, int64_t cols, std::mt19937& rng, bool int8) {
     }
   int64_t bad = 0;
   for (int b : {1, 2, 3, 8, 9, 16}) {
-    std::vector<TilesShape> shapes = tiles_kernel_shapes();
+    std::vector<TilesShape> shapes = tiles_launchable_shapes();
     shapes.push_back(tiles_shape(t, b));
     for (const TilesShape& sh : shapes) {
       CUDA_CHECK(cudaMemset(y, 0xff, 4ull * max_b * rows));  // NaN: an output never written fails
@@ -310,7 +310,7 @@ int main(int argc, char** argv) {
       line("rows_gemv", 1, "engine", engine_layer, us);
     }
     for (int b : {1, 2, 3, 4, 8, 9, 16}) {
-      for (const TilesShape& sh : tiles_kernel_shapes()) {
+      for (const TilesShape& sh : tiles_launchable_shapes()) {
         std::vector<double> us;
         for (size_t i = 0; i < shapes.size(); ++i)
           us.push_back(time_us(
