@@ -6,6 +6,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "decodebench/error.h"
@@ -44,6 +45,25 @@ struct Events {
     return t;
   }
 };
+
+// The load-time tuners' timing (tune_skinny, tune_tiles): `pass()` enqueues one pass over
+// `matrices` matrices on stream s; once untimed, then the median of three timed passes, in
+// microseconds a matrix.
+template <class Pass>
+double median_pass_us(Pass&& pass, size_t matrices, cudaStream_t s) {
+  const Events ev;
+  pass();
+  float passes_ms[3];
+  for (float& v : passes_ms) {
+    CUDA_CHECK(cudaEventRecord(ev.a, s));
+    pass();
+    CUDA_CHECK(cudaEventRecord(ev.b, s));
+    CUDA_CHECK(cudaEventSynchronize(ev.b));
+    v = ev.ms();
+  }
+  std::sort(passes_ms, passes_ms + 3);
+  return 1e3 * passes_ms[1] / static_cast<double>(matrices);
+}
 
 constexpr int kWarp = 32;
 

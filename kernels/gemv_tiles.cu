@@ -437,22 +437,12 @@ void gemv_tiles(const DeviceMatrix& w, const __half* x, int64_t batch, float* y,
 TilesTiming tune_tiles(const std::vector<const DeviceMatrix*>& ms, const __half* x, int64_t batch, float* y,
                        cudaStream_t s) {
   if (ms.empty()) fail("tune_tiles: no matrices");
-  const Events ev;
-  auto pass = [&](const TilesShape& t) {
-    for (const DeviceMatrix* m : ms) gemv_tiles_shaped(*m, x, batch, y, false, t, s);
-  };
   auto time_us = [&](const TilesShape& t) {
-    pass(t);
-    float passes_ms[3];
-    for (float& v : passes_ms) {
-      CUDA_CHECK(cudaEventRecord(ev.a, s));
-      pass(t);
-      CUDA_CHECK(cudaEventRecord(ev.b, s));
-      CUDA_CHECK(cudaEventSynchronize(ev.b));
-      v = ev.ms();
-    }
-    std::sort(passes_ms, passes_ms + 3);
-    return 1e3 * passes_ms[1] / static_cast<double>(ms.size());
+    return median_pass_us(
+        [&] {
+          for (const DeviceMatrix* m : ms) gemv_tiles_shaped(*m, x, batch, y, false, t, s);
+        },
+        ms.size(), s);
   };
   TilesTiming c;
   c.default_shape = c.shape = tiles_shape(*ms.front(), batch);

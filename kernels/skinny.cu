@@ -410,22 +410,12 @@ SkinnyTiming tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __hal
                          void* workspace, cudaStream_t s) {
   if (ms.empty()) fail("tune_skinny: no matrices");
   const Scheme scheme = ms.front()->scheme;
-  const Events ev;
-  auto pass = [&](const SkinnyShape& t) {
-    for (const DeviceMatrix* m : ms) gemm_skinny_tuned(*m, x, batch, y, false, workspace, t, s);
-  };
   auto time_us = [&](const SkinnyShape& t) {
-    pass(t);
-    float passes_ms[3];
-    for (float& v : passes_ms) {
-      CUDA_CHECK(cudaEventRecord(ev.a, s));
-      pass(t);
-      CUDA_CHECK(cudaEventRecord(ev.b, s));
-      CUDA_CHECK(cudaEventSynchronize(ev.b));
-      v = ev.ms();
-    }
-    std::sort(passes_ms, passes_ms + 3);
-    return 1e3 * passes_ms[1] / static_cast<double>(ms.size());
+    return median_pass_us(
+        [&] {
+          for (const DeviceMatrix* m : ms) gemm_skinny_tuned(*m, x, batch, y, false, workspace, t, s);
+        },
+        ms.size(), s);
   };
   SkinnyTiming c;
   c.default_shape = c.shape = skinny_resolved(scheme, batch, {});
