@@ -35,6 +35,9 @@ struct DeviceMatrix {
   // tiles (rows padded to whole tiles of 16, codes biased by 128), `scales` the canonical [rows]
   // fp16 row scales. int4_repacked stays false: no int4 layout.
   bool int8_tiles = false;
+  // fp16 in the batched step's tiles layout (kernels/fp16_tiles_layout.h): qweight holds the
+  // tiles (rows padded to whole tiles of 16 with zeros); no scales.
+  bool fp16_tiles = false;
   // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]; fp8: E4M3 codes
   // [rows, cols]
   void* qweight = nullptr;
@@ -58,9 +61,9 @@ __host__ __device__ inline uint32_t* tiles_meta(DeviceMatrix& m) {
   return reinterpret_cast<uint32_t*>(m.scales);
 }
 
-// Whether the matrix is in a tiles layout (int4 or int8): rows padded to whole tiles of 16.
+// Whether the matrix is in a tiles layout (int4, int8 or fp16): rows padded to whole tiles of 16.
 __host__ __device__ inline bool in_tiles(const DeviceMatrix& m) {
-  return m.int4_tiles || m.int8_tiles;
+  return m.int4_tiles || m.int8_tiles || m.fp16_tiles;
 }
 
 // The matrix's shape and layout as the linear plan names them (decodebench/linear_shapes.h).
@@ -71,15 +74,18 @@ inline MatrixLayout layout_of(const DeviceMatrix& m) {
   if (m.int4_frag) return MatrixLayout::int4_fragments;
   if (m.int4_tiles) return MatrixLayout::int4_tiles;
   if (m.int8_tiles) return MatrixLayout::int8_tiles;
+  if (m.fp16_tiles) return MatrixLayout::fp16_tiles;
   return m.int4_repacked ? MatrixLayout::int4_nibbles : MatrixLayout::canonical;
 }
 // A matrix of this shape and layout, without memory.
 inline DeviceMatrix device_matrix(const MatrixShape& s, MatrixLayout layout) {
   DeviceMatrix m{s.scheme, s.rows, s.cols, s.group_size, s.zero_point};
-  m.int4_repacked = layout != MatrixLayout::canonical && layout != MatrixLayout::int8_tiles;
+  m.int4_repacked = layout != MatrixLayout::canonical && layout != MatrixLayout::int8_tiles &&
+                    layout != MatrixLayout::fp16_tiles;
   m.int4_frag = layout == MatrixLayout::int4_fragments;
   m.int4_tiles = layout == MatrixLayout::int4_tiles;
   m.int8_tiles = layout == MatrixLayout::int8_tiles;
+  m.fp16_tiles = layout == MatrixLayout::fp16_tiles;
   return m;
 }
 

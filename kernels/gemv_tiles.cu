@@ -21,6 +21,12 @@
 // and one HSUB2 of 1152 (the codes are stored biased by 128), and its B fragments one 16-byte
 // piece of x a sequence tile. The row scale multiplies each row's total in the epilogue, as the
 // columns GEMV does for int8: the mmas accumulate q x in fp32 straight into the row's sums.
+//
+// fp16 (Bits 16, fp16_tiles_layout.h) runs it on tiles of 16 rows x 16 columns: a step is two
+// column tiles, 32 columns, again 1 KiB of weights a row tile; a lane's 16 bytes of a tile are
+// one mma's A fragment as they are (no dequantization, no meta, no scale), and one 16-byte piece
+// of x a sequence tile is its B fragments for both tiles of the step. x a step is half of int8's
+// per weight byte: 512 bytes a sequence tile and warp against RT KiB of weights (int8: 1 KiB).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -30,6 +36,7 @@
 
 #include "common.cuh"
 #include "decodebench/linear_shapes.h"
+#include "fp16_tiles_layout.h"
 #include "gemv_tiles.cuh"
 #include "int4_tiles_layout.h"
 #include "int8_tiles_layout.h"
@@ -57,22 +64,31 @@ struct TilesArgs {
   bool accumulate = false;
 };
 
-// A scheme's tiles: Bits 4 (int4_tiles_layout.h) or 8 (int8_tiles_layout.h). A step is two
-// column tiles; a lane's x of a tile is `pieces` 16-byte pieces a sequence.
+// A scheme's tiles: Bits 4 (int4_tiles_layout.h), 8 (int8_tiles_layout.h) or 16
+// (fp16_tiles_layout.h). A step is two column tiles; a lane's x of a step is `pieces` 16-byte
+// pieces a sequence for each of `x_tiles` column tiles (int4, int8: each tile its own; fp16: one
+// piece for both).
 template <int Bits>
 struct Tiles {
-  static constexpr int tile_cols = Bits == 4 ? tiles::kTileCols : tiles8::kTileCols;
+  static constexpr int tile_cols = Bits == 4   ? tiles::kTileCols
+                                   : Bits == 8 ? tiles8::kTileCols
+                                               : tiles16::kTileCols;
   static constexpr int step_cols = 2 * tile_cols;
   static constexpr int pieces = Bits == 4 ? 2 : 1;
-  static constexpr int ksteps = Bits == 4 ? 4 : 2;  // mma k-steps a tile
+  static constexpr int x_tiles = Bits == 16 ? 1 : 2;
+  static constexpr int ksteps = Bits == 4 ? 4 : Bits == 8 ? 2 : 1;  // mma k-steps a tile
   // The first column of piece k of lane column c in column tile h of step `step`: int4's lane
-  // holds 16 c .. 16 c + 15 of its 64-column tile, int8's 8 c .. 8 c + 7 of its 32.
+  // holds 16 c .. 16 c + 15 of its 64-column tile, int8's 8 c .. 8 c + 7 of its 32, fp16's
+  // 8 c .. 8 c + 7 of the step's 32 (both tiles, h 0).
   __device__ __forceinline__ static int64_t x_col(int64_t step, int h, int k, int c) {
     if constexpr (Bits == 4) return step * step_cols + h * tile_cols + 16 * c + 8 * k;
+    if constexpr (Bits == 16) return step * step_cols + 8 * c;
     return step * step_cols + h * tile_cols + 8 * c;
   }
 };
-static_assert(tiles::kTileBytes == tiles8::kTileBytes, "both schemes' tiles are 512 bytes");
+static_assert(tiles::kTileBytes == tiles8::kTileBytes && tiles::kTileBytes == tiles16::kTileBytes,
+              "every scheme's tiles are 512 bytes");
+static_assert(tiles16::kTileRows == kTileRows && tiles8::kTileRows == kTileRows, "tiles of 16 rows");
 
 // ------------------------------------------------------------------ the inputs and the outputs
 
@@ -143,11 +159,11 @@ struct StepWeights {
   uint4 w[RT][2];
   uint32_t m_lo[RT], m_hi[RT];
 };
-// A step's x for NT tiles of 8 sequences: the lane's P pieces of 16 bytes of each column tile
-// ([sequence tile][column tile][piece]; int4 32 bytes, int8 16).
-template <int NT, int P>
+// A step's x for NT tiles of 8 sequences: the lane's P pieces of 16 bytes of each of H column
+// tiles ([sequence tile][column tile][piece]; int4 32 bytes a tile, int8 16, fp16 16 for both).
+template <int NT, int H, int P>
 struct StepInputs {
-  uint4 x[NT][2][P];
+  uint4 x[NT][H][P];
 };
 
 // Weights and meta are written at load, never by the step's kernels: loaded before the wait.
@@ -174,17 +190,18 @@ __device__ __forceinline__ void load_weights(const TilesArgs& a, int64_t rt0, in
 }
 
 // Lane (g, c) reads x[8 nt + g][16 c .. 16 c + 15] (int4) or [8 c .. 8 c + 7] (int8) of each of
-// the step's column tiles: its B fragments for the tile's k-steps (int4_tiles_layout.h,
-// int8_tiles_layout.h). Sequences past the batch read as zero.
+// the step's column tiles, or [8 c .. 8 c + 7] of the step (fp16): its B fragments for the
+// tiles' k-steps (int4_tiles_layout.h, int8_tiles_layout.h, fp16_tiles_layout.h). Sequences past
+// the batch read as zero.
 template <int Bits, int NT>
 __device__ __forceinline__ void load_inputs(const TilesArgs& a, int64_t step, int lane,
-                                            StepInputs<NT, Tiles<Bits>::pieces>& L) {
+                                            StepInputs<NT, Tiles<Bits>::x_tiles, Tiles<Bits>::pieces>& L) {
   const int g = lane / 4, c = lane % 4;
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const int seq = nt * 8 + g;
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < Tiles<Bits>::x_tiles; ++h)
 #pragma unroll
       for (int k = 0; k < Tiles<Bits>::pieces; ++k)
         L.x[nt][h][k] =
@@ -208,7 +225,7 @@ __device__ __forceinline__ void dequant8(const uint4& v, int s, uint32_t (&a)[4]
   a[3] = int8_pair(w1, 0x4342u);
 }
 
-// Bits: the scheme's tiles (4: int4, 8: int8); RT row tiles a block, NT tiles of 8 sequences (1:
+// Bits: the scheme's tiles (4: int4, 8: int8, 16: fp16); RT row tiles a block, NT tiles of 8 sequences (1:
 // up to 8, 2: up to 16), W warps; D: the steps of weights a warp has in flight beyond the one it
 // multiplies (1: the next; 2 and 4, lab builds only: D times the bytes in flight an SM for
 // ~(D - 1) 8 RT more registers).
@@ -222,7 +239,7 @@ __global__ void __launch_bounds__(W* kWarp) gemv_tiles_kernel(TilesArgs a) {
   const int64_t rt0 = int64_t{blockIdx.x} * RT;
   float tot[RT][NT][4] = {};
   StepWeights<RT> ring[D];  // ring[k]: the weights of the warp's step k ahead of this one (0: this)
-  StepInputs<NT, T::pieces> xc;
+  StepInputs<NT, T::x_tiles, T::pieces> xc;
   // Launched with PDL (pdl.cuh): the first D steps' weights before the wait, x after it.
 #pragma unroll
   for (int k = 0; k < D; ++k)
@@ -231,11 +248,22 @@ __global__ void __launch_bounds__(W* kWarp) gemv_tiles_kernel(TilesArgs a) {
   if (warp < steps) load_inputs<Bits, NT>(a, warp, lane, xc);
   for (int64_t i = warp; i < steps; i += W) {
     StepWeights<RT> wn;  // step i + D W's weights, step i + W's x (x comes from L2, not HBM)
-    StepInputs<NT, T::pieces> xn;
+    StepInputs<NT, T::x_tiles, T::pieces> xn;
     if (i + D * W < steps) load_weights<Bits, RT>(a, rt0, row_tiles, i + D * W, lane, wn);
     if (i + W < steps) load_inputs<Bits, NT>(a, i + W, lane, xn);
     const StepWeights<RT>& wc = ring[0];
-    if constexpr (Bits == 8) {  // the mmas straight into the row's sums: the scale is the epilogue's
+    if constexpr (Bits == 16) {  // the lane's words are the A fragment; the mmas into the row's sums
+      static_assert(T::ksteps == 1, "an fp16 tile is one k-step");
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int t = 0; t < RT; ++t) {
+          const uint32_t frag[4] = {wc.w[t][h].x, wc.w[t][h].y, wc.w[t][h].z, wc.w[t][h].w};
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)  // tile h: halves 4 h .. 4 h + 3 of the lane's 8 columns
+            mma16816(tot[t][nt], frag, word(xc.x[nt][0][0], 2 * h), word(xc.x[nt][0][0], 2 * h + 1));
+        }
+    } else if constexpr (Bits == 8) {  // the mmas straight into the row's sums: the scale is the epilogue's
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -339,8 +367,10 @@ const void* kernel_for(Scheme scheme, int nt, TilesShape s) {
     k = kernel_of<4>(nt, s.row_tiles, s.warps, s.ahead);
   else if (scheme == Scheme::int8)
     k = kernel_of<8>(nt, s.row_tiles, s.warps, s.ahead);
+  else if (scheme == Scheme::fp16)
+    k = kernel_of<16>(nt, s.row_tiles, s.warps, s.ahead);
   else
-    fail("tiles GEMV: int4 and int8 only, not {}", to_string(scheme));
+    fail("tiles GEMV: int4, int8 and fp16 only, not {}", to_string(scheme));
   if (!k)
     fail("tiles GEMV: no kernel for {} row tiles x {} warps, {} steps ahead", s.row_tiles, s.warps, s.ahead);
   return k;
@@ -390,7 +420,7 @@ TilesShape tiles_shape(const DeviceMatrix& w, int64_t batch) {
   if (auto it = chosen.find(key); it != chosen.end()) return it->second;
   TilesShape best;
   double best_us = std::numeric_limits<double>::infinity();
-  const int bits = w.scheme == Scheme::int8 ? 8 : 4;
+  const int bits = w.scheme == Scheme::fp16 ? 16 : w.scheme == Scheme::int8 ? 8 : 4;
   for (const TilesShape& s : tiles_kernel_shapes()) {  // the first of equal ones
     if (s.ahead != 1) continue;                        // the lab's
     const int occupancy = blocks_per_sm(kernel_for(w.scheme, nt, s), 0, s.warps * kWarp);
@@ -414,7 +444,7 @@ void gemv_tiles_shaped(const DeviceMatrix& w, const __half* x, int64_t batch, fl
   a.w = static_cast<const uint8_t*>(w.qweight);
   if (w.scheme == Scheme::int8)
     a.row_scales = w.scales;
-  else
+  else if (w.scheme == Scheme::int4)
     a.meta = tiles_meta(w);
   a.x = x;
   a.y = y;

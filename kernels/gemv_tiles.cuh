@@ -1,13 +1,14 @@
 // The tiles GEMV of a batched decode step (--batch B, 2 <= B <= kTilesGemvMaxBatch): Y = X W^T
-// for an int4 weight matrix W [rows, cols] in the tiles layout (kernels/int4_tiles_layout.h), or
-// an int8 one in the int8 tiles layout (kernels/int8_tiles_layout.h), and a few rows of
-// activations X [B, cols], on the tensor cores. A lane's one 16-byte load is
-// the A operands of four mma.m16n8k16 (16 rows x 64 columns a tile) and up to 8 sequences are
-// the mma's N, so the dequantization and the mmas do not grow with the batch up to 8, only x's
-// loads do (32 bytes a lane, a sequence and a tile); 9 to 16 sequences take a second mma a
-// k-step on the same A. The linear plan runs it on the int4 and int8 matrices their tiles layout
-// holds (decodebench/linear_shapes.h: tiles_hold, tiles_gemv_takes); batch 1 keeps the rows
-// GEMV. The lab bench (tests/bench/tiles_gemv_bench.cu) checks and times its shapes.
+// for an int4 weight matrix W [rows, cols] in the tiles layout (kernels/int4_tiles_layout.h), an
+// int8 one in the int8 tiles layout (kernels/int8_tiles_layout.h) or an fp16 one in the fp16
+// tiles layout (kernels/fp16_tiles_layout.h), and a few rows of activations X [B, cols], on the
+// tensor cores. A lane's one 16-byte load is the A operands of four mma.m16n8k16 (int4: 16 rows x
+// 64 columns a tile), two (int8: 16 x 32) or one (fp16: 16 x 16), and up to 8 sequences are the
+// mma's N, so the dequantization and the mmas do not grow with the batch up to 8, only x's loads
+// do (int4: 32 bytes a lane, a sequence and a tile); 9 to 16 sequences take a second mma a
+// k-step on the same A. The linear plan runs it on the int4, int8 and fp16 matrices their tiles
+// layout holds (decodebench/linear_shapes.h: tiles_hold, tiles_gemv_takes); batch 1 keeps the
+// rows GEMV. The lab bench (tests/bench/tiles_gemv_bench.cu) checks and times its shapes.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -22,8 +23,8 @@ namespace db::cuda {
 
 // Whether the kernel takes this matrix at `batch` sequences (tiles_gemv_takes,
 // decodebench/linear_shapes.h: int4 in the tiles layout, groups of a power of two of at least
-// 128; int8 in the int8 tiles layout, whole steps of 64 columns; 1 to 16 sequences), with the
-// reason when not.
+// 128; int8 in the int8 tiles layout, whole steps of 64 columns; fp16 in the fp16 tiles layout,
+// whole steps of 32 columns; 1 to 16 sequences), with the reason when not.
 bool gemv_tiles_supports(const DeviceMatrix& w, int64_t batch, const char** why);
 
 // y[b * rows + r] = (accumulate ? y[b * rows + r] : 0) + sum_c W[r, c] x[b * cols + c] for
@@ -61,11 +62,11 @@ TilesTiming tune_tiles(const std::vector<const DeviceMatrix*>& ms, const __half*
                        cudaStream_t s);
 
 // The model tiles_shape() decides with, host arithmetic without a GPU: the microseconds a
-// matrix of `rows` x `cols` weights of `bits` (4 or 8) takes at `shape` with `occupancy`
+// matrix of `rows` x `cols` weights of `bits` (4, 8 or 16) takes at `shape` with `occupancy`
 // resident blocks an SM on `sms` SMs. Blocks (shape.row_tiles row tiles each) are dealt out
 // evenly; the SM with the most streams its blocks' weights `occupancy` at a time, each round at
 // the read bandwidth that the bytes its resident warps keep in flight reach (a warp holds
-// shape.ahead steps ahead: 1 KiB a row tile and step in both schemes, two 512-byte tiles;
+// shape.ahead steps ahead: 1 KiB a row tile and step in every scheme, two 512-byte tiles;
 // tiles_stream_gbps).
 double tiles_shape_us(int64_t rows, int64_t cols, TilesShape shape, int occupancy, int sms, int bits = 4);
 // The H200's read bandwidth with `kib` KiB of loads in flight an SM, interpolated between the

@@ -5,6 +5,7 @@
 #include "common.cuh"
 #include "decodebench/int4_frag.h"
 #include "decodebench/quant.h"
+#include "fp16_tiles_layout.h"
 #include "int4_dot.cuh"
 #include "int4_meta.h"
 #include "int4_tiles_layout.h"
@@ -19,12 +20,17 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Tiles: the table is in the fp16 tiles layout (a tied lm_head the batched step runs on the
+// tiles GEMV): each value where fp16_tiles_layout.h's place() put it.
+template <bool Tiles>
 __global__ void embed_rows_kernel(const __half* table, int64_t hidden, const int32_t* tokens, float* resid) {
-  const int64_t t = blockIdx.y;
-  const __half* row = table + static_cast<int64_t>(tokens[t]) * hidden;
+  const int64_t t = blockIdx.y, token = tokens[t];
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < hidden;
-       i += int64_t{gridDim.x} * blockDim.x)
-    resid[t * hidden + i] = __half2float(row[i]);
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t at =
+        Tiles ? tiles16::index_of(tiles16::place(token, i, hidden / tiles16::kTileCols)) : token * hidden + i;
+    resid[t * hidden + i] = __half2float(table[at]);
+  }
 }
 
 // One block per row. Launched with PDL (pdl.cuh): in the batched step it sits between the
@@ -571,6 +577,27 @@ __global__ void dequantize_int8_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t
   }
 }
 
+// fp16 copy of rows [r0, r1) of a matrix in the fp16 tiles layout (fp16_tiles_layout.h): a
+// piece of 8 columns of a row is 4 columns in each of its step's two tiles, two words of the
+// lane (g, c) in each (words 0, 2 for row g, 1, 3 for row g + 8): two 16-byte loads.
+__global__ void dequantize_fp16_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t r1, __half* out) {
+  const int64_t pieces = m.cols / 8, col_tiles = m.cols / tiles16::kTileCols;
+  const uint8_t* w = static_cast<const uint8_t*>(m.qweight);
+  for (int64_t r = r0 + blockIdx.y; r < r1; r += gridDim.y) {
+    const int hi = static_cast<int>(r % tiles16::kTileRows) / 8;
+    for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pieces;
+         p += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t c0 = p * 8;  // columns 8 c .. 8 c + 7 of a step: lane column c of both tiles
+      const tiles16::Place at = tiles16::place(r, c0, col_tiles);  // tile 0's; tile 1 follows it
+      const uint4 t0 = *reinterpret_cast<const uint4*>(w + at.tile * tiles16::kTileBytes + at.lane * 16);
+      const uint4 t1 =
+          *reinterpret_cast<const uint4*>(w + (at.tile + 1) * tiles16::kTileBytes + at.lane * 16);
+      const uint4 v = hi ? make_uint4(t0.y, t0.w, t1.y, t1.w) : make_uint4(t0.x, t0.z, t1.x, t1.z);
+      *reinterpret_cast<uint4*>(out + (r - r0) * m.cols + c0) = v;
+    }
+  }
+}
+
 // The fp16 copies of the layouts the fast kernels read, int4 in the nibble order and int8 and
 // fp8 (canonical): a thread converts a piece of 8 columns (one 16-byte store) in each of
 // kCopyPieces pieces kCopyThreads apart in a row, rows over blockIdx.y, so that each load
@@ -683,10 +710,17 @@ void lora_expand_rows(const LoraGroup& g, const float* tmp, int64_t rows, float*
   CUDA_CHECK_LAUNCH();
 }
 
-void embed_rows(const __half* table, int64_t hidden, const int32_t* tokens, int64_t rows, float* resid,
+void embed_rows(const DeviceMatrix& table, const int32_t* tokens, int64_t rows, float* resid,
                 cudaStream_t s) {
+  if (table.scheme != Scheme::fp16 || (layout_of(table) != MatrixLayout::canonical && !table.fp16_tiles))
+    fail("embed_rows: the embedding is fp16, canonical or in the fp16 tiles layout");
+  const int64_t hidden = table.cols;
+  const __half* w = static_cast<const __half*>(table.qweight);
   const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), static_cast<unsigned>(rows));
-  embed_rows_kernel<<<grid, kThreads, 0, s>>>(table, hidden, tokens, resid);
+  if (table.fp16_tiles)
+    embed_rows_kernel<true><<<grid, kThreads, 0, s>>>(w, hidden, tokens, resid);
+  else
+    embed_rows_kernel<false><<<grid, kThreads, 0, s>>>(w, hidden, tokens, resid);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -770,6 +804,8 @@ void dequantize_tiles_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half
                   static_cast<unsigned>(std::min<int64_t>(r1 - r0, 65535)));
   if (m.int8_tiles)
     dequantize_int8_tiles_kernel<<<grid, kThreads, 0, s>>>(m, r0, r1, out);
+  else if (m.fp16_tiles)
+    dequantize_fp16_tiles_kernel<<<grid, kThreads, 0, s>>>(m, r0, r1, out);
   else
     dequantize_tiles_kernel<<<grid, kThreads, 0, s>>>(m, r0, r1, out);
   CUDA_CHECK_LAUNCH();

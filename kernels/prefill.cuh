@@ -17,9 +17,9 @@
 
 namespace db::cuda {
 
-// resid[t, :] = embedding[tokens[t], :] for t < rows.
-void embed_rows(const __half* table, int64_t hidden, const int32_t* tokens, int64_t rows, float* resid,
-                cudaStream_t s);
+// resid[t, :] = embedding[tokens[t], :] for t < rows: the fp16 table [vocab, hidden] in the
+// canonical layout or, a tied lm_head's, in the fp16 tiles layout (table.fp16_tiles).
+void embed_rows(const DeviceMatrix& table, const int32_t* tokens, int64_t rows, float* resid, cudaStream_t s);
 
 // out[t, :] = fp16(resid[t, :] / rms(resid[t, :]) * w), as the decode step's RMSNorm.
 void rmsnorm_rows(const float* resid, const __half* w, float eps, int64_t rows, int64_t n, __half* out,

@@ -410,6 +410,24 @@ __global__ void repack_int8_tiles_kernel(const uint8_t* __restrict__ q, int64_t 
   }
 }
 
+// Canonical fp16 -> the fp16 tiles layout (fp16_tiles_layout.h): a thread a lane's 16 bytes of
+// a tile, words 0..3 the columns 8 c + 4 h, + 1 of row g, of row g + 8, then 8 c + 4 h + 2, + 3
+// of both: two 8-byte reads of the canonical rows g and g + 8 (rows past the matrix: zero).
+__global__ void repack_fp16_tiles_kernel(const __half* __restrict__ w, int64_t rows, int64_t cols,
+                                         uint4* __restrict__ out, int64_t pieces) {
+  const int64_t col_tiles = cols / tiles16::kTileCols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < pieces;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t tile = i / 32, rt = tile / col_tiles, ct = tile % col_tiles;
+    const int lane = static_cast<int>(i % 32), g = lane / 4, c = lane % 4;
+    const int64_t col = ct / 2 * tiles16::kStepCols + 8 * c + 4 * (ct % 2);  // 4 columns from here
+    const int64_t r_lo = rt * tiles16::kTileRows + g, r_hi = r_lo + 8;
+    const uint2 lo = r_lo < rows ? *reinterpret_cast<const uint2*>(w + r_lo * cols + col) : make_uint2(0, 0);
+    const uint2 hi = r_hi < rows ? *reinterpret_cast<const uint2*>(w + r_hi * cols + col) : make_uint2(0, 0);
+    out[i] = make_uint4(lo.x, hi.x, lo.y, hi.y);
+  }
+}
+
 int grid_for(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536));
 }
@@ -484,6 +502,19 @@ void repack_int8_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStr
   CUDA_CHECK(cudaMemcpyAsync(dst.scales, src.scales, src.rows * sizeof(__half), cudaMemcpyDeviceToDevice, s));
 }
 
+void repack_fp16_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s) {
+  const char* why = nullptr;
+  if (!fp16_tiles_hold(shape_of(src), &why)) fail("repack_fp16_tiles [{}x{}]: {}", src.rows, src.cols, why);
+  if (src.fp16_tiles) fail("repack_fp16_tiles: expects the canonical fp16 layout");
+  if (!dst.fp16_tiles || dst.rows != src.rows || dst.cols != src.cols)
+    fail("repack_fp16_tiles: [{}x{}] into a tiles matrix of another shape ([{}x{}])", src.rows, src.cols,
+         dst.rows, dst.cols);
+  const int64_t pieces = tiles16::weight_bytes(src.rows, src.cols) / 16;
+  repack_fp16_tiles_kernel<<<grid_for(pieces), kThreads, 0, s>>>(
+      static_cast<const __half*>(src.qweight), src.rows, src.cols, static_cast<uint4*>(dst.qweight), pieces);
+  CUDA_CHECK_LAUNCH();
+}
+
 void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s) {
   const char* why = nullptr;
   if (!int4_tiles_hold(shape_of(src), &why)) fail("repack_int4_tiles [{}x{}]: {}", src.rows, src.cols, why);
@@ -504,7 +535,7 @@ void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStr
 
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   if (m.scheme == Scheme::fp16) fail("dequantize_to_f16: the matrix is already fp16");
-  if (m.int4_repacked || m.int8_tiles) fail("dequantize_to_f16: expects the canonical layout");
+  if (m.int4_repacked || in_tiles(m)) fail("dequantize_to_f16: expects the canonical layout");
   // Whole 8-column pieces that never straddle an int4 group: the vector kernel.
   if (m.cols % 8 == 0 && (m.scheme != Scheme::int4 || m.group_size % 8 == 0)) {
     const int64_t pieces = m.cols / 8;
@@ -530,7 +561,7 @@ DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
   DeviceMatrix b = m;
   b.rows = r1 - r0;
   switch (m.scheme) {
-    case Scheme::fp16:
+    case Scheme::fp16:  // the tiles layout's row tiles are 16 rows x cols values too
       b.qweight = static_cast<__half*>(m.qweight) + r0 * m.cols;
       break;
     case Scheme::int8:  // a scale a row; the tiles layout's row tiles are 16 rows x cols bytes too

@@ -12,6 +12,7 @@
 #include "decodebench/accounting.h"
 #include "decodebench/safetensors.h"
 #include "decodebench/synth.h"
+#include "fp16_tiles_layout.h"
 #include "gemv.cuh"
 #include "int4_meta.h"
 #include "int4_tiles_layout.h"
@@ -80,6 +81,8 @@ inline MatrixBytes device_matrix_bytes(const DeviceMatrix& m) {
     b.zeros = 0;
   } else if (m.scheme == Scheme::int8 && m.int8_tiles) {  // the codes for whole tiles, the row scales
     b.weights = static_cast<uint64_t>(tiles8::code_bytes(m.rows, m.cols));
+  } else if (m.scheme == Scheme::fp16 && m.fp16_tiles) {  // the values for whole tiles
+    b.weights = static_cast<uint64_t>(tiles16::weight_bytes(m.rows, m.cols));
   } else if (m.scheme == Scheme::int4) {
     const MatrixBytes padded =
         matrix_bytes(int4_meta::padded_rows(m.rows), m.cols, m.scheme, m.group_size, m.zero_point);
@@ -108,6 +111,13 @@ void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStr
 // the row scales copied as they are. Not in place: the padded rows make it larger. src must be
 // a matrix the layout holds (int8_tiles_hold).
 void repack_int8_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s);
+
+// Canonical fp16 `src` -> the fp16 tiles layout in `dst` (kernels/fp16_tiles_layout.h), whose
+// `qweight` holds device_matrix_bytes of an fp16 tiles matrix (dst.fp16_tiles; the shape src's):
+// every value through the layout's place(), the padded rows zero. Not in place: the padded rows
+// make it larger, and a lane's word takes two rows. src must be a matrix the layout holds
+// (fp16_tiles_hold).
+void repack_fp16_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s);
 
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);

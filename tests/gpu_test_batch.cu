@@ -2,7 +2,9 @@
 // cache. Every sequence's logits stay within the single-sequence bound of the CPU reference
 // at B (which computes each sequence exactly as it would alone), every sequence decodes the
 // reference's tokens, graph and eager are identical, and adapters and a prefilled context
-// take the same paths as at batch 1; int4 in groups of 128 through the tiles GEMV as well.
+// take the same paths as at batch 1; int4 in groups of 128, int8 and fp16 (the blocks of
+// fp16.gemv, every fp16 lm_head the fast GEMV runs, a tied one too) through the tiles GEMV as
+// well.
 #include <fmt/format.h>
 
 #include <cstdlib>
@@ -135,6 +137,39 @@ void expect_tiles_paths(const Engine& e, bool tiles, const std::string& what, Sc
         << what << " " << to_string(k) << ": " << to_string(e.linear_plan()[k].batched);
 }
 
+// Whether the plan runs the fp16 lm_head on the tiles GEMV: where the fast GEMV runs it (every
+// kernel's but fp16.cublas's), from 2 to 16 sequences, unless fp16's tiles are off.
+void expect_head_path(const Engine& e, const std::string& what) {
+  const LinearChoice& head = e.linear_plan()[MatrixKind::lm_head];
+  const int64_t b = e.batch();
+  EXPECT_EQ(head.batched == BatchedPath::tiles_gemv, head.impl == LinearImpl::gemv_fast && b >= 2 &&
+                                                         b <= kTilesGemvMaxBatch &&
+                                                         tiles_enabled(Scheme::fp16))
+      << what << " lm_head: " << to_string(head.batched);
+}
+
+// An environment variable set to `value` while it lives, as it was afterwards.
+class Variable {
+ public:
+  Variable(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) had_ = true, old_ = v;
+    setenv(name, value, 1);
+  }
+  ~Variable() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  Variable(const Variable&) = delete;
+  Variable& operator=(const Variable&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 // Blocks of fp16 copies that cut the tiny model's matrices into several: 24 rows of 128 inputs,
 // 8 of 256 (fp16_chunk_rows).
 constexpr int64_t kSmallDequantChunk = 24 * 128 * 2;
@@ -153,11 +188,13 @@ TEST_P(EngineBatch, EverySequenceWithinTheBoundAndSameArgmax) {
   Engine e(load_device_weights(ws, k, context + steps, false, p.batch), k, context + steps, false, p.batch,
            std::nullopt, p.dequant_chunk_bytes);
   ASSERT_EQ(e.batch(), p.batch);
-  // int4 in groups of 128 and int8 (the tiny model's matrices are whole steps of 64 columns): the
-  // fast kernel's block linears on the tiles GEMV from 2 to 16 sequences.
-  if (p.group == 128 || p.scheme == Scheme::int8)
+  // int4 in groups of 128, int8 and fp16 (the tiny model's matrices are whole steps of 64
+  // columns): the fast kernel's block linears on the tiles GEMV from 2 to 16 sequences; the fp16
+  // lm_head too wherever the fast GEMV runs it.
+  if (p.group == 128 || p.scheme == Scheme::int8 || p.scheme == Scheme::fp16)
     expect_tiles_paths(e, k.impl == LinearImpl::gemv_fast && p.batch >= 2 && p.batch <= kTilesGemvMaxBatch,
                        fmt::format("{} batch {}", p.kernel, p.batch), p.scheme);
+  expect_head_path(e, fmt::format("{} batch {}", p.kernel, p.batch));
   const auto gpu = forced_batch(e, context, cpu, false);
   for (int64_t s = 0; s < p.batch; ++s)
     expect_reference_logits(gpu[static_cast<size_t>(s)], cpu[static_cast<size_t>(s)],
@@ -173,14 +210,14 @@ std::vector<BatchCase> every_kernel_and_batch() {
       {Scheme::fp8, "fp8.naive"},   {Scheme::fp8, "fp8.dequant-cublas"}};
   for (const auto& [scheme, kernel] : kernels)
     for (int64_t b : {1, 2, 3, 8, 17, 64}) v.push_back({scheme, kernel, b});
-  // The gemv kernels run the columns GEMV up to 8 sequences (the plan's BatchedPath; int8's the
-  // tiles GEMV from 2 to 16): its instances of 2, 4 and 8 at 2, 3 and 8 above, and 8 with three
-  // sequences masked here.
+  // The gemv kernels run the columns GEMV up to 8 sequences (the plan's BatchedPath; int8's and
+  // fp16's the tiles GEMV from 2 to 16): its instances of 2, 4 and 8 at 2, 3 and 8 above, and 8
+  // with three sequences masked here.
   for (const auto& [scheme, kernel] :
        {std::pair{Scheme::fp16, "fp16.gemv"}, std::pair{Scheme::int8, "int8.gemv"},
         std::pair{Scheme::int4, "int4.gemv"}, std::pair{Scheme::fp8, "fp8.gemv"}})
     v.push_back({scheme, kernel, 5});
-  // The fast kernels at 16 sequences (the skinny GEMM, fp16's cuBLAS, int8's tiles GEMV with two
+  // The fast kernels at 16 sequences (the skinny GEMM, int8's and fp16's tiles GEMV with two
   // sequence tiles) and at 256 (the fp16 copies and cuBLAS): the batches the byte law is measured
   // at.
   for (const auto& [scheme, kernel] :
@@ -398,9 +435,9 @@ TEST(EngineBatchPrefill, EverySequencesContextPrefilledIntoItsOwnCache) {
 }
 
 // Past the columns GEMV's crossover, each kind of matrix the skinny GEMM runs gets a shape timed
-// at load, one line each; a second engine of the process reuses the first's choices (the same
-// shapes, so the same bits); batch 1, the columns GEMV (up to its crossover) and fp16 (cuBLAS)
-// time nothing.
+// at load, one line each, and the tiles GEMV's too (the fp16 lm_head's up to 16 sequences); a
+// second engine of the process reuses the first's choices (the same shapes, so the same bits);
+// batch 1, the columns GEMV (up to its crossover) and fp16's cuBLAS (past 16) time nothing.
 TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
   REQUIRE_GPU();
   for (Scheme s : {Scheme::int8, Scheme::int4}) {
@@ -416,23 +453,33 @@ TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
     const char* kinds[] = {"qkv [", "o_proj [", "gate_up [", "down_proj [", "lm_head ["};
     for (size_t i = 0; i < lines.size(); ++i) {
       EXPECT_EQ(lines[i].rfind(kinds[i], 0), 0u) << lines[i];
-      EXPECT_NE(lines[i].find("(default m"), std::string::npos) << lines[i];
+      // The fp16 lm_head at int4's 3 sequences runs the tiles GEMV.
+      const bool tiles_head =
+          i == 4 && e.linear_plan()[MatrixKind::lm_head].batched == BatchedPath::tiles_gemv;
+      EXPECT_NE(lines[i].find(tiles_head ? "(default rt" : "(default m"), std::string::npos) << lines[i];
     }
     Engine f(ws, k, 16, false, past);
     EXPECT_EQ(f.skinny_shapes(), lines) << to_string(s);
     for (int64_t batch : {int64_t{1}, gemv_columns_crossover(s)}) {
       Engine g(ws, k, 16, false, batch);
-      // int8 at 2 runs the tiles GEMV, whose shapes are timed too.
-      if (batch > 1 && s == Scheme::int8 && tiles_enabled(s))
-        for (const std::string& line : g.skinny_shapes())
-          EXPECT_NE(line.find("(default rt"), std::string::npos) << line;
-      else
-        EXPECT_TRUE(g.skinny_shapes().empty()) << to_string(s) << " batch " << batch;
+      // At 2 int8's block linears and the fp16 lm_head run the tiles GEMV, whose shapes are timed
+      // too; int4's blocks (groups of 64) the columns GEMV, which times nothing.
+      for (const std::string& line : g.skinny_shapes())
+        EXPECT_NE(line.find("(default rt"), std::string::npos) << line;
+      const size_t tiled = batch == 1 ? 0
+                                      : (s == Scheme::int8 && tiles_enabled(s) ? 4 : 0) +
+                                            (tiles_enabled(Scheme::fp16) ? 1 : 0);
+      EXPECT_EQ(g.skinny_shapes().size(), tiled) << to_string(s) << " batch " << batch;
     }
   }
   const WeightSource ws(tiny(Scheme::fp16), "", 3);
-  Engine e(ws, resolve_kernel("auto", Scheme::fp16), 16, false, gemv_columns_crossover(Scheme::fp16) + 1);
+  const KernelInfo& k = resolve_kernel("auto", Scheme::fp16);
+  Engine e(ws, k, 16, false, kTilesGemvMaxBatch + 1);  // cuBLAS
   EXPECT_TRUE(e.skinny_shapes().empty());
+  Engine t(ws, k, 16, false, gemv_columns_crossover(Scheme::fp16) + 1);  // the tiles GEMV, every kind
+  EXPECT_EQ(t.skinny_shapes().size(), tiles_enabled(Scheme::fp16) ? 5u : 0u);
+  for (const std::string& line : t.skinny_shapes())
+    EXPECT_NE(line.find("(default rt"), std::string::npos) << line;
 }
 
 // The memory plan counts the batch: the KV cache B-fold, and an engine of B sequences holds
@@ -496,17 +543,8 @@ TEST(EngineBatchTiles, PrefilledContextGraphAndEagerAndTheVariable) {
         ASSERT_EQ(eager[q].logits[i], graph[q].logits[i]) << q;
     }
   }
-  struct Off {  // the variable off while it lives, as it was afterwards
-    const char* was = std::getenv("DECODEBENCH_INT4_TILES");
-    std::string old = was ? was : "";
-    Off() { setenv("DECODEBENCH_INT4_TILES", "off", 1); }
-    ~Off() {
-      if (was)
-        setenv("DECODEBENCH_INT4_TILES", old.c_str(), 1);
-      else
-        unsetenv("DECODEBENCH_INT4_TILES");
-    }
-  } off;
+  const Variable off("DECODEBENCH_INT4_TILES", "off");
+  const Variable fp16_off("DECODEBENCH_FP16_TILES", "off");  // the fp16 lm_head's own switch
   Engine e(ws, k, 16, false, 8);
   expect_tiles_paths(e, false, "off, batch 8");
   EXPECT_EQ(e.linear_plan()[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
@@ -531,20 +569,60 @@ TEST(EngineBatchTiles, Int8PrefilledContextAndTheVariable) {
     for (int64_t q = 0; q < B; ++q)
       expect_reference_logits(forced[q], cpu[q], fmt::format("int8 tiles, prefilled, sequence {}", q));
   }
-  struct Off {  // the variable off while it lives, as it was afterwards
-    const char* was = std::getenv("DECODEBENCH_INT8_TILES");
-    std::string old = was ? was : "";
-    Off() { setenv("DECODEBENCH_INT8_TILES", "off", 1); }
-    ~Off() {
-      if (was)
-        setenv("DECODEBENCH_INT8_TILES", old.c_str(), 1);
-      else
-        unsetenv("DECODEBENCH_INT8_TILES");
-    }
-  } off;
+  const Variable off("DECODEBENCH_INT8_TILES", "off");
+  const Variable fp16_off("DECODEBENCH_FP16_TILES", "off");  // the fp16 lm_head's own switch
   Engine e(ws, k, 16, false, 8);
   expect_tiles_paths(e, false, "int8 off, batch 8", Scheme::int8);
   EXPECT_EQ(e.linear_plan()[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
+  EXPECT_EQ(e.linear_plan().weight_layout(), weight_layout(ws.config(), k, 1));
+}
+
+// The fp16 tiles in the whole engine, on the tiny model with its lm_head tied to the embedding
+// (as 1b's): the embedding then lies in the fp16 tiles, which the gather reads; each sequence's
+// context prefilled through the fp16 copies of the tiles in blocks of rows that start inside a
+// tile, then the batched steps against the reference; graph and eager give the same bits; and
+// DECODEBENCH_FP16_TILES=off gives the paths before it (cuBLAS at 8 sequences) on the canonical
+// weights. The int4 model's fp16 lm_head (untied) on the tiles GEMV is EngineBatch's.
+TEST(EngineBatchTiles, Fp16TiedHeadPrefilledContextGraphAndEagerAndTheVariable) {
+  REQUIRE_GPU();
+  ModelConfig c = tiny(Scheme::fp16);
+  c.tie_word_embeddings = true;
+  c.name += " (tied)";
+  validate(c, c.name);
+  ASSERT_TRUE(lm_head_tied(c));
+  const WeightSource ws(c, "", 7);
+  const KernelInfo k = resolve_kernel("auto", Scheme::fp16);
+  {
+    constexpr int64_t B = 3, context = 150, steps = 8;
+    const std::vector<Trace> cpu = cpu_batch(ws, B, context, steps);
+    const auto w = load_device_weights(ws, k, context + steps, false, B);
+    EXPECT_TRUE(w->embedding().fp16_tiles);
+    EXPECT_TRUE(w->lm_head().fp16_tiles);
+    Engine e(w, k, context + steps, false, B, std::nullopt, kSmallDequantChunk);
+    expect_tiles_paths(e, true, "fp16 prefill batch 3", Scheme::fp16);
+    expect_head_path(e, "fp16 prefill batch 3");
+    const auto forced = forced_batch(e, context, cpu, true);
+    for (int64_t q = 0; q < B; ++q)
+      expect_reference_logits(forced[q], cpu[q], fmt::format("fp16 tiles, prefilled, sequence {}", q));
+  }
+  {
+    constexpr int64_t B = 8;
+    Engine e(ws, k, 20 + 12, false, B);
+    expect_tiles_paths(e, true, "fp16 graph batch 8", Scheme::fp16);
+    for (MatrixKind m : kAllMatrixKinds) EXPECT_TRUE(e.linear_plan()[m].tiles.has_value()) << to_string(m);
+    const std::vector<Trace> eager = engine_batch(e, 20, 12, false);
+    const std::vector<Trace> graph = engine_batch(e, 20, 12, true);
+    for (int64_t q = 0; q < B; ++q) {
+      EXPECT_EQ(eager[q].tokens, graph[q].tokens) << "sequence " << q;
+      for (size_t i = 0; i < eager[q].logits.size(); ++i)
+        ASSERT_EQ(eager[q].logits[i], graph[q].logits[i]) << q;
+    }
+  }
+  const Variable off("DECODEBENCH_FP16_TILES", "off");
+  Engine e(ws, k, 16, false, 8);
+  expect_tiles_paths(e, false, "fp16 off, batch 8", Scheme::fp16);
+  expect_head_path(e, "fp16 off, batch 8");
+  EXPECT_EQ(e.linear_plan()[MatrixKind::gate_up].batched, BatchedPath::cublas);
   EXPECT_EQ(e.linear_plan().weight_layout(), weight_layout(ws.config(), k, 1));
 }
 

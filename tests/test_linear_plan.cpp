@@ -1,7 +1,7 @@
 // The linear plan (include/decodebench/linear_plan.h): which implementation, layout and batched
 // path runs each kind of matrix, asserted for every preset x every kernel of its scheme x batch
 // 1, 2, 8, 9, 16, 17, 128 x compute capability 80, 90, on the host, as the CUDA engine carries
-// it out; with the tiles GEMV on and off (DECODEBENCH_INT4_TILES).
+// it out; with the tiles GEMV on and off (DECODEBENCH_TILES and each scheme's switch).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -113,14 +113,16 @@ class TilesVariable {
   std::string old_;
 };
 
-// Whether the plan lays a matrix out in tiles for the tiles GEMV: int4's or int8's fast kernel,
-// 2 to 16 sequences, a shape the scheme's layout holds, the variables not off.
+// Whether the plan lays a matrix out in tiles for the tiles GEMV: int4's, int8's or fp16's fast
+// kernel, 2 to 16 sequences, a shape the scheme's layout holds, the variables not off.
 bool expects_tiles(const LinearChoice& l, int64_t batch) {
   const char* why = nullptr;
-  const bool holds =
-      l.shape.scheme == Scheme::int8 ? int8_tiles_hold(l.shape, &why) : int4_tiles_hold(l.shape, &why);
+  const Scheme s = l.shape.scheme;
+  const bool holds = s == Scheme::int8   ? int8_tiles_hold(l.shape, &why)
+                     : s == Scheme::fp16 ? fp16_tiles_hold(l.shape, &why)
+                                         : int4_tiles_hold(l.shape, &why);
   return l.impl == LinearImpl::gemv_fast && batch >= 2 && batch <= kTilesGemvMaxBatch && holds &&
-         tiles_enabled(l.shape.scheme);
+         tiles_enabled(s);
 }
 
 }  // namespace
@@ -228,9 +230,9 @@ TEST(LinearPlan, Int4MatricesOfAtLeast2e8WeightsUseTheFragmentLayout) {
         for (const LinearChoice& l : p.linears) {
           const MatrixShape& m = l.shape;
           if (m.scheme != Scheme::int4 || l.impl != LinearImpl::gemv_fast) {
-            // What files hold, but int8's tiles at the tiles GEMV's batches.
-            const bool int8_tiles = m.scheme == Scheme::int8 && expects_tiles(l, batch);
-            EXPECT_EQ(l.layout, int8_tiles ? MatrixLayout::int8_tiles : MatrixLayout::canonical)
+            // What files hold, but int8's and fp16's tiles at the tiles GEMV's batches.
+            const bool tiles = m.scheme != Scheme::int4 && expects_tiles(l, batch);
+            EXPECT_EQ(l.layout, tiles ? tiles_layout(m.scheme) : MatrixLayout::canonical)
                 << to_string(l.kind);
             continue;
           }
@@ -265,8 +267,8 @@ TEST(LinearPlan, Int4MatricesTheTilesLayoutHoldsLieInItFrom2To16Sequences) {
     for_every_plan(models(), true,
                    [&](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
                      for (const LinearChoice& l : p.linears) {
-                       if (l.shape.scheme == Scheme::int8) continue;  // its own test, below
-                       const bool tiles = l.shape.scheme == Scheme::int4 && expects_tiles(l, batch);
+                       if (l.shape.scheme != Scheme::int4) continue;  // int8's and fp16's own tests, below
+                       const bool tiles = expects_tiles(l, batch);
                        EXPECT_EQ(l.layout == MatrixLayout::int4_tiles, tiles) << to_string(l.kind);
                        EXPECT_EQ(l.batched == BatchedPath::tiles_gemv, tiles) << to_string(l.kind);
                        if (variable && std::string(variable) == "off") EXPECT_FALSE(tiles);
@@ -281,7 +283,8 @@ TEST(LinearPlan, Int4MatricesTheTilesLayoutHoldsLieInItFrom2To16Sequences) {
     for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
       EXPECT_EQ(p[k].layout == MatrixLayout::int4_tiles, batch >= 2 && batch <= 16)
           << to_string(k) << " " << batch;
-    EXPECT_EQ(p[MatrixKind::lm_head].layout, MatrixLayout::canonical);  // fp16
+    EXPECT_EQ(p[MatrixKind::lm_head].layout,  // fp16: its own tiles
+              batch >= 2 && batch <= 16 ? MatrixLayout::fp16_tiles : MatrixLayout::canonical);
   }
   const LinearPlan tiny =
       plan_linears(load_model_config("tiny-int4"), resolve_kernel("auto", Scheme::int4), 8, 90, true);
@@ -328,8 +331,16 @@ TEST(LinearPlan, Int8MatricesLieInTheInt8TilesFrom2To16Sequences) {
                                              : BatchedPath::skinny_gemm;
         EXPECT_EQ(p[m].batched, tiles ? BatchedPath::tiles_gemv : off);
       }
-      EXPECT_EQ(p[MatrixKind::lm_head].layout, MatrixLayout::canonical);  // fp16
-      EXPECT_EQ(p.weight_layout().name(), tiles ? "int8-tiles (lm_head canonical)" : "canonical");
+      // The fp16 lm_head lies in the fp16 tiles from 2 to 16 sequences, whatever int8's switch says.
+      const bool head_tiles = batch >= 2 && batch <= 16;
+      EXPECT_EQ(p[MatrixKind::lm_head].layout,
+                head_tiles ? MatrixLayout::fp16_tiles : MatrixLayout::canonical);
+      EXPECT_EQ(p[MatrixKind::lm_head].batched, head_tiles   ? BatchedPath::tiles_gemv
+                                                : batch == 1 ? BatchedPath::none
+                                                             : BatchedPath::cublas);
+      EXPECT_EQ(p.weight_layout().name(), tiles        ? "int8-tiles (lm_head fp16-tiles)"
+                                          : head_tiles ? "canonical (lm_head fp16-tiles)"
+                                                       : "canonical");
     }
   }
   {
@@ -347,6 +358,103 @@ TEST(LinearPlan, Int8MatricesLieInTheInt8TilesFrom2To16Sequences) {
   }
 }
 
+// The same for fp16: from 2 to 16 sequences the fast kernel's fp16 matrices of whole 32-column
+// steps lie in the fp16 tiles layout and run the tiles GEMV: fp16.gemv's blocks and lm_head, and
+// the fp16 lm_head of every other scheme's kernels (the fast GEMV runs it), tied to the embedding
+// or not; batch 1 and past 16 keep the canonical layout (the rows GEMV, cuBLAS).
+// DECODEBENCH_FP16_TILES=off or DECODEBENCH_TILES=off keeps the columns GEMV at 2 and cuBLAS
+// above; the int4 and int8 switches do not touch fp16.
+TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2To16Sequences) {
+  for (const char* variable : {static_cast<const char*>(nullptr), "on", "off"})
+    for (const char* name : {"DECODEBENCH_FP16_TILES", "DECODEBENCH_TILES"}) {
+      const TilesVariable v(variable, name);
+      SCOPED_TRACE(std::string(name) + "=" + (variable ? variable : "unset"));
+      for_every_plan(models(), true,
+                     [&](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
+                       for (const LinearChoice& l : p.linears) {
+                         if (l.shape.scheme != Scheme::fp16) continue;
+                         const bool tiles = expects_tiles(l, batch);
+                         EXPECT_EQ(l.layout == MatrixLayout::fp16_tiles, tiles) << to_string(l.kind);
+                         EXPECT_EQ(l.batched == BatchedPath::tiles_gemv, tiles) << to_string(l.kind);
+                         if (variable && std::string(variable) == "off") EXPECT_FALSE(tiles);
+                       }
+                     });
+    }
+  // 8b-fp16 on fp16.gemv at 1, 2, 3, 8, 16 and 17 sequences, the switch unset and off.
+  const ModelConfig c = load_model_config("8b-fp16");
+  const KernelInfo& k = resolve_kernel("auto", Scheme::fp16);
+  for (const char* variable : {static_cast<const char*>(nullptr), "off"}) {
+    const TilesVariable v(variable, "DECODEBENCH_FP16_TILES");
+    const TilesVariable int8(variable ? nullptr : "off", "DECODEBENCH_INT8_TILES");  // not fp16's
+    const bool on = variable == nullptr;
+    EXPECT_EQ(tiles_enabled(Scheme::fp16), on);
+    for (int64_t batch : {1, 2, 3, 8, 16, 17}) {
+      const LinearPlan p = plan_linears(c, k, batch, 90, true);
+      const bool tiles = on && batch >= 2 && batch <= 16;
+      for (MatrixKind m : kAllMatrixKinds) {
+        SCOPED_TRACE(std::string(to_string(m)) + " " + std::to_string(batch));
+        EXPECT_EQ(p[m].layout, tiles ? MatrixLayout::fp16_tiles : MatrixLayout::canonical);
+        const BatchedPath off = batch == 1   ? BatchedPath::none
+                                : batch == 2 ? BatchedPath::gemv_columns
+                                             : BatchedPath::cublas;
+        EXPECT_EQ(p[m].batched, tiles ? BatchedPath::tiles_gemv : off);
+      }
+      EXPECT_EQ(p.weight_layout().name(), tiles ? "fp16-tiles" : "canonical");
+      EXPECT_EQ(p.fp16_copy_elements(), 0);  // the batched step copies none of them
+    }
+  }
+  // 8b-int4's fp16 lm_head at 2 to 16 sequences, on its own switch.
+  const ModelConfig i4 = load_model_config("8b-int4");
+  const KernelInfo& gemv4 = resolve_kernel("auto", Scheme::int4);
+  for (int64_t batch = 1; batch <= 17; ++batch) {
+    const LinearChoice& head = plan_linears(i4, gemv4, batch, 90, true)[MatrixKind::lm_head];
+    const bool tiles = batch >= 2 && batch <= 16;
+    EXPECT_EQ(head.impl, LinearImpl::gemv_fast) << batch;
+    EXPECT_EQ(head.layout, tiles ? MatrixLayout::fp16_tiles : MatrixLayout::canonical) << batch;
+    EXPECT_EQ(head.batched, tiles        ? BatchedPath::tiles_gemv
+                            : batch == 1 ? BatchedPath::none
+                                         : BatchedPath::cublas)
+        << batch;
+  }
+  {
+    const TilesVariable off("off", "DECODEBENCH_FP16_TILES");
+    const LinearPlan p = plan_linears(i4, gemv4, 8, 90, true);
+    EXPECT_EQ(p[MatrixKind::gate_up].batched, BatchedPath::tiles_gemv);  // int4's own switch
+    EXPECT_EQ(p[MatrixKind::lm_head].batched, BatchedPath::cublas);
+    EXPECT_EQ(p.weight_layout().name(), "int4-tiles (lm_head canonical)");
+  }
+  EXPECT_EQ(plan_linears(i4, gemv4, 8, 90, true).weight_layout().name(), "int4-tiles (lm_head fp16-tiles)");
+  // A tied lm_head (1b: the embedding itself, 128256 x 2048) the same: the embedding then lies in
+  // the fp16 tiles, and its gather reads them (embed_rows).
+  for (const char* preset : {"1b-int4", "1b-fp16"}) {
+    SCOPED_TRACE(preset);
+    const ModelConfig t = load_model_config(preset);
+    ASSERT_TRUE(lm_head_tied(t));
+    const KernelInfo& auto_k = resolve_kernel("auto", t.quant.scheme);
+    for (int64_t batch : {1, 2, 8, 16, 17}) {
+      const LinearChoice& head = plan_linears(t, auto_k, batch, 90, true)[MatrixKind::lm_head];
+      const bool tiles = batch >= 2 && batch <= 16;
+      EXPECT_EQ(head.shape.rows, 128256);
+      EXPECT_EQ(head.shape.cols, 2048);
+      EXPECT_EQ(head.layout, tiles ? MatrixLayout::fp16_tiles : MatrixLayout::canonical) << batch;
+      EXPECT_EQ(head.batched == BatchedPath::tiles_gemv, tiles) << batch;
+    }
+  }
+  // fp16.cublas keeps its own path: the tiles are the fast GEMV's only.
+  for (const LinearChoice& l :
+       plan_linears(c, resolve_kernel("fp16.cublas", Scheme::fp16), 8, 90, false).linears) {
+    EXPECT_EQ(l.layout, MatrixLayout::canonical) << to_string(l.kind);
+    EXPECT_EQ(l.batched, BatchedPath::cublas) << to_string(l.kind);
+  }
+  const TilesVariable v("no", "DECODEBENCH_FP16_TILES");
+  try {
+    plan_linears(c, k, 8, 90, true);
+    ADD_FAILURE() << "a value other than on or off";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("DECODEBENCH_FP16_TILES=no: on or off", 0), 0u) << e.what();
+  }
+}
+
 // The variable is read at every plan: "off" keeps today's paths, "on" or unset allows the
 // tiles, anything else is refused in one line.
 TEST(LinearPlan, TheTilesVariableIsOnOrOff) {
@@ -354,6 +462,7 @@ TEST(LinearPlan, TheTilesVariableIsOnOrOff) {
   const KernelInfo& k = resolve_kernel("auto", Scheme::int4);
   {
     const TilesVariable v("off");
+    const TilesVariable fp16("off", "DECODEBENCH_FP16_TILES");  // the fp16 lm_head's own switch
     EXPECT_FALSE(int4_tiles_enabled());
     EXPECT_EQ(plan_linears(c, k, 2, 90, true)[MatrixKind::gate_up].batched, BatchedPath::gemv_columns);
     EXPECT_EQ(plan_linears(c, k, 8, 90, true)[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
@@ -387,12 +496,13 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
                      const char* why = nullptr;
                      switch (l.impl) {
                        case LinearImpl::gemv_fast:
-                         // The tiles GEMV on int4's matrices in its layout (2 to 16 sequences). The columns
+                         // The tiles GEMV on the matrices in a tiles layout (2 to 16 sequences). The columns
                          // GEMV up to the scheme's crossover, where it takes the matrix. Above: cuBLAS
                          // streams fp16 faster than the skinny GEMM; the skinny GEMM takes int8 and int4 in
                          // the nibble order up to one launch of sequences; the rest is an fp16 copy for
                          // cuBLAS.
-                         if (l.layout == MatrixLayout::int4_tiles || l.layout == MatrixLayout::int8_tiles)
+                         if (l.layout == MatrixLayout::int4_tiles || l.layout == MatrixLayout::int8_tiles ||
+                             l.layout == MatrixLayout::fp16_tiles)
                            EXPECT_EQ(l.batched, BatchedPath::tiles_gemv);
                          else if (batch <= gemv_columns_crossover(l.shape.scheme) &&
                                   gemv_columns_takes(l.shape, l.layout, batch, &why))
@@ -520,20 +630,34 @@ TEST(LinearPlan, TheWeightLayoutKeysWhichKernelsShareWeights) {
       // where int4's matrices the tiles layout holds lie in it (every int4 preset's but
       // tiny-int4's, whose groups of 64 it does not hold): one set of device weights serves a
       // sweep's runs of a kernel at batch 1 and past 16, another from 2 to 16.
-      // int8's fast kernel the same in the int8 tiles layout (every int8 preset's shapes).
+      // int8's and fp16's fast kernel the same in their tiles layouts (every int8 and fp16 preset's
+      // shapes), and the fp16 lm_head that the fast GEMV runs beside another scheme's blocks (any
+      // kernel of theirs) in the fp16 tiles.
       const char* why = nullptr;
-      const bool int8_tiles = c.quant.scheme == Scheme::int8 && k->impl == LinearImpl::gemv_fast &&
-                              int8_tiles_hold(matrix_shape(c, MatrixKind::qkv), &why);
-      const bool tiles = (repacks && int4_tiles_hold(matrix_shape(c, MatrixKind::qkv), &why)) || int8_tiles;
-      const bool tiles_head = int8_tiles ? c.quant.lm_head == Scheme::int8 : head;
-      const std::string tiles_name = int8_tiles ? "int8-tiles" : "int4-tiles";
+      const Scheme s = c.quant.scheme;
+      const bool fast = k->impl == LinearImpl::gemv_fast;
+      const MatrixShape qkv = matrix_shape(c, MatrixKind::qkv);
+      const bool blocks_tiles = fast && (s == Scheme::int4   ? int4_tiles_hold(qkv, &why)
+                                         : s == Scheme::int8 ? int8_tiles_hold(qkv, &why)
+                                         : s == Scheme::fp16 ? fp16_tiles_hold(qkv, &why)
+                                                             : false);
+      const bool own_head = c.quant.lm_head == s;
+      const bool head_tiles = own_head ? blocks_tiles
+                                       : c.quant.lm_head == Scheme::fp16 &&
+                                             fp16_tiles_hold(matrix_shape(c, MatrixKind::lm_head), &why);
+      const bool tiles = blocks_tiles || head_tiles;
+      const std::string blocks_name = blocks_tiles ? to_string(tiles_layout(s))
+                                      : repacks    ? "int4-nibbles"
+                                                   : "canonical";
       const WeightLayout t = plan_linears(c, *k, 2, 90, true).weight_layout();
       for (int64_t batch : kBatches) {
         const bool tiles_batch = tiles && batch >= 2 && batch <= kTilesGemvMaxBatch;
         EXPECT_EQ(plan_linears(c, *k, batch, 80, false).weight_layout(), tiles_batch ? t : w) << batch;
       }
-      EXPECT_EQ(t.name(), tiles ? (tiles_head ? tiles_name : tiles_name + " (lm_head canonical)") : w.name())
-          << k->name;
+      const std::string tiles_name = own_head     ? blocks_name
+                                     : head_tiles ? blocks_name + " (lm_head fp16-tiles)"
+                                                  : blocks_name + " (lm_head canonical)";
+      EXPECT_EQ(t.name(), tiles ? tiles_name : w.name()) << k->name;
     }
     // int4.naive and int4.dequant-cublas read the canonical layout, int4.gemv its own.
     if (c.quant.scheme == Scheme::int4) {
@@ -685,11 +809,11 @@ TEST(LinearPlan, TheBatchedPathsAreWhatTheResultRecords) {
     EXPECT_EQ(lines[4].rfind("lm_head [128256 x 4096]: ", 0), 0u) << lines[4];
   }
   // The paths a growing batch reaches: the tiles GEMV from 2 to 16, the skinny GEMM past it,
-  // the fp16 copy through cuBLAS at 256; the fp16 lm_head the columns GEMV at 2.
+  // the fp16 copy through cuBLAS at 256; the fp16 lm_head the tiles GEMV from 2 to 16 too.
   const std::vector<std::string> two =
       plan_linears(c, resolve_kernel("auto", Scheme::int4), 2, 90, true).batched_path_lines();
   EXPECT_EQ(two[2], "gate_up [28672 x 4096]: tiles-gemv");
-  EXPECT_EQ(two[4], "lm_head [128256 x 4096]: gemv-columns");
+  EXPECT_EQ(two[4], "lm_head [128256 x 4096]: tiles-gemv");
   EXPECT_EQ(plan_linears(c, resolve_kernel("auto", Scheme::int4), 16, 90, true).batched_path_lines()[2],
             "gate_up [28672 x 4096]: tiles-gemv");
   EXPECT_EQ(plan_linears(c, resolve_kernel("auto", Scheme::int4), 17, 90, true).batched_path_lines()[2],
@@ -713,6 +837,8 @@ TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {
                                        MatrixLayout::int4_tiles}));
   EXPECT_EQ(layouts_read(resolve_kernel("int8.gemv", Scheme::int8)),
             (std::vector<MatrixLayout>{MatrixLayout::canonical, MatrixLayout::int8_tiles}));
+  EXPECT_EQ(layouts_read(resolve_kernel("fp16.gemv", Scheme::fp16)),
+            (std::vector<MatrixLayout>{MatrixLayout::canonical, MatrixLayout::fp16_tiles}));
 }
 
 TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesThem) {
@@ -735,8 +861,9 @@ TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesTh
           }
         }
       }
-  EXPECT_EQ(batched_paths(resolve_kernel("fp16.gemv", Scheme::fp16)),
-            (std::vector<BatchedPath>{BatchedPath::gemv_columns, BatchedPath::cublas}));
+  EXPECT_EQ(
+      batched_paths(resolve_kernel("fp16.gemv", Scheme::fp16)),
+      (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::cublas}));
   EXPECT_EQ(batched_paths(resolve_kernel("int4.gemv", Scheme::int4)),
             (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns,
                                       BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas}));
@@ -827,6 +954,30 @@ TEST(ShapePredicates, TheTilesGemvTakesInt8InItsLayoutInWholeStepsOf64ColumnsUpT
   EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::int8_tiles, 2, &why));
   EXPECT_FALSE(skinny_gemm_takes(o, MatrixLayout::int8_tiles, &why));
   EXPECT_STREQ(to_string(MatrixLayout::int8_tiles), "int8-tiles");
+}
+
+TEST(ShapePredicates, TheTilesGemvTakesFp16InItsLayoutInWholeStepsOf32ColumnsUpTo16Sequences) {
+  const char* why = nullptr;
+  const MatrixShape o{Scheme::fp16, 4100, 1024, 0, false};
+  EXPECT_TRUE(fp16_tiles_hold(o, &why));
+  EXPECT_TRUE(tiles_hold(o, &why));
+  EXPECT_EQ(tiles_layout(Scheme::fp16), MatrixLayout::fp16_tiles);
+  EXPECT_TRUE(tiles_gemv_takes(o, MatrixLayout::fp16_tiles, 2, &why));
+  EXPECT_TRUE(tiles_gemv_takes(o, MatrixLayout::fp16_tiles, 16, &why));
+  EXPECT_FALSE(tiles_gemv_takes(o, MatrixLayout::fp16_tiles, 17, &why));
+  EXPECT_FALSE(tiles_gemv_takes(o, MatrixLayout::canonical, 2, &why));
+  EXPECT_STREQ(why, "the tiles GEMV reads fp16 in the fp16 tiles layout");
+  EXPECT_TRUE(fp16_tiles_hold({Scheme::fp16, 200, 96, 0, false}, &why));
+  EXPECT_FALSE(fp16_tiles_hold({Scheme::fp16, 4096, 4112, 0, false}, &why));  // 4112 = 128 * 32 + 16
+  EXPECT_STREQ(why, "the fp16 tiles layout needs whole steps of 32 columns a row");
+  EXPECT_FALSE(fp16_tiles_hold({Scheme::int8, 4096, 4096, 0, false}, &why));
+  EXPECT_STREQ(why, "the fp16 tiles layout holds fp16 weights");
+  // No other kernel reads it.
+  EXPECT_FALSE(fast_gemv_takes(o, MatrixLayout::fp16_tiles, &why));
+  EXPECT_STREQ(why, "the fast GEMV reads fp16 in the canonical layout, not the tiles layout");
+  EXPECT_FALSE(gemv_columns_takes(o, MatrixLayout::fp16_tiles, 2, &why));
+  EXPECT_FALSE(skinny_gemm_takes(o, MatrixLayout::fp16_tiles, &why));
+  EXPECT_STREQ(to_string(MatrixLayout::fp16_tiles), "fp16-tiles");
 }
 
 TEST(ShapePredicates, EachKernelsLimitsInWordsAResultCanCarry) {

@@ -32,8 +32,8 @@ const char* to_string(MatrixKind k);
 // How a linear runs at batch > 1, where one launch multiplies every sequence's row.
 enum class BatchedPath {
   none,               // batch 1: the implementation's own kernel
-  tiles_gemv,         // int4's and int8's fast-kernel linears their tiles layout holds, 2 to
-                      // kTilesGemvMaxBatch sequences: kernels/gemv_tiles.cu on the tiles layout
+  tiles_gemv,         // int4's, int8's and fp16's fast-kernel linears their tiles layout holds,
+                      // 2 to kTilesGemvMaxBatch sequences: kernels/gemv_tiles.cu on the tiles layout
   gemv_columns,       // the fast kernels' linears up to their scheme's crossover: kernels/gemv_columns.cu
   skinny_gemm,        // the fast kernels' int8, fp8 and int4 above it: kernels/skinny.cu on the GEMV's layout
   cublas,             // fp16 weights through cuBLAS (the fast kernel's fp16 above it, and fp16.cublas)
@@ -94,9 +94,11 @@ struct WeightLayout {
   bool operator!=(const WeightLayout& o) const { return !(*this == o); }
   // "canonical", "int4-repacked", "int4-repacked (lm_head canonical)" or "canonical (lm_head
   // int4-repacked)": whether the blocks' and the lm_head's int4 matrices are repacked (keys
-  // and messages); with a tiles layout anywhere, its name ("int4-tiles", "int8-tiles") or that
-  // with " (lm_head canonical)" where every block matrix has it and the lm_head has it or stays
-  // canonical, else each kind's layout ("qkv_proj int4-tiles, o_proj int4-nibbles, ...").
+  // and messages); with a tiles layout anywhere, its name ("int4-tiles", "int8-tiles",
+  // "fp16-tiles") where every matrix has it, or the blocks' layout with " (lm_head canonical)"
+  // beside their tiles or " (lm_head fp16-tiles)" beside any one layout of theirs ("int8-tiles
+  // (lm_head fp16-tiles)", "canonical (lm_head fp16-tiles)"), else each kind's layout
+  // ("qkv_proj int4-tiles, o_proj int4-nibbles, ...").
   std::string name() const;
 };
 

@@ -24,13 +24,13 @@ struct MatrixShape {
 // How a matrix lies in device memory: the canonical layout (what files hold; the naive GEMV,
 // dequant-cublas and int8's rows, columns and skinny kernels read it), int4's fast GEMV's
 // repacked nibble order, the tensor-core dot's fragment layout (decodebench/int4_frag.h), and
-// the batched step's tiles GEMV's tiles, int4 (kernels/int4_tiles_layout.h) and int8
-// (kernels/int8_tiles_layout.h). The nibble and fragment layouts keep the scales and zero
-// points packed per 8 rows (kernels/int4_meta.h); the int4 tiles keep a word a row and group,
-// its scale and zero constant, per tile of 16 rows; the int8 tiles keep the canonical row
-// scales.
-enum class MatrixLayout { canonical, int4_nibbles, int4_fragments, int4_tiles, int8_tiles };
-// "canonical", "int4-nibbles", "int4-fragments", "int4-tiles", "int8-tiles"
+// the batched step's tiles GEMV's tiles, int4 (kernels/int4_tiles_layout.h), int8
+// (kernels/int8_tiles_layout.h) and fp16 (kernels/fp16_tiles_layout.h). The nibble and fragment
+// layouts keep the scales and zero points packed per 8 rows (kernels/int4_meta.h); the int4
+// tiles keep a word a row and group, its scale and zero constant, per tile of 16 rows; the int8
+// tiles keep the canonical row scales; fp16 has none.
+enum class MatrixLayout { canonical, int4_nibbles, int4_fragments, int4_tiles, int8_tiles, fp16_tiles };
+// "canonical", "int4-nibbles", "int4-fragments", "int4-tiles", "int8-tiles", "fp16-tiles"
 const char* to_string(MatrixLayout l);
 
 // Weights in one 16-byte chunk, the unit every fast kernel loads: fp16 8, int8 and fp8 16, int4 32.
@@ -85,9 +85,9 @@ constexpr int64_t gemv_columns_crossover(Scheme s) {
                              : kGemvColumnsCrossoverFp8;
 }
 
-// The tiles GEMV of the batched step (kernels/gemv_tiles.cuh): int4 and int8 on the tensor
-// cores, the weights in their tiles layout as the mma's A operand, up to 8 sequences a mma as
-// its N (9 to 16 a second mma on the same weights). The plan runs it, and lays the matrices it
+// The tiles GEMV of the batched step (kernels/gemv_tiles.cuh): int4, int8 and fp16 on the
+// tensor cores, the weights in their tiles layout as the mma's A operand, up to 8 sequences a
+// mma as its N (9 to 16 a second mma on the same weights). The plan runs it, and lays the matrices it
 // takes out in their scheme's tiles layout, from 2 sequences to kTilesGemvMaxBatch;
 // batch 1 keeps the rows GEMV and its layout. The range is the kernel's own (two mmas at most);
 // on the H200 it beats the columns GEMV and the skinny GEMM in 8b-int4's step at 2, 4, 8 and 16
@@ -101,8 +101,11 @@ bool int4_tiles_hold(const MatrixShape& m, const char** why);
 // Whether the int8 tiles layout holds the matrix: int8 with whole steps of 64 columns (two
 // 32-column tiles) a row; any rows. When not, `why` says so.
 bool int8_tiles_hold(const MatrixShape& m, const char** why);
-// The tiles layout of a scheme (int4_tiles, int8_tiles), canonical for the others; and whether
-// that layout holds the matrix.
+// Whether the fp16 tiles layout holds the matrix: fp16 with whole steps of 32 columns (two
+// 16-column tiles) a row; any rows. When not, `why` says so.
+bool fp16_tiles_hold(const MatrixShape& m, const char** why);
+// The tiles layout of a scheme (int4_tiles, int8_tiles, fp16_tiles), canonical for fp8; and
+// whether that layout holds the matrix.
 MatrixLayout tiles_layout(Scheme s);
 bool tiles_hold(const MatrixShape& m, const char** why);
 // Whether the tiles GEMV takes the matrix in `layout` at `batch` sequences: one its scheme's
@@ -111,9 +114,9 @@ bool tiles_hold(const MatrixShape& m, const char** why);
 bool tiles_gemv_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why);
 // Whether the plan may choose the scheme's tiles layout and the tiles GEMV: yes unless the
 // environment says DECODEBENCH_TILES=off (every scheme) or DECODEBENCH_INT4_TILES=off /
-// DECODEBENCH_INT8_TILES=off (that scheme), which keep the paths before it (the columns GEMV,
-// the skinny GEMM) for a side-by-side measurement. Read at every call; any other value than
-// "on", "off" or empty is a db::Error.
+// DECODEBENCH_INT8_TILES=off / DECODEBENCH_FP16_TILES=off (that scheme), which keep the paths
+// before it (the columns GEMV, the skinny GEMM, cuBLAS) for a side-by-side measurement. Read at
+// every call; any other value than "on", "off" or empty is a db::Error.
 bool tiles_enabled(Scheme s);
 bool int4_tiles_enabled();  // tiles_enabled(Scheme::int4)
 

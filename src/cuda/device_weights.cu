@@ -113,11 +113,18 @@ uint64_t aligned(uint64_t n) {
 }
 
 bool is_tiles(MatrixLayout l) {
-  return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles;
+  return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles || l == MatrixLayout::fp16_tiles;
 }
 
-// The largest canonical matrix of the kinds `layout` puts in a tiles layout: the staging copy
-// they are filled into before their repack (0: none).
+// The embedding's layout: canonical, or the fp16 tiles where it is the lm_head (tied) and the
+// plan runs the lm_head on the tiles GEMV (the gather reads the tiles: embed_rows).
+MatrixLayout embedding_layout(const ModelConfig& c, const WeightLayout& layout) {
+  const MatrixLayout head = layout.matrices[static_cast<int>(MatrixKind::lm_head)];
+  return lm_head_tied(c) && head == MatrixLayout::fp16_tiles ? head : MatrixLayout::canonical;
+}
+
+// The largest canonical matrix of the kinds `layout` puts in a tiles layout (a tied lm_head: the
+// embedding): the staging copy they are filled into before their repack (0: none).
 uint64_t tiles_staging_bytes(const ModelConfig& c, const WeightLayout& layout) {
   uint64_t n = 0;
   for (MatrixKind k : kAllMatrixKinds)
@@ -140,7 +147,7 @@ DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws, const WeightLayo
     per_layer += bytes(matrix_shape(c, k), k);
   const LoraBytes lora = lora_bytes(ws);
   const uint64_t embedding =
-      device_matrix_bytes(device_matrix(embedding_shape(c), MatrixLayout::canonical)).total();
+      device_matrix_bytes(device_matrix(embedding_shape(c), embedding_layout(c, layout))).total();
   Plan p;
   p.weights_bytes = per_layer * c.num_hidden_layers + embedding +
                     (lm_head_tied(c) ? 0 : bytes(matrix_shape(c, MatrixKind::lm_head), MatrixKind::lm_head)) +
@@ -231,6 +238,7 @@ void DeviceWeights::fill(const WeightSource& ws) {
   auto finish_target = [&](const DeviceMatrix& target, const DeviceMatrix& m) {
     if (m.int4_tiles) repack_int4_tiles(target, m, s);
     if (m.int8_tiles) repack_int8_tiles(target, m, s);
+    if (m.fp16_tiles) repack_fp16_tiles(target, m, s);
   };
 
   Stager stager;
@@ -254,9 +262,11 @@ void DeviceWeights::fill(const WeightSource& ws) {
     vec_into(p, o);
     return p;
   };
-  embedding_ = device_matrix(embedding_shape(c_), MatrixLayout::canonical);
+  embedding_ = device_matrix(embedding_shape(c_), embedding_layout(c_, layout_));
   alloc_matrix(embedding_);
-  fill_matrix(ws, ws.embedding(), embedding_, {}, stager, s);
+  const DeviceMatrix embedding = fill_target(embedding_);
+  fill_matrix(ws, ws.embedding(), embedding, {}, stager, s);
+  finish_target(embedding, embedding_);
   layers_.resize(L);
   for (int64_t l = 0; l < L; ++l) {
     Layer& d = layers_[l];

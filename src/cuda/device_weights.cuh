@@ -61,8 +61,10 @@ class DeviceWeights {
   uint64_t bytes() const { return bytes_; }  // device memory held (plan().weights_bytes)
   double load_seconds() const { return load_s_; }
   const std::vector<Layer>& layers() const { return layers_; }
-  const DeviceMatrix& embedding() const { return embedding_; }  // fp16 [vocab, hidden]
-  const DeviceMatrix& lm_head() const { return lm_head_; }      // the embedding itself when tied
+  // fp16 [vocab, hidden]: canonical, or in the fp16 tiles layout where it is the lm_head (tied)
+  // and the layout puts the lm_head there.
+  const DeviceMatrix& embedding() const { return embedding_; }
+  const DeviceMatrix& lm_head() const { return lm_head_; }  // the embedding itself when tied
   const __half* final_norm() const { return final_norm_; }
   // An external adapter: its rank (0 without one) and, per layer and LoraSite, the group of A
   // and B (targets 0: nothing adapted there). Their x, t and delta are null: each engine

@@ -169,6 +169,12 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
     fail("kernel {} reads the {} weight layout, these weights are in the {} layout", kernel.name,
          plan_.weight_layout().name(), w.layout().name());
   check_kernel(c_, kernel, fallback);
+  // The batch-1 step's gather (embed) reads the canonical table; the plan lays a tied lm_head,
+  // and so the embedding, in the fp16 tiles only at 2 sequences and more (embed_rows reads those).
+  if (batch == 1 && w.embedding().fp16_tiles)
+    fail(
+        "the batch-1 step reads the embedding in the canonical layout, these weights hold it in the fp16 "
+        "tiles");
   if (batch < 1 || batch > kMaxBatch)
     fail("a batch of {} sequences: the engine runs 1 to {}", batch, kMaxBatch);
   if (dequant_chunk_bytes < 0) fail("fp16 copies in blocks of {} bytes", dequant_chunk_bytes);

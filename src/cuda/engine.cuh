@@ -196,7 +196,8 @@ class Engine {
  private:
   struct Buffers;
   void release();  // frees the engine's own resources (the destructor, or a constructor that throws)
-  // Elements of the prefill's fp16 scratch: the blocks of its largest quantized matrix's copy.
+  // Elements of the prefill's fp16 scratch: the blocks of the largest copy it makes, of a
+  // quantized matrix or of an fp16 one in the tiles layout.
   int64_t prefill_dequant_elements() const;
   // The device memory of an engine that carries out `plan` (Engine::plan).
   static MemoryUse memory_use(const LinearPlan& plan, const ModelConfig& c, int64_t positions,

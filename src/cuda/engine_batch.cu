@@ -121,7 +121,7 @@ void Engine::enqueue_step_batch() {
   Buffers& b = *buf_;
   const int64_t B = batch_, H = c_.hidden_size, I = c_.intermediate_size;
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  embed_rows(static_cast<const __half*>(embedding_.qweight), H, batch_state_.tokens, B, b.resid, stream_);
+  embed_rows(embedding_, batch_state_.tokens, B, b.resid, stream_);
   for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
     const DeviceLayer& d = layers_[l];
     rmsnorm_rows(b.resid, d.attn_norm, eps, B, H, b.xnorm, stream_);

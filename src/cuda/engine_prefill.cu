@@ -1,7 +1,8 @@
 // The CUDA engine's batched prefill (Engine::prefill): the prompt in chunks of rows, each
 // chunk through every layer at once. The linears are cuBLAS GEMMs on fp16 weights (a
-// quantized matrix is dequantized into scratch, whatever layout its kernel reads, in the blocks
-// of rows the batched step uses, each block's GEMM right after it), the
+// quantized matrix is dequantized into scratch, whatever layout its kernel reads, and an fp16
+// one in the tiles layout copied back to rows, in the blocks of rows the batched step uses, each
+// block's GEMM right after it), the
 // attention is kernels/prefill.cu's causal tensor-core kernel over the cache, and the K and V
 // rows of the chunk go to the cache the decode step reads, in the engine's KV scheme. No
 // lm_head: a prefill leaves the cache, and the first decode step feeds the next prompt token
@@ -73,7 +74,7 @@ int64_t Engine::prefill_dequant_elements() const {
   int64_t n = 0;
   for (const DeviceLayer& d : layers_)
     for (const LinearOp* op : {&d.qkv, &d.o, &d.gate_up, &d.down})
-      if (op->m.scheme != Scheme::fp16)
+      if (op->m.scheme != Scheme::fp16 || in_tiles(op->m))  // fp16 in the tiles layout: a copy too
         n = std::max(n, fp16_chunk_elements(op->m.rows, op->m.cols, plan_.dequant_chunk_bytes));
   return n;
 }
@@ -141,10 +142,11 @@ void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t 
 
   const float eps = static_cast<float>(c_.rms_norm_eps);
   // y (+)= x W^T for the chunk's `m` rows, plus an external adapter's low-rank term at `site`;
-  // a quantized W through its fp16 copy in blocks of rows, as the batched step makes it.
+  // a quantized W, or an fp16 one in the tiles layout, through its fp16 copy in blocks of rows,
+  // as the batched step makes it.
   auto linear = [&](int64_t l, LoraSite site, const LinearOp& op, const __half* x, int64_t m, float* y,
                     bool accumulate) {
-    if (op.m.scheme == Scheme::fp16)
+    if (op.m.scheme == Scheme::fp16 && !in_tiles(op.m))
       gemm_rows(cublas, static_cast<const __half*>(op.m.qweight), op.m.rows, op.m.cols, x, m, y, accumulate);
     else
       gemm_rows_dequant(cublas, op.m, x, m, y, accumulate, b.weight,
@@ -157,7 +159,7 @@ void Engine::prefill(const std::vector<int32_t>& tokens, int64_t chunk, int64_t 
   for (int64_t p0 = 0; p0 < n; p0 += rows) {
     const int64_t m = std::min(rows, n - p0);
     CUDA_CHECK(cudaMemcpyAsync(b.tokens, tokens.data() + p0, 4 * m, cudaMemcpyHostToDevice, stream_));
-    embed_rows(static_cast<const __half*>(embedding_.qweight), H, b.tokens, m, b.resid, stream_);
+    embed_rows(embedding_, b.tokens, m, b.resid, stream_);
     for (int64_t l = 0; l < c_.num_hidden_layers; ++l) {
       const DeviceLayer& d = layers_[l];
       rmsnorm_rows(b.resid, d.attn_norm, eps, m, H, b.x, stream_);

@@ -27,6 +27,8 @@ const char* to_string(MatrixLayout l) {
       return "int4-tiles";
     case MatrixLayout::int8_tiles:
       return "int8-tiles";
+    case MatrixLayout::fp16_tiles:
+      return "fp16-tiles";
   }
   return "?";
 }
@@ -55,6 +57,10 @@ bool fast_gemv_takes(const MatrixShape& m, MatrixLayout layout, const char** why
   }
   if (layout == MatrixLayout::int8_tiles) {
     *why = "the fast GEMV reads int8 in the canonical layout, not the tiles layout";
+    return false;
+  }
+  if (layout == MatrixLayout::fp16_tiles) {
+    *why = "the fast GEMV reads fp16 in the canonical layout, not the tiles layout";
     return false;
   }
   return true;
@@ -131,22 +137,37 @@ bool int8_tiles_hold(const MatrixShape& m, const char** why) {
   return true;
 }
 
+bool fp16_tiles_hold(const MatrixShape& m, const char** why) {
+  if (m.scheme != Scheme::fp16) {
+    *why = "the fp16 tiles layout holds fp16 weights";
+    return false;
+  }
+  if (m.cols % 32 != 0) {
+    *why = "the fp16 tiles layout needs whole steps of 32 columns a row";
+    return false;
+  }
+  return true;
+}
+
 MatrixLayout tiles_layout(Scheme s) {
   return s == Scheme::int4   ? MatrixLayout::int4_tiles
          : s == Scheme::int8 ? MatrixLayout::int8_tiles
+         : s == Scheme::fp16 ? MatrixLayout::fp16_tiles
                              : MatrixLayout::canonical;
 }
 
 bool tiles_hold(const MatrixShape& m, const char** why) {
   if (m.scheme == Scheme::int8) return int8_tiles_hold(m, why);
+  if (m.scheme == Scheme::fp16) return fp16_tiles_hold(m, why);
   return int4_tiles_hold(m, why);
 }
 
 bool tiles_gemv_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, const char** why) {
   if (!tiles_hold(m, why)) return false;
   if (layout != tiles_layout(m.scheme)) {
-    *why = m.scheme == Scheme::int8 ? "the tiles GEMV reads int8 in the int8 tiles layout"
-                                    : "the tiles GEMV reads int4 in the tiles layout";
+    *why = m.scheme == Scheme::int8   ? "the tiles GEMV reads int8 in the int8 tiles layout"
+           : m.scheme == Scheme::fp16 ? "the tiles GEMV reads fp16 in the fp16 tiles layout"
+                                      : "the tiles GEMV reads int4 in the tiles layout";
     return false;
   }
   if (batch < 1 || batch > kTilesGemvMaxBatch) {
@@ -162,14 +183,15 @@ bool switch_on(const char* name, const char* what) {
   const char* v = std::getenv(name);
   if (!v || !*v || std::strcmp(v, "on") == 0) return true;
   if (std::strcmp(v, "off") == 0) return false;
-  fail("{}={}: on or off (off keeps the columns GEMV and the skinny GEMM for {})", name, v, what);
+  fail("{}={}: on or off (off keeps the columns GEMV, the skinny GEMM and cuBLAS for {})", name, v, what);
 }
 }  // namespace
 
 bool tiles_enabled(Scheme s) {
-  if (!switch_on("DECODEBENCH_TILES", "int4 and int8")) return false;
+  if (!switch_on("DECODEBENCH_TILES", "int4, int8 and fp16")) return false;
   if (s == Scheme::int4) return switch_on("DECODEBENCH_INT4_TILES", "int4");
   if (s == Scheme::int8) return switch_on("DECODEBENCH_INT8_TILES", "int8");
+  if (s == Scheme::fp16) return switch_on("DECODEBENCH_FP16_TILES", "fp16");
   return false;
 }
 
@@ -240,14 +262,17 @@ std::string tiles_shape_label(const TilesShape& s) {
 
 std::string WeightLayout::name() const {
   const auto tiles = [](MatrixLayout l) {
-    return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles;
+    return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles || l == MatrixLayout::fp16_tiles;
   };
   if (std::any_of(matrices.begin(), matrices.end(), tiles)) {
     const MatrixLayout head = matrices[static_cast<int>(MatrixKind::lm_head)], first = matrices[0];
     const auto same = [&](MatrixLayout l) { return l == first; };
-    if (tiles(first) && std::all_of(matrices.begin(), matrices.end() - 1, same)) {
+    if (std::all_of(matrices.begin(), matrices.end() - 1, same)) {
       if (head == first) return to_string(first);
-      if (head == MatrixLayout::canonical) return fmt::format("{} (lm_head canonical)", to_string(first));
+      // The blocks' tiles beside a canonical lm_head, or an lm_head of another scheme (fp16) in
+      // its tiles beside the blocks' layout.
+      if ((tiles(first) && head == MatrixLayout::canonical) || tiles(head))
+        return fmt::format("{} (lm_head {})", to_string(first), to_string(head));
     }
     std::string v;
     for (MatrixKind k : kAllMatrixKinds)
@@ -314,15 +339,17 @@ bool repacks_int4(Scheme s, LinearImpl impl) {
 }
 
 // Whether the batched step runs the matrix on the tiles GEMV at `batch` sequences, and so
-// lays it out in its scheme's tiles layout: int4's and int8's fast kernel, from 2 to
-// kTilesGemvMaxBatch sequences, a matrix the layout holds, unless tiles_enabled says off.
-// Every batched path the engine takes such a matrix through reads the layout: the GEMV, the
-// prefill's fp16 copies (dequantize_rows_to_f16), and a merged adapter's merge, which is done
-// on the canonical layout before the repack.
+// lays it out in its scheme's tiles layout: the fast kernel's int4, int8 and fp16 matrices
+// (fp16: the blocks' of fp16.gemv and the fp16 lm_head of the quantized kernels, tied to the
+// embedding or not), from 2 to kTilesGemvMaxBatch sequences, a matrix the layout holds, unless
+// tiles_enabled says off. Every batched path the engine takes such a matrix through reads the
+// layout: the GEMV, the prefill's fp16 copies (dequantize_rows_to_f16, fp16 too), the tied
+// embedding's gather (embed_rows), and a merged adapter's merge, which is done on the
+// canonical layout before the repack.
 bool runs_tiles(const MatrixShape& m, LinearImpl impl, int64_t batch) {
   const char* why = nullptr;
-  return (m.scheme == Scheme::int4 || m.scheme == Scheme::int8) && impl == LinearImpl::gemv_fast &&
-         batch >= 2 && batch <= kTilesGemvMaxBatch && tiles_hold(m, &why) && tiles_enabled(m.scheme);
+  return m.scheme != Scheme::fp8 && impl == LinearImpl::gemv_fast && batch >= 2 &&
+         batch <= kTilesGemvMaxBatch && tiles_hold(m, &why) && tiles_enabled(m.scheme);
 }
 
 // The layout the matrix lies in for `impl` at `batch` sequences: repacked where the fast GEMV
@@ -331,7 +358,7 @@ bool runs_tiles(const MatrixShape& m, LinearImpl impl, int64_t batch) {
 // matrix the fast GEMV cannot take stays canonical, for the plain GEMV or for the refusal).
 MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl, int64_t batch) {
   const char* why = nullptr;
-  if (m.scheme == Scheme::int8 && runs_tiles(m, impl, batch)) return MatrixLayout::int8_tiles;
+  if (m.scheme != Scheme::int4 && runs_tiles(m, impl, batch)) return tiles_layout(m.scheme);
   if (!repacks_int4(m.scheme, impl) || !fast_gemv_takes(m, MatrixLayout::int4_nibbles, &why))
     return MatrixLayout::canonical;
   if (runs_tiles(m, impl, batch)) return MatrixLayout::int4_tiles;
@@ -340,7 +367,7 @@ MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl, int64_t batch
 }
 
 // At batch > 1 every linear is one launch over all sequences' rows (docs/kernels.md#batch):
-// int4's fast-kernel linears in the tiles layout run the tiles GEMV (up to kTilesGemvMaxBatch);
+// the fast-kernel linears in a tiles layout run the tiles GEMV (up to kTilesGemvMaxBatch);
 // the fast kernels' other linears run the columns GEMV up to their scheme's crossover batch where it
 // takes the matrix (the rows GEMV, reading each weight once for every sequence). Above it,
 // int8, fp8 and int4 run the skinny GEMM where it takes the layout, up to the sequences of one
@@ -513,7 +540,8 @@ std::vector<std::string> LinearPlan::kernel_shapes() const {
 std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
   switch (kernel.impl) {
     case LinearImpl::gemv_fast:
-      if (kernel.scheme == Scheme::fp16) return {BatchedPath::gemv_columns, BatchedPath::cublas};
+      if (kernel.scheme == Scheme::fp16)  // a matrix the tiles layout holds takes the first
+        return {BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::cublas};
       if (kernel.scheme == Scheme::int4 ||
           kernel.scheme ==
               Scheme::int8)  // a matrix the tiles layout holds takes the first, others the second
@@ -535,6 +563,8 @@ std::vector<MatrixLayout> layouts_read(const KernelInfo& kernel) {
     return {MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments, MatrixLayout::int4_tiles};
   if (kernel.scheme == Scheme::int8 && kernel.impl == LinearImpl::gemv_fast)
     return {MatrixLayout::canonical, MatrixLayout::int8_tiles};
+  if (kernel.scheme == Scheme::fp16 && kernel.impl == LinearImpl::gemv_fast)
+    return {MatrixLayout::canonical, MatrixLayout::fp16_tiles};
   return {MatrixLayout::canonical};
 }
 
