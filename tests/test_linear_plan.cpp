@@ -407,7 +407,7 @@ TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2To16Sequences) {
   const ModelConfig i4 = load_model_config("8b-int4");
   const KernelInfo& gemv4 = resolve_kernel("auto", Scheme::int4);
   for (int64_t batch = 1; batch <= 17; ++batch) {
-    const LinearChoice& head = plan_linears(i4, gemv4, batch, 90, true)[MatrixKind::lm_head];
+    const LinearChoice head = plan_linears(i4, gemv4, batch, 90, true)[MatrixKind::lm_head];
     const bool tiles = batch >= 2 && batch <= 16;
     EXPECT_EQ(head.impl, LinearImpl::gemv_fast) << batch;
     EXPECT_EQ(head.layout, tiles ? MatrixLayout::fp16_tiles : MatrixLayout::canonical) << batch;
@@ -432,7 +432,7 @@ TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2To16Sequences) {
     ASSERT_TRUE(lm_head_tied(t));
     const KernelInfo& auto_k = resolve_kernel("auto", t.quant.scheme);
     for (int64_t batch : {1, 2, 8, 16, 17}) {
-      const LinearChoice& head = plan_linears(t, auto_k, batch, 90, true)[MatrixKind::lm_head];
+      const LinearChoice head = plan_linears(t, auto_k, batch, 90, true)[MatrixKind::lm_head];
       const bool tiles = batch >= 2 && batch <= 16;
       EXPECT_EQ(head.shape.rows, 128256);
       EXPECT_EQ(head.shape.cols, 2048);
