@@ -92,12 +92,13 @@ void lora_expand_rows(const LoraGroup& g, const float* tmp, int64_t rows, float*
                       cudaStream_t s);
 
 // fp16 copy [rows, cols] of a matrix in the layout its kernel reads: int4 in the repacked
-// nibble order or the tensor-core fragment layout (with the packed meta), int8 and fp8, and
-// the canonical layout of any scheme (dequantize_to_f16). Every layout gives the canonical
-// kernels' bits.
+// nibble order or the tensor-core fragment layout (with the packed meta), int4 and int8 in the
+// mixed-wgmma layout, int8 and fp8, and the canonical layout of any scheme (dequantize_to_f16).
+// Every layout gives the canonical kernels' bits.
 void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
 // Rows [r0, r1) of it, [r1 - r0, cols] (matrix_rows: r0 a multiple of 8 in the repacked int4
-// layouts): the batched step's fp16 copy, a block of rows at a time.
+// layouts; any r0 in the mixed-wgmma layout): the batched step's and the prefill's fp16 copy, a
+// block of rows at a time.
 void dequantize_rows_to_f16(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out, cudaStream_t s);
 
 }  // namespace db::cuda

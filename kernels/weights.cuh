@@ -14,6 +14,7 @@
 #include "decodebench/synth.h"
 #include "gemv.cuh"
 #include "int4_meta.h"
+#include "mixed_wgmma_layout.h"
 
 namespace db::cuda {
 
@@ -69,7 +70,20 @@ void quantize_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src
 // Bytes to allocate for m: its weights, and for int4 its scales and zero points for whole
 // blocks of 8 rows (the packed layout's padding, kernels/int4_meta.h). The byte account
 // (matrix_bytes) counts the matrix's own, which are all a decode step reads.
+inline mixed::Kind mixed_kind_of(const DeviceMatrix& m) {
+  return m.scheme == Scheme::int4 ? mixed::Kind::int4 : mixed::Kind::int8;
+}
+
+// In the mixed-wgmma layout: the packed blocks of rows padded to 128 and the meta entries (in
+// `scales`; no zeros), 116 MB an 8b-int4 layer (group 128) against its canonical 114 MB.
 inline MatrixBytes device_matrix_bytes(const DeviceMatrix& m) {
+  if (m.mixed_wgmma) {
+    MatrixBytes b;
+    const int64_t groups = m.scheme == Scheme::int4 ? mixed::group_count(m.cols, m.group_size) : 1;
+    b.weights = static_cast<uint64_t>(mixed::weight_bytes(mixed_kind_of(m), m.rows, m.cols));
+    b.scales = static_cast<uint64_t>(mixed::meta_bytes(m.rows, groups));
+    return b;
+  }
   MatrixBytes b = matrix_bytes(m.rows, m.cols, m.scheme, m.group_size, m.zero_point);
   if (m.scheme == Scheme::int4) {
     const MatrixBytes padded =
@@ -86,13 +100,20 @@ inline MatrixBytes device_matrix_bytes(const DeviceMatrix& m) {
 // of the nibble order (int4_frag).
 void repack_int4(DeviceMatrix& m, cudaStream_t s, bool fragments = false);
 
+// Canonical int4 or int8 (a shape mixed_gemm_takes) -> the mixed-input GEMM's layout
+// (MatrixLayout::mixed_wgmma, kernels/mixed_wgmma_layout.h) in new arrays: `w` and `meta` of
+// device_matrix_bytes(the mixed matrix)'s weights and scales. m's canonical arrays are read, not
+// changed (free them once the stream has run the repack); m then points at the new ones.
+void repack_mixed(DeviceMatrix& m, void* w, void* meta, cudaStream_t s);
+
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
 
 // Rows [r0, r1) of m as a matrix of r1 - r0 rows in m's layout, its pointers offset into m's
 // arrays (no copy): the weights, scales and zero points of those rows. In the int4 repacked
 // layouts a block of 8 rows is stored together (the nibble order's packed meta, the fragments'
-// words), so r0 is a multiple of 8 there; r1 may end anywhere. Fails on a range the layout
+// words), so r0 is a multiple of 8 there, and in the mixed-wgmma layout a tile of 128 rows, so
+// r0 is a multiple of 128 there; r1 may end anywhere. Fails on a range the layout
 // cannot cut.
 DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1);
 

@@ -579,3 +579,94 @@ TEST(ShapePredicates, EachKernelsLimitsInWordsAResultCanCarry) {
   EXPECT_EQ(weights_per_chunk(Scheme::int8), 16);
   EXPECT_EQ(weights_per_chunk(Scheme::int4) / 2, 16);
 }
+
+// The mixed-input GEMM (BatchedPath::mixed_gemm): the fast kernels' int4 and int8 matrices it
+// takes run it from kMixedGemmMinBatch sequences on compute capability 9.0 where the build has it
+// (plan_linears' mixed_gemm), in its layout; below that batch, on another GPU or without it, the
+// plan is the one without the kernel. Its layout then depends on the batch, so that engines at
+// 64 and 65 sequences do not share weights.
+TEST(LinearPlan, TheMixedGemmRunsInt4AndInt8AboveTheSkinnyGemmOnHopper) {
+  static_assert(kMixedGemmMinBatch == kSkinnyMaxBatch + 1, "the mixed GEMM takes over from the skinny GEMM");
+  for (const char* name : {"8b-int4", "8b-int8"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig c = load_model_config(name);
+    const KernelInfo& k = resolve_kernel("auto", c.quant.scheme);
+    for (int64_t batch : {int64_t{65}, int64_t{256}, int64_t{300}}) {
+      const LinearPlan p = plan_linears(c, k, batch, 90, true, true);
+      for (const LinearChoice& l : p.linears) {
+        const bool quantized = l.shape.scheme == Scheme::int4 || l.shape.scheme == Scheme::int8;
+        EXPECT_EQ(l.batched, quantized ? BatchedPath::mixed_gemm : BatchedPath::cublas) << to_string(l.kind);
+        EXPECT_EQ(l.layout, quantized ? MatrixLayout::mixed_wgmma : MatrixLayout::canonical) << to_string(l.kind);
+      }
+      EXPECT_EQ(p.batched_path_lines()[2], "gate_up [28672 x 4096]: mixed-gemm");
+      EXPECT_EQ(p.fp16_copy_elements(), 0);  // no fp16 copy left
+      // Without the kernel (not built, DECODEBENCH_BATCHED_GEMM=fp16-copy) or on another GPU:
+      // the fp16 copy, in the layout of batch 1.
+      for (const LinearPlan& q :
+           {plan_linears(c, k, batch, 90, true, false), plan_linears(c, k, batch, 80, true, true),
+            plan_linears(c, k, batch, 89, true, true), plan_linears(c, k, batch, 100, true, true)}) {
+        EXPECT_EQ(q[MatrixKind::gate_up].batched, BatchedPath::fp16_copy_cublas);
+        EXPECT_EQ(q.weight_layout(), plan_linears(c, k, 1, 90, true, true).weight_layout());
+      }
+    }
+    // Up to the skinny GEMM's batch the plan is the one without the kernel.
+    for (int64_t batch : {int64_t{1}, int64_t{2}, int64_t{16}, int64_t{64}}) {
+      const LinearPlan p = plan_linears(c, k, batch, 90, true, true), q = plan_linears(c, k, batch, 90, true);
+      for (MatrixKind kind : kAllMatrixKinds) {
+        EXPECT_EQ(p[kind].batched, q[kind].batched) << batch;
+        EXPECT_EQ(p[kind].layout, q[kind].layout) << batch;
+      }
+    }
+    const WeightLayout mixed = plan_linears(c, k, 65, 90, true, true).weight_layout();
+    EXPECT_NE(mixed, plan_linears(c, k, 64, 90, true, true).weight_layout());
+    EXPECT_EQ(mixed.name(), "mixed-wgmma (qkv_proj, o_proj, gate_up_proj, down_proj)");  // an fp16 lm_head
+    // The slow paths keep theirs.
+    for (const char* kernel : {"naive", "dequant-cublas"}) {
+      const LinearPlan p =
+          plan_linears(c, resolve_kernel(fmt::format("{}.{}", to_string(c.quant.scheme), kernel), c.quant.scheme),
+                       256, 90, true, true);
+      for (const LinearChoice& l : p.linears) EXPECT_NE(l.batched, BatchedPath::mixed_gemm) << kernel;
+    }
+  }
+  // fp8 and fp16 never take it.
+  for (const char* name : {"8b-fp8", "8b-fp16"}) {
+    const ModelConfig c = load_model_config(name);
+    const LinearPlan p = plan_linears(c, resolve_kernel("auto", c.quant.scheme), 256, 90, true, true);
+    for (const LinearChoice& l : p.linears) EXPECT_NE(l.batched, BatchedPath::mixed_gemm) << name;
+  }
+}
+
+// What the mixed-input GEMM takes: int4 and int8 with cols a multiple of 64 and int4 groups whole
+// chunks that divide a row (or a row); anything else keeps the fp16 copy above 64 sequences.
+TEST(LinearPlan, TheMixedGemmTakesWholeChunksAndGroups) {
+  const char* why = nullptr;
+  auto shape = [](Scheme s, int64_t rows, int64_t cols, int group) {
+    MatrixShape m;
+    m.scheme = s;
+    m.rows = rows;
+    m.cols = cols;
+    m.group_size = group;
+    return m;
+  };
+  EXPECT_TRUE(mixed_gemm_takes(shape(Scheme::int4, 200, 384, 128), &why));
+  EXPECT_TRUE(mixed_gemm_takes(shape(Scheme::int4, 4100, 1024, 64), &why));
+  EXPECT_TRUE(mixed_gemm_takes(shape(Scheme::int4, 200, 384, 384), &why));  // a group a row
+  EXPECT_TRUE(mixed_gemm_takes(shape(Scheme::int8, 201, 1024, 0), &why));
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::int4, 200, 384, 32), &why));
+  EXPECT_NE(std::string(why).find("multiple of 64"), std::string::npos) << why;
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::int4, 200, 384, 256), &why));  // 256 does not divide 384
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::int8, 200, 376, 0), &why));
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::fp8, 200, 384, 0), &why));
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::fp16, 200, 384, 0), &why));
+  EXPECT_STREQ(to_string(MatrixLayout::mixed_wgmma), "mixed-wgmma");
+  EXPECT_STREQ(to_string(BatchedPath::mixed_gemm), "mixed-gemm");
+}
+
+// DECODEBENCH_BATCHED_GEMM: auto (or unset) lets the plan choose, fp16-copy keeps today's path.
+TEST(LinearPlan, TheBatchedGemmVariableForcesTheFp16Copy) {
+  EXPECT_TRUE(batched_gemm_allows_mixed(nullptr));
+  EXPECT_TRUE(batched_gemm_allows_mixed(""));
+  EXPECT_TRUE(batched_gemm_allows_mixed("auto"));
+  EXPECT_FALSE(batched_gemm_allows_mixed("fp16-copy"));
+  EXPECT_THROW(batched_gemm_allows_mixed("cublas"), Error);
+}

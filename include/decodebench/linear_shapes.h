@@ -21,12 +21,16 @@ struct MatrixShape {
   int64_t weights() const { return rows * cols; }
 };
 
-// How a matrix lies in device memory. Only int4 has more than one layout: the canonical one
-// (what files hold; the naive GEMV and dequant-cublas read it), the fast GEMV's repacked
-// nibble order, and the tensor-core dot's fragment layout (decodebench/int4_frag.h). Both
-// repacked layouts keep the scales and zero points packed per 8 rows (kernels/int4_meta.h).
-enum class MatrixLayout { canonical, int4_nibbles, int4_fragments };
-const char* to_string(MatrixLayout l);  // "canonical", "int4-nibbles", "int4-fragments"
+// How a matrix lies in device memory: the canonical layout (what files hold; the naive GEMV and
+// dequant-cublas read it), int4's two for the fast GEMV, the repacked nibble order and the
+// tensor-core dot's fragment layout (decodebench/int4_frag.h), both with the scales and zero
+// points packed per 8 rows (kernels/int4_meta.h), and, for int4 and int8, the Hopper mixed-input
+// GEMM's (kernels/mixed_wgmma_layout.h: rows padded to 128, a thread's load its wgmma A
+// fragments, the scales and zero constants in 512-byte entries a 128-row tile and group), which
+// the batched step reads above kMixedGemmMinBatch sequences.
+enum class MatrixLayout { canonical, int4_nibbles, int4_fragments, mixed_wgmma };
+// "canonical", "int4-nibbles", "int4-fragments", "mixed-wgmma"
+const char* to_string(MatrixLayout l);
 
 // Weights in one 16-byte chunk, the unit every fast kernel loads: fp16 8, int8 and fp8 16, int4 32.
 constexpr int weights_per_chunk(Scheme s) {
@@ -78,6 +82,18 @@ constexpr int64_t gemv_columns_crossover(Scheme s) {
          : s == Scheme::int4 ? kGemvColumnsCrossoverInt4
                              : kGemvColumnsCrossoverFp8;
 }
+
+// The mixed-input GEMM on wgmma (kernels/mixed_gemm.cuh): whether it takes the matrix (int4 or
+// int8, cols a multiple of 64, int4 groups a multiple of 64 columns dividing cols or a whole row;
+// mixed_wgmma_layout.h supports). When not, `why` says so.
+bool mixed_gemm_takes(const MatrixShape& m, const char** why);
+
+// The smallest batch at which the linear plan runs int4 and int8 linears through the mixed-input
+// GEMM (where the build has its sm_90a code and the GPU is compute capability 9.0): above the
+// skinny GEMM's kSkinnyMaxBatch, where the fp16 copy + cuBLAS ran (8b-int4 at 256 sequences 13.6
+// ms a step against fp16's 9.5 on the H200, results/lab/batch.md). Below it the plan keeps the
+// columns GEMV and the skinny GEMM until the device measures the crossover.
+constexpr int64_t kMixedGemmMinBatch = 65;
 
 // Sequences one skinny GEMM launch takes; more run as several launches, each reading the
 // weights again.

@@ -71,6 +71,7 @@ std::string batched_summary(const KernelInfo& k) {
     v += to_string(p);
     if (p == BatchedPath::gemv_columns) v += fmt::format(" (to {})", gemv_columns_crossover(k.scheme));
     if (p == BatchedPath::skinny_gemm) v += fmt::format(" (to {})", kSkinnyMaxBatch);
+    if (p == BatchedPath::mixed_gemm) v += fmt::format(" (from {} on sm_90)", kMixedGemmMinBatch);
   }
   return v;
 }

@@ -254,7 +254,7 @@ class CudaBackend final : public Backend {
         "cuda\x1f{}\x1f"
         "device {}\x1f"
         "layout {}",
-        spec.weights_key, device_, weight_layout(ws.config(), kernel).name());
+        spec.weights_key, device_, weight_layout(ws.config(), kernel, spec.batch).name());
     if (reuse && reuse->state && reuse->key == key) {
       ++reuse->reused;
       reused = true;

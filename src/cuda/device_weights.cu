@@ -108,21 +108,27 @@ void fill_matrix(const WeightSource& ws, const Origin& o, const DeviceMatrix& ds
 
 }  // namespace
 
-DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws) {
+DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws, const WeightLayout& layout) {
   const ModelConfig& c = ws.config();
-  auto bytes = [](const MatrixShape& m) {
-    return device_matrix_bytes(device_matrix(m, MatrixLayout::canonical)).total();
+  uint64_t repack = 0;  // the largest matrix's mixed-wgmma arrays, made beside its canonical ones
+  auto bytes = [&](const MatrixShape& m, MatrixKind k) {
+    const MatrixLayout l = layout.matrices[static_cast<int>(k)];
+    if (l != MatrixLayout::mixed_wgmma) return device_matrix_bytes(device_matrix(m, MatrixLayout::canonical)).total();
+    const uint64_t mixed = device_matrix_bytes(device_matrix(m, l)).total();
+    repack = std::max(repack, mixed);
+    return mixed;
   };
   uint64_t per_layer = 2 * c.hidden_size * 2 + (c.arch == Arch::qwen3 ? 2 * c.head_dim * 2 : 0);  // norms
   if (c.arch == Arch::qwen2) per_layer += qkv_bias_size(c) * 2;  // fp16 q/k/v biases
   for (MatrixKind k : {MatrixKind::qkv, MatrixKind::o, MatrixKind::gate_up, MatrixKind::down})
-    per_layer += bytes(matrix_shape(c, k));
+    per_layer += bytes(matrix_shape(c, k), k);
   const LoraBytes lora = lora_bytes(ws);
   Plan p;
-  p.weights_bytes = per_layer * c.num_hidden_layers + bytes(embedding_shape(c)) +
-                    (lm_head_tied(c) ? 0 : bytes(matrix_shape(c, MatrixKind::lm_head))) + c.hidden_size * 2 +
-                    lora.weights;
-  p.load_bytes = kStageBytes + lora.load;
+  p.weights_bytes = per_layer * c.num_hidden_layers +
+                    device_matrix_bytes(device_matrix(embedding_shape(c), MatrixLayout::canonical)).total() +
+                    (lm_head_tied(c) ? 0 : bytes(matrix_shape(c, MatrixKind::lm_head), MatrixKind::lm_head)) +
+                    c.hidden_size * 2 + lora.weights;
+  p.load_bytes = kStageBytes + lora.load + repack;
   return p;
 }
 
@@ -130,7 +136,7 @@ DeviceWeights::DeviceWeights(const WeightSource& ws, const WeightLayout& layout)
     : c_(ws.config()), layout_(layout) {
   const auto t0 = std::chrono::steady_clock::now();
   CUDA_CHECK(cudaGetDevice(&device_));
-  const Plan p = plan(ws);
+  const Plan p = plan(ws, layout);
   check_free_memory(p.weights_bytes + p.load_bytes, [&] {
     return fmt::format(
         "not enough GPU memory for the weights of {}: need {} (weights {}, loading buffers {})", c_.name,
@@ -247,10 +253,27 @@ void DeviceWeights::fill(const WeightSource& ws) {
     fill_matrix(ws, ws.lm_head(), lm_head_, {}, stager, s);
   }
   // Each kernel reads its own layout (the linear plan's): int4 matrices the fast GEMV runs are
-  // repacked, into the tensor-core dot's fragment layout where the plan prefers it.
+  // repacked, into the tensor-core dot's fragment layout where the plan prefers it; int4 and
+  // int8 matrices the mixed-input GEMM runs go into its layout in new arrays, the canonical ones
+  // freed once the repack has run (so that one matrix at a time has both).
+  auto free_allocation = [&](void* p) {
+    if (!p) return;
+    allocations_.erase(std::find(allocations_.begin(), allocations_.end(), p));
+    CUDA_CHECK(cudaFree(p));
+  };
   auto repack = [&](DeviceMatrix& m, MatrixKind kind) {
     const MatrixLayout l = layout_.matrices[static_cast<int>(kind)];
-    if (l != MatrixLayout::canonical) repack_int4(m, s, l == MatrixLayout::int4_fragments);
+    if (l == MatrixLayout::mixed_wgmma) {
+      const DeviceMatrix canonical = m;
+      const MatrixBytes b = device_matrix_bytes(device_matrix(shape_of(m), l));
+      repack_mixed(m, alloc(b.weights), alloc(b.scales), s);
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      free_allocation(canonical.qweight);
+      free_allocation(canonical.scales);
+      free_allocation(canonical.zeros);
+    } else if (l != MatrixLayout::canonical) {
+      repack_int4(m, s, l == MatrixLayout::int4_fragments);
+    }
   };
   for (Layer& d : layers_) {
     repack(d.qkv, MatrixKind::qkv);

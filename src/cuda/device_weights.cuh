@@ -36,13 +36,14 @@ class DeviceWeights {
     DeviceMatrix gate_up;        // [2 intermediate, hidden]: rows interleaved gate_0, up_0, gate_1, ...
     DeviceMatrix down;           // [hidden, intermediate]
   };
-  // What the weights occupy, and what loading them takes on top while it runs (the stager's
-  // device buffer, a merge's temporary matrix and A, B), freed when the constructor returns.
+  // What the weights occupy in `layout`, and what loading them takes on top while it runs (the
+  // stager's device buffer, a merge's temporary matrix and A, B, the mixed-wgmma layout's new
+  // arrays of one matrix beside its canonical ones), freed when the constructor returns.
   struct Plan {
     uint64_t weights_bytes = 0;
     uint64_t load_bytes = 0;
   };
-  static Plan plan(const WeightSource& ws);
+  static Plan plan(const WeightSource& ws, const WeightLayout& layout);
 
   // Checks free memory against plan(), then allocates and fills everything on the current
   // device: synthetic weights generated there, a file's tensors uploaded through a pinned

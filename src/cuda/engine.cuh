@@ -35,9 +35,14 @@ struct AttentionArgs;  // attention.cuh
       ::db::fail("cuBLAS error {} in {} at {}:{}", cublasGetStatusName(db_st_), #expr, __FILE__, __LINE__); \
   } while (0)
 
-// The weight layout the engines of `kernel` read on the current device: the linear plan's
-// (decodebench/linear_plan.h). Engines of kernels with equal layouts can share one DeviceWeights.
-WeightLayout weight_layout(const ModelConfig& c, const KernelInfo& kernel);
+// The linear plan on the current device (decodebench/linear_plan.h): its compute capability,
+// and the mixed-input GEMM where this build has it (mixed_gemm_built) and
+// DECODEBENCH_BATCHED_GEMM does not force the fp16 copy (batched_gemm_allows_mixed).
+LinearPlan device_plan(const ModelConfig& c, const KernelInfo& kernel, int64_t batch, bool fallback);
+// The weight layout the engines of `kernel` at `batch` sequences read on the current device: the
+// linear plan's. It depends on the batch only where the mixed-input GEMM runs (sm_90, from
+// kMixedGemmMinBatch sequences). Engines with equal layouts can share one DeviceWeights.
+WeightLayout weight_layout(const ModelConfig& c, const KernelInfo& kernel, int64_t batch = 1);
 // The current device's compute capability, 10 major + minor (90: sm_90), the plan's input.
 int device_capability();
 

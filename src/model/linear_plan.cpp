@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 #include "decodebench/error.h"
 #include "decodebench/int4_frag.h"
+#include "mixed_wgmma_layout.h"
 
 namespace db {
 
@@ -21,6 +23,8 @@ const char* to_string(MatrixLayout l) {
       return "int4-nibbles";
     case MatrixLayout::int4_fragments:
       return "int4-fragments";
+    case MatrixLayout::mixed_wgmma:
+      return "mixed-wgmma";
   }
   return "?";
 }
@@ -89,6 +93,22 @@ static_assert(kGemvColumnsInputBytes / (2 * 2) <=
                   int64_t{kGemvColumnsMaxThreads} * 8 * weights_per_chunk(Scheme::fp16),
               "a row the columns GEMV takes fits one block");
 
+bool mixed_gemm_takes(const MatrixShape& m, const char** why) {
+  if (m.scheme != Scheme::int4 && m.scheme != Scheme::int8) {
+    *why = "the mixed-input GEMM reads int4 and int8 weights";
+    return false;
+  }
+  return mixed::supports(m.scheme == Scheme::int4 ? mixed::Kind::int4 : mixed::Kind::int8, m.rows, m.cols,
+                         m.scheme == Scheme::int4 ? m.group_size : 0, why);
+}
+
+bool batched_gemm_allows_mixed(const char* env) {
+  const std::string_view v = env ? env : "";
+  if (v.empty() || v == "auto") return true;
+  if (v == "fp16-copy") return false;
+  fail("DECODEBENCH_BATCHED_GEMM={}: auto or fp16-copy", v);
+}
+
 bool prefers_int4_fragments(int64_t rows, int64_t cols, int group_size) {
   return int4_frag::eligible(rows, cols, group_size) && rows * cols >= kInt4FragmentWeights;
 }
@@ -121,6 +141,8 @@ const char* to_string(BatchedPath p) {
       return "skinny-gemm";
     case BatchedPath::cublas:
       return "cublas";
+    case BatchedPath::mixed_gemm:
+      return "mixed-gemm";
     case BatchedPath::fp16_copy_cublas:
       return "fp16-copy-cublas";
     case BatchedPath::dequant_cublas:
@@ -144,6 +166,12 @@ std::string skinny_shape_label(const SkinnyShape& s) {
 }
 
 std::string WeightLayout::name() const {
+  // The mixed-input GEMM's layout (batch > kMixedGemmMinBatch on sm_90): named with its kinds.
+  std::string mixed;
+  for (MatrixKind k : kAllMatrixKinds)
+    if (matrices[static_cast<int>(k)] == MatrixLayout::mixed_wgmma)
+      mixed += fmt::format("{}{}", mixed.empty() ? "" : ", ", to_string(k));
+  if (!mixed.empty()) return fmt::format("mixed-wgmma ({})", mixed);
   const bool head = matrices[static_cast<int>(MatrixKind::lm_head)] != MatrixLayout::canonical;
   const bool blocks = std::any_of(matrices.begin(), matrices.end() - 1,
                                   [](MatrixLayout l) { return l != MatrixLayout::canonical; });
@@ -213,6 +241,16 @@ MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl) {
                                                               : MatrixLayout::int4_nibbles;
 }
 
+// Whether the fast kernels' int4 or int8 matrix runs the mixed-input GEMM (and so lies in its
+// layout): from kMixedGemmMinBatch sequences, on compute capability 9.0 (sm_90a code runs there
+// alone) where the build has the kernel and DECODEBENCH_BATCHED_GEMM does not force the fp16
+// copy (`mixed_gemm`), for the shapes it takes.
+bool runs_mixed_gemm(const MatrixShape& m, LinearImpl impl, int64_t batch, int capability, bool mixed_gemm) {
+  const char* why = nullptr;
+  return mixed_gemm && capability == 90 && batch >= kMixedGemmMinBatch && impl == LinearImpl::gemv_fast &&
+         mixed_gemm_takes(m, &why);
+}
+
 // At batch > 1 every linear is one launch over all sequences' rows (docs/kernels.md#batch):
 // the fast kernels' linears run the columns GEMV up to their scheme's crossover batch where it
 // takes the matrix (the rows GEMV, reading each weight once for every sequence). Above it,
@@ -224,6 +262,7 @@ MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl) {
 BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
   if (batch <= 1) return BatchedPath::none;
   const char* why = nullptr;
+  if (l.layout == MatrixLayout::mixed_wgmma) return BatchedPath::mixed_gemm;
   switch (l.impl) {
     case LinearImpl::gemv_fast:
       if (batch <= gemv_columns_crossover(l.shape.scheme) &&
@@ -246,7 +285,7 @@ BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
 }  // namespace
 
 LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t batch, int capability,
-                        bool fallback) {
+                        bool fallback, bool mixed_gemm) {
   LinearPlan p;
   p.batch = batch;
   p.capability = capability;
@@ -275,7 +314,8 @@ LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t 
     }
     if (l.impl == LinearImpl::cublas && m.scheme != Scheme::fp16)
       l.refusal = fmt::format("kernel {} needs fp16 weights", kernel.name);
-    l.layout = planned_layout(m, l.impl);
+    l.layout = runs_mixed_gemm(m, l.impl, batch, capability, mixed_gemm) ? MatrixLayout::mixed_wgmma
+                                                                          : planned_layout(m, l.impl);
     l.batched = batched_path(l, batch);
   }
   return p;
@@ -377,7 +417,10 @@ std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
   switch (kernel.impl) {
     case LinearImpl::gemv_fast:
       if (kernel.scheme == Scheme::fp16) return {BatchedPath::gemv_columns, BatchedPath::cublas};
-      return {BatchedPath::gemv_columns, BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas};
+      if (kernel.scheme == Scheme::fp8)
+        return {BatchedPath::gemv_columns, BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas};
+      return {BatchedPath::gemv_columns, BatchedPath::skinny_gemm, BatchedPath::mixed_gemm,
+              BatchedPath::fp16_copy_cublas};
     case LinearImpl::gemv_naive:
       return {BatchedPath::gemv_per_sequence};
     case LinearImpl::cublas:
@@ -390,7 +433,9 @@ std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
 
 std::vector<MatrixLayout> layouts_read(const KernelInfo& kernel) {
   if (repacks_int4(kernel.scheme, kernel.impl))
-    return {MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments};
+    return {MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments, MatrixLayout::mixed_wgmma};
+  if (kernel.scheme == Scheme::int8 && kernel.impl == LinearImpl::gemv_fast)
+    return {MatrixLayout::canonical, MatrixLayout::mixed_wgmma};
   return {MatrixLayout::canonical};
 }
 

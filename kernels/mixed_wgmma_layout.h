@@ -1,4 +1,4 @@
-// The layout arithmetic of the Hopper mixed-input GEMM (tests/bench/mixed_wgmma_bench.cu) that a
+// The layout arithmetic of the Hopper mixed-input GEMM (kernels/mixed_gemm.cu) that a
 // CPU can check (tests/test_mixed_wgmma_layout.cpp): int4 or int8 weights W [rows, cols] stored
 // so that one consumer thread's shared-memory load is its wgmma A fragments, the dequantization
 // those loads go through, where the scales and zero points go, and how the grid splits the work.

@@ -1,5 +1,5 @@
 // wgmma.mma_async with A from registers and B from shared memory, f16 inputs, f32 accumulators,
-// for every N the mixed-input GEMM (mixed_wgmma_bench.cu) instantiates; generated, one function
+// for every N the mixed-input GEMM (mixed_gemm.cu) instantiates; generated, one function
 // an N, because an asm statement's operand list is fixed text (sm_90a only).
 //
 // PTX ISA, "wgmma.mma_async": the register-A form
@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-namespace db::bench {
+namespace db::hopper {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -150,4 +150,4 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[
 }
 #endif
 
-}  // namespace db::bench
+}  // namespace db::hopper
