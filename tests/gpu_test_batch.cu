@@ -15,6 +15,7 @@
 #include "decodebench/linear_shapes.h"
 #include "decodebench/safetensors.h"
 #include "engine.cuh"
+#include "mixed_gemm.cuh"
 #include "gpu_common.cuh"
 #include "gpu_engine_trace.cuh"
 
@@ -363,6 +364,46 @@ TEST(EngineBatchPrefill, EverySequencesContextPrefilledIntoItsOwnCache) {
       for (int64_t q = 0; q < B; ++q)
         EXPECT_EQ(gpu[q].tokens, cpu[q].tokens) << preset << " " << to_string(s) << " sequence " << q;
     }
+}
+
+// Above 64 sequences on compute capability 9.0 (where the build has the sm_90a code) int8.gemv
+// and int4.gemv run the mixed-input GEMM on weights in its layout: every sequence within the
+// bound of the reference at 65 and 256 sequences, from decode steps and from a prefilled context
+// (the prefill's fp16 copies read the mixed layout), with and without the graph; and
+// DECODEBENCH_BATCHED_GEMM=fp16-copy's plan without it (checked on the plan: the variable is read
+// once a process).
+TEST(EngineBatchMixed, TheMixedGemmStepsMatchTheReference) {
+  REQUIRE_GPU();
+  if (device_capability() != 90 || !mixed_gemm_built())
+    GTEST_SKIP() << "the mixed-input GEMM needs compute capability 9.0 (this GPU: " << device_capability()
+                 << ") and the build's sm_90a code (built: " << mixed_gemm_built() << ")";
+  for (Scheme s : {Scheme::int8, Scheme::int4})
+    for (int64_t B : {int64_t{65}, int64_t{256}})
+      for (bool prefill : {false, true}) {
+        if (prefill && B == 256) continue;  // one prefilled case a scheme keeps the reference short
+        const std::string n = fmt::format("{} batch {}{}", to_string(s), B, prefill ? " prefilled" : "");
+        const WeightSource ws(tiny(s), "", 11);
+        const int64_t context = prefill ? 40 : 5, steps = 3;
+        const std::vector<Trace> cpu = cpu_batch(ws, B, context, steps);
+        const KernelInfo k = resolve_kernel(fmt::format("{}.gemv", to_string(s)), s);
+        Engine e(load_device_weights(ws, k, context + steps, false, B), k, context + steps, false, B);
+        for (const LinearChoice& l : e.linear_plan().linears)
+          if (l.shape.scheme == s) {
+            ASSERT_EQ(l.batched, BatchedPath::mixed_gemm) << n << " " << to_string(l.kind);
+            ASSERT_EQ(l.layout, MatrixLayout::mixed_wgmma) << n << " " << to_string(l.kind);
+          }
+        const auto gpu = forced_batch(e, context, cpu, prefill);
+        for (int64_t q = 0; q < B; ++q)
+          expect_reference_logits(gpu[static_cast<size_t>(q)], cpu[static_cast<size_t>(q)],
+                                  fmt::format("{} sequence {}", n, q));
+        if (prefill) continue;
+        Engine f(load_device_weights(ws, k, context + steps, false, B), k, context + steps, false, B);
+        const std::vector<Trace> eager = engine_batch(f, context, steps, false);
+        for (int64_t q = 0; q < B; ++q)
+          EXPECT_EQ(eager[static_cast<size_t>(q)].tokens, cpu[static_cast<size_t>(q)].tokens) << n << " " << q;
+        const LinearPlan copy = plan_linears(ws.config(), k, B, 90, false, false);
+        EXPECT_EQ(copy[MatrixKind::gate_up].batched, BatchedPath::fp16_copy_cublas) << n;
+      }
 }
 
 // Past the columns GEMV's crossover, each kind of matrix the skinny GEMM runs gets a shape timed
