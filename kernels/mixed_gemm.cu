@@ -117,7 +117,9 @@ __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
 
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
   return v;
 }
 __device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
@@ -140,10 +142,12 @@ __device__ __forceinline__ void fence_fragment(uint32_t (&a)[mixed::kSteps][4]) 
 // 3 rows g + 8 of the thread's warp (PTX ISA, "Register Fragments", the m64nNk16 A figure for
 // .f16; wgmma_layout.h a_row / a_col), the lower column of each pair in the low half.
 template <int N, Kind K>
-__device__ __forceinline__ void load_fragments(uint32_t stage, int consumer, int t, uint32_t (&a)[mixed::kSteps][4]) {
+__device__ __forceinline__ void load_fragments(uint32_t stage, int consumer, int t,
+                                               uint32_t (&a)[mixed::kSteps][4]) {
   using C = Cfg<N, K>;
   const uint32_t w = stage + C::kXBytes + consumer * mixed::block_bytes(K);
-  const uint2 m = ld_shared_v2(stage + C::kXBytes + C::kWBytes + (32 * consumer + t / 4) * mixed::kMetaEntryBytes);
+  const uint2 m =
+      ld_shared_v2(stage + C::kXBytes + C::kWBytes + (32 * consumer + t / 4) * mixed::kMetaEntryBytes);
   // Each row's scale and zero constant in both halves of an f16x2.
   const uint32_t s_lo = prmt(m.x, 0, 0x1010), s_hi = prmt(m.x, 0, 0x3232);
   const uint32_t z_lo = prmt(m.y, 0, 0x1010), z_hi = prmt(m.y, 0, 0x3232);
@@ -154,8 +158,10 @@ __device__ __forceinline__ void load_fragments(uint32_t stage, int consumer, int
 #pragma unroll
     for (int s = 0; s < mixed::kSteps; ++s) {
       const uint32_t w0 = words[s], w8 = words[s] >> 8;
-      a[s][0] = hmul2(hsub2(lop3_and_or(w0, 0x000f000fu, 0x64006400u), z_lo), s_lo);  // (1024 + q) - (1024 + z)
-      a[s][1] = hmul2(hfma2(lop3_and_or(w0, 0x00f000f0u, 0x64006400u), kSixteenth, z_hi), s_hi);  // 64 + q - (64 + z)
+      a[s][0] =
+          hmul2(hsub2(lop3_and_or(w0, 0x000f000fu, 0x64006400u), z_lo), s_lo);  // (1024 + q) - (1024 + z)
+      a[s][1] = hmul2(hfma2(lop3_and_or(w0, 0x00f000f0u, 0x64006400u), kSixteenth, z_hi),
+                      s_hi);  // 64 + q - (64 + z)
       a[s][2] = hmul2(hsub2(lop3_and_or(w8, 0x000f000fu, 0x64006400u), z_lo), s_lo);
       a[s][3] = hmul2(hfma2(lop3_and_or(w8, 0x00f000f0u, 0x64006400u), kSixteenth, z_hi), s_hi);
     }
@@ -167,8 +173,9 @@ __device__ __forceinline__ void load_fragments(uint32_t stage, int consumer, int
     for (int s = 0; s < mixed::kSteps; ++s)
 #pragma unroll
       for (int r = 0; r < 4; ++r)  // (1024 + u) - 1152 = q
-        a[s][r] = hmul2(hsub2(prmt(words[2 * s + r / 2], 0x64646464u, r % 2 ? 0x5351u : 0x5250u), r % 2 ? z_hi : z_lo),
-                        r % 2 ? s_hi : s_lo);
+        a[s][r] = hmul2(
+            hsub2(prmt(words[2 * s + r / 2], 0x64646464u, r % 2 ? 0x5351u : 0x5250u), r % 2 ? z_hi : z_lo),
+            r % 2 ? s_hi : s_lo);
   }
 }
 
@@ -249,8 +256,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           // the batch still counts whole (its rows zero-filled).
           mbar_expect_tx(&full[s], C::kStageTx);
           tma_load_2d(stage, &tm_x, static_cast<int>(kc * mixed::kChunk), c.st * N, &full[s]);
-          bulk_load(stage + C::kXBytes, a.w + mixed::block_index(c.rt, kc, 0, a.chunks) * mixed::block_bytes(K),
-                    C::kWBytes, &full[s]);
+          bulk_load(stage + C::kXBytes,
+                    a.w + mixed::block_index(c.rt, kc, 0, a.chunks) * mixed::block_bytes(K), C::kWBytes,
+                    &full[s]);
           bulk_load(stage + C::kXBytes + C::kWBytes, a.meta + (c.rt * a.groups + group) * mixed::kMetaBytes,
                     mixed::kMetaBytes, &full[s]);
           if (++in_group == a.chunks_per_group) {
@@ -340,7 +348,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-
 // ---- launchers
 
 // A launch prepared for (matrix, x, batch): the plan and x's tensor map (boxes of 64 columns x
@@ -384,13 +391,20 @@ void launch_instance(const Prepared& p, const MixedArgs& a, cudaStream_t s) {
 template <Kind K>
 void launch_kind(const Prepared& p, const MixedArgs& a, cudaStream_t s) {
   switch (p.plan.n_tile) {
-    case 8: return launch_instance<8, K>(p, a, s);
-    case 16: return launch_instance<16, K>(p, a, s);
-    case 32: return launch_instance<32, K>(p, a, s);
-    case 64: return launch_instance<64, K>(p, a, s);
-    case 128: return launch_instance<128, K>(p, a, s);
-    case 256: return launch_instance<256, K>(p, a, s);
-    default: fail("gemm_mixed: no instance for N = {} (8, 16, 32, 64, 128, 256)", p.plan.n_tile);
+    case 8:
+      return launch_instance<8, K>(p, a, s);
+    case 16:
+      return launch_instance<16, K>(p, a, s);
+    case 32:
+      return launch_instance<32, K>(p, a, s);
+    case 64:
+      return launch_instance<64, K>(p, a, s);
+    case 128:
+      return launch_instance<128, K>(p, a, s);
+    case 256:
+      return launch_instance<256, K>(p, a, s);
+    default:
+      fail("gemm_mixed: no instance for N = {} (8, 16, 32, 64, 128, 256)", p.plan.n_tile);
   }
 }
 
@@ -438,8 +452,8 @@ void gemm_mixed_with(const DeviceMatrix& w, const __half* x, int64_t batch, floa
   CUDA_CHECK_LAUNCH();
 }
 
-void gemm_mixed(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate, void* workspace,
-                cudaStream_t s) {
+void gemm_mixed(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
+                void* workspace, cudaStream_t s) {
   gemm_mixed_with(w, x, batch, y, accumulate, workspace,
                   static_cast<int64_t>(mixed_gemm_workspace_bytes(w.rows, w.cols, batch)), {}, s);
 }

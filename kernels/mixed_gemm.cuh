@@ -34,8 +34,8 @@ size_t mixed_gemm_workspace_bytes(int64_t rows, int64_t cols, int64_t batch);
 // y[b * rows + r] = (accumulate ? y[b * rows + r] : 0) + sum_c W[r, c] x[b * cols + c] for
 // b < batch, r < rows, W's weights the fp16 values dequantize_to_f16 makes, sums in fp32.
 // Deterministic: the split units' partials are added in split order.
-void gemm_mixed(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate, void* workspace,
-                cudaStream_t s);
+void gemm_mixed(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
+                void* workspace, cudaStream_t s);
 
 // The lab's knobs (tests/bench/mixed_wgmma_bench.cu): splits > 0 forces the K splits, n_tile > 0
 // a smaller N tile than the batch's (mixed::make_plan).

@@ -51,12 +51,12 @@ size_t mixed_gemm_workspace_bytes(int64_t rows, int64_t cols, int64_t batch) {
 bool mixed_gemm_built() {
   return false;
 }
-void gemm_mixed_with(const DeviceMatrix&, const __half*, int64_t, float*, bool, void*, int64_t, MixedGemmOptions,
-                     cudaStream_t) {
+void gemm_mixed_with(const DeviceMatrix&, const __half*, int64_t, float*, bool, void*, int64_t,
+                     MixedGemmOptions, cudaStream_t) {
   fail("gemm_mixed: this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
 }
-void gemm_mixed(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate, void* workspace,
-                cudaStream_t s) {
+void gemm_mixed(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,
+                void* workspace, cudaStream_t s) {
   gemm_mixed_with(w, x, batch, y, accumulate, workspace, 0, {}, s);
 }
 #endif

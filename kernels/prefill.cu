@@ -521,16 +521,19 @@ __global__ void dequantize_mixed_kernel(DeviceMatrix m, int64_t r0, int64_t rows
       const mixed::MetaPlace mp = mixed::meta_place(r, c0 / group_cols, groups);
       const uint16_t* e = reinterpret_cast<const uint16_t*>(meta + mp.byte);
       const float scale = f16_to_f32(e[mp.hi]), zc = f16_to_f32(e[2 + mp.hi]);
-      const int zero = k == mixed::Kind::int8 ? 0 : mp.hi ? static_cast<int>(-zc) - 64 : static_cast<int>(zc) - 1024;
+      const int zero = k == mixed::Kind::int8 ? 0
+                       : mp.hi                ? static_cast<int>(-zc) - 64
+                                              : static_cast<int>(zc) - 1024;
       uint32_t h[4];
       for (int j = 0; j < 8; j += 2) {
         float v[2];
         for (int c = 0; c < 2; ++c) {
           const mixed::Place pl = mixed::place(k, r, c0 + j + c, m.cols);
           const uint8_t byte = w[pl.byte];
-          v[c] = k == mixed::Kind::int4
-                     ? quant::dequantize_int4(static_cast<uint8_t>((byte >> (4 * pl.high)) & 0xfu), scale, zero)
-                     : quant::dequantize_int8(static_cast<int8_t>(static_cast<int>(byte) - 128), scale);
+          v[c] =
+              k == mixed::Kind::int4
+                  ? quant::dequantize_int4(static_cast<uint8_t>((byte >> (4 * pl.high)) & 0xfu), scale, zero)
+                  : quant::dequantize_int8(static_cast<int8_t>(static_cast<int>(byte) - 128), scale);
         }
         h[j / 2] = pack_half2(v[0], v[1]);
       }
@@ -763,7 +766,8 @@ PrefillAttentionKernel prefill_attention(const PrefillAttentionArgs& a, cudaStre
   return k;
 }
 
-static void dequantize_mixed_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out, cudaStream_t s) {
+static void dequantize_mixed_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out,
+                                  cudaStream_t s) {
   if (r0 < 0 || r1 > m.rows || r0 >= r1)
     fail("dequantize_rows_to_f16: rows [{}, {}) of a matrix of {} rows", r0, r1, m.rows);
   const int64_t pieces = m.cols / 8;

@@ -345,7 +345,8 @@ int grid_for(int64_t n) {
 // Canonical int4 or int8 -> the mixed-input GEMM's layout (mixed_wgmma_layout.h): a thread an
 // output byte, the gather the layout header defines for host and device.
 __global__ void repack_mixed_weights_kernel(DeviceMatrix m, uint8_t* w, int64_t n) {
-  for (int64_t b = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < n; b += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t b = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < n;
+       b += int64_t{gridDim.x} * blockDim.x)
     w[b] = m.scheme == Scheme::int4
                ? mixed::int4_packed_byte(static_cast<const uint8_t*>(m.qweight), m.rows, m.cols, b)
                : mixed::int8_packed_byte(static_cast<const int8_t*>(m.qweight), m.rows, m.cols, b);
@@ -355,7 +356,8 @@ __global__ void repack_mixed_weights_kernel(DeviceMatrix m, uint8_t* w, int64_t 
 // mixed::pack_meta writes them (padded rows scale 0, so that they contribute exact zeros).
 __global__ void repack_mixed_meta_kernel(DeviceMatrix m, int64_t groups, uint8_t* meta, int64_t n) {
   const mixed::Kind k = m.scheme == Scheme::int4 ? mixed::Kind::int4 : mixed::Kind::int8;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / groups, gi = i % groups;
     const mixed::MetaPlace p = mixed::meta_place(r, gi, groups);
     const bool real = r < m.rows;
@@ -447,7 +449,8 @@ void repack_mixed(DeviceMatrix& m, void* w, void* meta, cudaStream_t s) {
   CUDA_CHECK_LAUNCH();
   const int64_t groups = m.scheme == Scheme::int4 ? m.cols / m.group_size : 1;
   const int64_t entries = mixed::padded_rows(m.rows) * groups;
-  repack_mixed_meta_kernel<<<grid_for(entries), kThreads, 0, s>>>(m, groups, static_cast<uint8_t*>(meta), entries);
+  repack_mixed_meta_kernel<<<grid_for(entries), kThreads, 0, s>>>(m, groups, static_cast<uint8_t*>(meta),
+                                                                  entries);
   CUDA_CHECK_LAUNCH();
   m.qweight = w;
   m.scales = static_cast<__half*>(meta);
@@ -467,12 +470,15 @@ DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
   b.rows = r1 - r0;
   if (m.mixed_wgmma) {  // whole 128-row tiles: a tile's blocks and meta entries are its own
     if (r0 % mixed::kCtaRows != 0)
-      fail("matrix_rows: the mixed-wgmma layout keeps tiles of {} rows; row {} starts none", mixed::kCtaRows, r0);
+      fail("matrix_rows: the mixed-wgmma layout keeps tiles of {} rows; row {} starts none", mixed::kCtaRows,
+           r0);
     const mixed::Kind k = mixed_kind_of(m);
     const int64_t tiles = r0 / mixed::kCtaRows;
     const int64_t groups = m.scheme == Scheme::int4 ? mixed::group_count(m.cols, m.group_size) : 1;
-    b.qweight = static_cast<uint8_t*>(m.qweight) + tiles * (m.cols / mixed::kChunk) * 2 * mixed::block_bytes(k);
-    b.scales = reinterpret_cast<__half*>(reinterpret_cast<uint8_t*>(m.scales) + tiles * groups * mixed::kMetaBytes);
+    b.qweight =
+        static_cast<uint8_t*>(m.qweight) + tiles * (m.cols / mixed::kChunk) * 2 * mixed::block_bytes(k);
+    b.scales =
+        reinterpret_cast<__half*>(reinterpret_cast<uint8_t*>(m.scales) + tiles * groups * mixed::kMetaBytes);
     return b;
   }
   switch (m.scheme) {

@@ -15,9 +15,9 @@
 #include "decodebench/linear_shapes.h"
 #include "decodebench/safetensors.h"
 #include "engine.cuh"
-#include "mixed_gemm.cuh"
 #include "gpu_common.cuh"
 #include "gpu_engine_trace.cuh"
+#include "mixed_gemm.cuh"
 
 using namespace db;
 using namespace db::cuda;
@@ -400,7 +400,8 @@ TEST(EngineBatchMixed, TheMixedGemmStepsMatchTheReference) {
         Engine f(load_device_weights(ws, k, context + steps, false, B), k, context + steps, false, B);
         const std::vector<Trace> eager = engine_batch(f, context, steps, false);
         for (int64_t q = 0; q < B; ++q)
-          EXPECT_EQ(eager[static_cast<size_t>(q)].tokens, cpu[static_cast<size_t>(q)].tokens) << n << " " << q;
+          EXPECT_EQ(eager[static_cast<size_t>(q)].tokens, cpu[static_cast<size_t>(q)].tokens)
+              << n << " " << q;
         const LinearPlan copy = plan_linears(ws.config(), k, B, 90, false, false);
         EXPECT_EQ(copy[MatrixKind::gate_up].batched, BatchedPath::fp16_copy_cublas) << n;
       }

@@ -26,18 +26,18 @@ using dbtest::normal_values;
 
 namespace {
 
-#define REQUIRE_MIXED_GEMM()                                                                              \
-  do {                                                                                                    \
-    REQUIRE_GPU();                                                                                        \
-    int device_ = 0, major_ = 0, minor_ = 0;                                                              \
-    CUDA_CHECK(cudaGetDevice(&device_));                                                                  \
-    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, device_));              \
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor_, cudaDevAttrComputeCapabilityMinor, device_));              \
-    if (major_ != 9 || minor_ != 0)                                                                       \
+#define REQUIRE_MIXED_GEMM()                                                                            \
+  do {                                                                                                  \
+    REQUIRE_GPU();                                                                                      \
+    int device_ = 0, major_ = 0, minor_ = 0;                                                            \
+    CUDA_CHECK(cudaGetDevice(&device_));                                                                \
+    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, device_));            \
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor_, cudaDevAttrComputeCapabilityMinor, device_));            \
+    if (major_ != 9 || minor_ != 0)                                                                     \
       GTEST_SKIP() << "the mixed-input GEMM is sm_90a code: needs compute capability 9.0, this GPU is " \
-                   << major_ << "." << minor_;                                                            \
-    if (!mixed_gemm_built())                                                                              \
-      GTEST_SKIP() << "this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)";              \
+                   << major_ << "." << minor_;                                                          \
+    if (!mixed_gemm_built())                                                                            \
+      GTEST_SKIP() << "this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)";            \
   } while (0)
 
 struct Case {
@@ -49,9 +49,10 @@ struct Case {
 };
 
 std::string name(const Case& c) {
-  return fmt::format("{}_{}x{}_b{}{}{}{}", to_string(c.scheme), c.rows, c.cols, c.batch,
-                     c.scheme == Scheme::int4 ? (c.group == c.cols ? "_grow" : fmt::format("_g{}", c.group)) : "",
-                     c.scheme == Scheme::int4 && !c.zero_point ? "_sym" : "", c.accumulate ? "_acc" : "");
+  return fmt::format(
+      "{}_{}x{}_b{}{}{}{}", to_string(c.scheme), c.rows, c.cols, c.batch,
+      c.scheme == Scheme::int4 ? (c.group == c.cols ? "_grow" : fmt::format("_g{}", c.group)) : "",
+      c.scheme == Scheme::int4 && !c.zero_point ? "_sym" : "", c.accumulate ? "_acc" : "");
 }
 
 // A canonical matrix on the device repacked into the mixed-wgmma layout, as a load does.
@@ -139,8 +140,8 @@ std::vector<Case> cases() {
     int group;  // 0: a whole row
     bool zp;
   };
-  const Scheme_ schemes[] = {{Scheme::int4, 64, true},  {Scheme::int4, 128, true}, {Scheme::int4, 128, false},
-                             {Scheme::int4, 0, true},   {Scheme::int4, 64, false}, {Scheme::int8, 0, false}};
+  const Scheme_ schemes[] = {{Scheme::int4, 64, true}, {Scheme::int4, 128, true}, {Scheme::int4, 128, false},
+                             {Scheme::int4, 0, true},  {Scheme::int4, 64, false}, {Scheme::int8, 0, false}};
   for (const Scheme_& s : schemes)
     for (int64_t b : {2, 3, 8, 16, 17, 64, 65, 256, 300})
       for (auto [rows, cols] : {std::pair<int64_t, int64_t>{200, 384}, {4100, 1024}}) {
@@ -182,8 +183,7 @@ TEST(MixedGemm, RefusesWhatItDoesNotTake) {
   EXPECT_FALSE(mixed_gemm_supports(m, &why));
   m.scheme = Scheme::fp8;
   EXPECT_FALSE(mixed_gemm_supports(m, &why));
-  if (!mixed_gemm_built())
-    EXPECT_THROW(gemm_mixed(m, nullptr, 1, nullptr, false, nullptr, nullptr), Error);
+  if (!mixed_gemm_built()) EXPECT_THROW(gemm_mixed(m, nullptr, 1, nullptr, false, nullptr, nullptr), Error);
 }
 
 // The layout at load: repack_mixed's matrix, copied to fp16 (whole, and a block of rows that

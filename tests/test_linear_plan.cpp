@@ -596,7 +596,8 @@ TEST(LinearPlan, TheMixedGemmRunsInt4AndInt8AboveTheSkinnyGemmOnHopper) {
       for (const LinearChoice& l : p.linears) {
         const bool quantized = l.shape.scheme == Scheme::int4 || l.shape.scheme == Scheme::int8;
         EXPECT_EQ(l.batched, quantized ? BatchedPath::mixed_gemm : BatchedPath::cublas) << to_string(l.kind);
-        EXPECT_EQ(l.layout, quantized ? MatrixLayout::mixed_wgmma : MatrixLayout::canonical) << to_string(l.kind);
+        EXPECT_EQ(l.layout, quantized ? MatrixLayout::mixed_wgmma : MatrixLayout::canonical)
+            << to_string(l.kind);
       }
       EXPECT_EQ(p.batched_path_lines()[2], "gate_up [28672 x 4096]: mixed-gemm");
       EXPECT_EQ(p.fp16_copy_elements(), 0);  // no fp16 copy left
@@ -622,9 +623,9 @@ TEST(LinearPlan, TheMixedGemmRunsInt4AndInt8AboveTheSkinnyGemmOnHopper) {
     EXPECT_EQ(mixed.name(), "mixed-wgmma (qkv_proj, o_proj, gate_up_proj, down_proj)");  // an fp16 lm_head
     // The slow paths keep theirs.
     for (const char* kernel : {"naive", "dequant-cublas"}) {
-      const LinearPlan p =
-          plan_linears(c, resolve_kernel(fmt::format("{}.{}", to_string(c.quant.scheme), kernel), c.quant.scheme),
-                       256, 90, true, true);
+      const LinearPlan p = plan_linears(
+          c, resolve_kernel(fmt::format("{}.{}", to_string(c.quant.scheme), kernel), c.quant.scheme), 256, 90,
+          true, true);
       for (const LinearChoice& l : p.linears) EXPECT_NE(l.batched, BatchedPath::mixed_gemm) << kernel;
     }
   }

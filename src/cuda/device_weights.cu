@@ -113,7 +113,8 @@ DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws, const WeightLayo
   uint64_t repack = 0;  // the largest matrix's mixed-wgmma arrays, made beside its canonical ones
   auto bytes = [&](const MatrixShape& m, MatrixKind k) {
     const MatrixLayout l = layout.matrices[static_cast<int>(k)];
-    if (l != MatrixLayout::mixed_wgmma) return device_matrix_bytes(device_matrix(m, MatrixLayout::canonical)).total();
+    if (l != MatrixLayout::mixed_wgmma)
+      return device_matrix_bytes(device_matrix(m, MatrixLayout::canonical)).total();
     const uint64_t mixed = device_matrix_bytes(device_matrix(m, l)).total();
     repack = std::max(repack, mixed);
     return mixed;

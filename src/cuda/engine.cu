@@ -55,7 +55,8 @@ int device_capability() {
 }
 
 LinearPlan device_plan(const ModelConfig& c, const KernelInfo& kernel, int64_t batch, bool fallback) {
-  static const bool mixed = mixed_gemm_built() && batched_gemm_allows_mixed(std::getenv("DECODEBENCH_BATCHED_GEMM"));
+  static const bool mixed =
+      mixed_gemm_built() && batched_gemm_allows_mixed(std::getenv("DECODEBENCH_BATCHED_GEMM"));
   return plan_linears(c, kernel, batch, device_capability(), fallback, mixed);
 }
 
@@ -123,7 +124,8 @@ MemoryUse Engine::memory_use(const LinearPlan& plan, const ModelConfig& c, int64
       4ull * positions * hd + B * 4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
       B * 4 * c.num_key_value_heads + 4 * (B + 2 + B * positions) + 8 * B + 8 * (2 * L + 1) * kNormSlots +
       2ull * plan.fp16_copy_elements() + (plan.gemv_blocks() ? 2 * H : 0) + (cublas ? kCublasWorkspace : 0) +
-      skinny_workspace(plan) + mixed_workspace(plan) + (B > 1 ? 4ull * B * 3 * lora_rank : 0) + lora_scratch_bytes(c, lora_rank);
+      skinny_workspace(plan) + mixed_workspace(plan) + (B > 1 ? 4ull * B * 3 * lora_rank : 0) +
+      lora_scratch_bytes(c, lora_rank);
   m.total_bytes = m.kv_cache_bytes + m.scratch_bytes;
   return m;
 }

@@ -315,7 +315,7 @@ LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t 
     if (l.impl == LinearImpl::cublas && m.scheme != Scheme::fp16)
       l.refusal = fmt::format("kernel {} needs fp16 weights", kernel.name);
     l.layout = runs_mixed_gemm(m, l.impl, batch, capability, mixed_gemm) ? MatrixLayout::mixed_wgmma
-                                                                          : planned_layout(m, l.impl);
+                                                                         : planned_layout(m, l.impl);
     l.batched = batched_path(l, batch);
   }
   return p;
