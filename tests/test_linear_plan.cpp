@@ -494,8 +494,18 @@ TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {
           EXPECT_NE(std::find(listed.begin(), listed.end(), l.layout), listed.end()) << to_string(l.kind);
         }
       });
+  // And with the mixed-input GEMM where the plan may choose it (sm_90, from 65 sequences).
+  for (const ModelConfig& c : models())
+    for (const KernelInfo* k : kernels_of(c.quant.scheme)) {
+      const std::vector<MatrixLayout> listed = layouts_read(*k);
+      for (const LinearChoice& l : plan_linears(c, *k, 256, 90, true, true).linears)
+        if (l.impl == k->impl && l.shape.scheme == k->scheme)
+          EXPECT_NE(std::find(listed.begin(), listed.end(), l.layout), listed.end())
+              << c.name << " " << k->name;
+    }
   EXPECT_EQ(layouts_read(resolve_kernel("int4.gemv", Scheme::int4)),
-            (std::vector<MatrixLayout>{MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments}));
+            (std::vector<MatrixLayout>{MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments,
+                                       MatrixLayout::mixed_wgmma}));
 }
 
 TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesThem) {
