@@ -45,6 +45,7 @@
 #include <cstdint>
 
 #include "decodebench/half.h"
+#include "decodebench/linear_shapes.h"
 #include "wgmma_layout.h"
 
 namespace db::mixed {
@@ -77,19 +78,16 @@ DB_WGMMA_HD constexpr int64_t meta_bytes(int64_t rows, int64_t groups) {
   return row_tiles(rows) * groups * kMetaBytes;
 }
 
-// Whether the kernel takes a matrix; `why` says what it does not take. group_size 0 or cols: a
-// group a row (int8 always).
+// Whether the kernel takes a matrix (the plan's predicate, decodebench/linear_shapes.h
+// mixed_gemm_takes, whose chunk is kChunk); `why` says what it does not take. group_size 0 or
+// cols: a group a row (int8 always).
 inline bool supports(Kind k, int64_t rows, int64_t cols, int group_size, const char** why) {
-  if (rows < 1 || cols < kChunk || cols % kChunk != 0) {
-    *why = "cols must be a positive multiple of 64 (a stage's k-chunk)";
-    return false;
-  }
-  if (k == Kind::int4 && group_size != 0 && group_size != cols &&
-      (group_size % kChunk != 0 || cols % group_size != 0)) {
-    *why = "int4 groups must be a multiple of 64 columns dividing cols, or a whole row";
-    return false;
-  }
-  return true;
+  MatrixShape m;
+  m.scheme = k == Kind::int4 ? Scheme::int4 : Scheme::int8;
+  m.rows = rows;
+  m.cols = cols;
+  m.group_size = k == Kind::int4 ? group_size : 0;
+  return mixed_gemm_takes(m, why);
 }
 
 // Columns a group, in chunks (a group a row: all of them).

@@ -84,8 +84,9 @@ constexpr int64_t gemv_columns_crossover(Scheme s) {
 }
 
 // The mixed-input GEMM on wgmma (kernels/mixed_gemm.cuh): whether it takes the matrix (int4 or
-// int8, cols a multiple of 64, int4 groups a multiple of 64 columns dividing cols or a whole row;
-// mixed_wgmma_layout.h supports). When not, `why` says so.
+// int8, cols a multiple of 64 (the layout's k-chunk, kernels/mixed_wgmma_layout.h, whose
+// supports() is this), int4 groups a multiple of 64 columns dividing cols or a whole row). When
+// not, `why` says so.
 bool mixed_gemm_takes(const MatrixShape& m, const char** why);
 
 // The smallest batch at which the linear plan runs int4 and int8 linears through the mixed-input

@@ -9,7 +9,6 @@
 
 #include "decodebench/error.h"
 #include "decodebench/int4_frag.h"
-#include "mixed_wgmma_layout.h"
 
 namespace db {
 
@@ -98,8 +97,19 @@ bool mixed_gemm_takes(const MatrixShape& m, const char** why) {
     *why = "the mixed-input GEMM reads int4 and int8 weights";
     return false;
   }
-  return mixed::supports(m.scheme == Scheme::int4 ? mixed::Kind::int4 : mixed::Kind::int8, m.rows, m.cols,
-                         m.scheme == Scheme::int4 ? m.group_size : 0, why);
+  // The layout's k-chunk is 64 columns (kernels/mixed_wgmma_layout.h kChunk), and a chunk never
+  // straddles two groups.
+  constexpr int64_t kChunk = 64;
+  if (m.rows < 1 || m.cols < kChunk || m.cols % kChunk != 0) {
+    *why = "cols must be a positive multiple of 64 (the mixed GEMM's k-chunk)";
+    return false;
+  }
+  const int64_t g = m.group_size;
+  if (m.scheme == Scheme::int4 && g != 0 && g != m.cols && (g % kChunk != 0 || m.cols % g != 0)) {
+    *why = "int4 groups must be a multiple of 64 columns dividing cols, or a whole row";
+    return false;
+  }
+  return true;
 }
 
 bool batched_gemm_allows_mixed(const char* env) {
