@@ -363,8 +363,9 @@ void set_smem_attribute() {
                                   static_cast<int>(Cfg<N, K>::kSmemBytes)));
 }
 
-// Every instance's shared-memory size, once a process (outside any graph capture where the
-// first launch is eager, as the engine's are).
+// Every instance's shared-memory size, once a process: at the engine's load through
+// mixed_gemm_setup(), before it captures the step into a graph, and again (a no-op then) on each
+// launch for callers that did not.
 void set_smem_attributes() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -412,6 +413,10 @@ void launch_kind(const Prepared& p, const MixedArgs& a, cudaStream_t s) {
 
 bool mixed_gemm_built() {
   return true;
+}
+
+void mixed_gemm_setup() {
+  set_smem_attributes();
 }
 
 void gemm_mixed_with(const DeviceMatrix& w, const __half* x, int64_t batch, float* y, bool accumulate,

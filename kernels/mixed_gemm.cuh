@@ -20,6 +20,9 @@ namespace db::cuda {
 
 // Whether this build has the kernel's sm_90a code; without it gemm_mixed fails with the reason.
 bool mixed_gemm_built();
+// Sets the kernels' shared-memory allowance, once a process. The engine calls it at load, before
+// it captures the step into a graph; gemm_mixed calls it too.
+void mixed_gemm_setup();
 
 // Whether gemm_mixed takes the matrix: int4 or int8 in the mixed-wgmma layout of a shape
 // mixed_gemm_takes (decodebench/linear_shapes.h) accepts. When not, `why` says so.

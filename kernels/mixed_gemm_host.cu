@@ -51,6 +51,9 @@ size_t mixed_gemm_workspace_bytes(int64_t rows, int64_t cols, int64_t batch) {
 bool mixed_gemm_built() {
   return false;
 }
+void mixed_gemm_setup() {
+  fail("gemm_mixed: this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
+}
 void gemm_mixed_with(const DeviceMatrix&, const __half*, int64_t, float*, bool, void*, int64_t,
                      MixedGemmOptions, cudaStream_t) {
   fail("gemm_mixed: this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");

@@ -299,6 +299,7 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   if (const uint64_t n = mixed_workspace(plan_); n > 0) {
     b.mixed_workspace = alloc(n);
     CUDA_CHECK(cudaMemsetAsync(b.mixed_workspace, 0, n, stream_));
+    mixed_gemm_setup();  // before the step is captured into a graph
   }
   if (B > 1 && w.lora_rank() > 0) b.lora_rows = static_cast<float*>(alloc(4ull * B * 3 * w.lora_rank()));
   if (plan_.uses_cublas() || (B > 1 && w.lora_rank() > 0)) {  // an external adapter's shrink: a GEMM
