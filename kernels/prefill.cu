@@ -10,6 +10,7 @@
 #include "int4_tiles_layout.h"
 #include "int8_tiles_layout.h"
 #include "kv_cache.cuh"
+#include "mixed_wgmma_layout.h"
 #include "pdl.cuh"
 #include "prefill.cuh"
 #include "weights.cuh"
@@ -571,6 +572,46 @@ __global__ void dequantize_int8_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t
   }
 }
 
+// fp16 copy of rows [r0, r0 + rows) of a matrix in the mixed-wgmma layout (mixed_wgmma_layout.h):
+// eight columns a thread (one 16-byte store), rows over blockIdx.y; each code found where the
+// repack put it (mixed::place), its scale and zero point in the row's meta entry (the zero
+// recovered from its constant: int4 1024 + z or -(64 + z), int8 a code's offset of 128).
+__global__ void dequantize_mixed_kernel(DeviceMatrix m, int64_t r0, int64_t rows, __half* out) {
+  const mixed::Kind k = m.scheme == Scheme::int4 ? mixed::Kind::int4 : mixed::Kind::int8;
+  const int64_t pieces = m.cols / 8;
+  const int64_t groups = k == mixed::Kind::int4 ? mixed::group_count(m.cols, m.group_size) : 1;
+  const int64_t group_cols = m.cols / groups;
+  const uint8_t* w = static_cast<const uint8_t*>(m.qweight);
+  const uint8_t* meta = mixed_meta(m);
+  for (int64_t i = blockIdx.y; i < rows; i += gridDim.y) {
+    const int64_t r = r0 + i;
+    for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pieces;
+         p += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t c0 = p * 8;
+      const mixed::MetaPlace mp = mixed::meta_place(r, c0 / group_cols, groups);
+      const uint16_t* e = reinterpret_cast<const uint16_t*>(meta + mp.byte);
+      const float scale = f16_to_f32(e[mp.hi]), zc = f16_to_f32(e[2 + mp.hi]);
+      const int zero = k == mixed::Kind::int8 ? 0
+                       : mp.hi                ? static_cast<int>(-zc) - 64
+                                              : static_cast<int>(zc) - 1024;
+      uint32_t h[4];
+      for (int j = 0; j < 8; j += 2) {
+        float v[2];
+        for (int c = 0; c < 2; ++c) {
+          const mixed::Place pl = mixed::place(k, r, c0 + j + c, m.cols);
+          const uint8_t byte = w[pl.byte];
+          v[c] =
+              k == mixed::Kind::int4
+                  ? quant::dequantize_int4(static_cast<uint8_t>((byte >> (4 * pl.high)) & 0xfu), scale, zero)
+                  : quant::dequantize_int8(static_cast<int8_t>(static_cast<int>(byte) - 128), scale);
+        }
+        h[j / 2] = pack_half2(v[0], v[1]);
+      }
+      *reinterpret_cast<uint4*>(out + i * m.cols + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+    }
+  }
+}
+
 // The fp16 copies of the layouts the fast kernels read, int4 in the nibble order and int8 and
 // fp8 (canonical): a thread converts a piece of 8 columns (one 16-byte store) in each of
 // kCopyPieces pieces kCopyThreads apart in a row, rows over blockIdx.y, so that each load
@@ -777,14 +818,14 @@ void dequantize_tiles_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half
 }  // namespace
 
 bool prefill_attention_wgmma_built() {
-#if DB_PREFILL_WGMMA
+#if DB_HOPPER
   return true;
 #else
   return false;
 #endif
 }
 
-#if !DB_PREFILL_WGMMA
+#if !DB_HOPPER
 void prefill_attention_wgmma(const PrefillAttentionArgs&, cudaStream_t, WgmmaPipeline) {
   fail("prefill_attention_wgmma: this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
 }
@@ -812,7 +853,19 @@ PrefillAttentionKernel prefill_attention(const PrefillAttentionArgs& a, cudaStre
   return k;
 }
 
+static void dequantize_mixed_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out,
+                                  cudaStream_t s) {
+  if (r0 < 0 || r1 > m.rows || r0 >= r1)
+    fail("dequantize_rows_to_f16: rows [{}, {}) of a matrix of {} rows", r0, r1, m.rows);
+  const int64_t pieces = m.cols / 8;
+  const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min<int64_t>(r1 - r0, 65535)));
+  dequantize_mixed_kernel<<<grid, kThreads, 0, s>>>(m, r0, r1 - r0, out);
+  CUDA_CHECK_LAUNCH();
+}
+
 void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
+  if (m.mixed_wgmma) return dequantize_mixed_rows(m, 0, m.rows, out, s);
   const int64_t pieces = m.cols / 8;
   const unsigned rows = static_cast<unsigned>(std::min<int64_t>(m.rows, 65535));
   const dim3 copy_grid(
@@ -845,6 +898,8 @@ void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
 
 void dequantize_rows_to_f16(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out, cudaStream_t s) {
   if (in_tiles(m)) return dequantize_tiles_rows(m, r0, r1, out, s);
+  // The mixed layout's rows by index, so that a block may start inside a 128-row tile.
+  if (m.mixed_wgmma) return dequantize_mixed_rows(m, r0, r1, out, s);
   dequantize_any_to_f16(matrix_rows(m, r0, r1), out, s);
 }
 
