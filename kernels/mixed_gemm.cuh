@@ -4,7 +4,8 @@
 // on wgmma with the weights dequantized in registers as the A operand and X through TMA as B
 // (Machete's design). sm_90a code: built where the architectures include 90
 // (CMakeLists.txt, DB_HOPPER), run on compute capability 9.0 alone. The linear plan sends int4
-// and int8 linears here from kMixedGemmMinBatch sequences (BatchedPath::mixed_gemm).
+// and int8 linears here from kMixedGemmMinBatch to kMixedGemmMaxBatch sequences
+// (BatchedPath::mixed_gemm).
 #pragma once
 
 #include <cuda_fp16.h>
