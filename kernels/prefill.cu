@@ -11,6 +11,7 @@
 #include "int4_tiles_layout.h"
 #include "int8_tiles_layout.h"
 #include "kv_cache.cuh"
+#include "mixed_wgmma_layout.h"
 #include "pdl.cuh"
 #include "prefill.cuh"
 #include "weights.cuh"
@@ -577,6 +578,7 @@ __global__ void dequantize_int8_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t
   }
 }
 
+<<<<<<< HEAD
 // fp16 copy of rows [r0, r1) of a matrix in the fp16 tiles layout (fp16_tiles_layout.h): a
 // piece of 8 columns of a row is 4 columns in each of its step's two tiles, two words of the
 // lane (g, c) in each (words 0, 2 for row g, 1, 3 for row g + 8): two 16-byte loads.
@@ -594,6 +596,44 @@ __global__ void dequantize_fp16_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t
           *reinterpret_cast<const uint4*>(w + (at.tile + 1) * tiles16::kTileBytes + at.lane * 16);
       const uint4 v = hi ? make_uint4(t0.y, t0.w, t1.y, t1.w) : make_uint4(t0.x, t0.z, t1.x, t1.z);
       *reinterpret_cast<uint4*>(out + (r - r0) * m.cols + c0) = v;
+=======
+// fp16 copy of rows [r0, r0 + rows) of a matrix in the mixed-wgmma layout (mixed_wgmma_layout.h):
+// eight columns a thread (one 16-byte store), rows over blockIdx.y; each code found where the
+// repack put it (mixed::place), its scale and zero point in the row's meta entry (the zero
+// recovered from its constant: int4 1024 + z or -(64 + z), int8 a code's offset of 128).
+__global__ void dequantize_mixed_kernel(DeviceMatrix m, int64_t r0, int64_t rows, __half* out) {
+  const mixed::Kind k = m.scheme == Scheme::int4 ? mixed::Kind::int4 : mixed::Kind::int8;
+  const int64_t pieces = m.cols / 8;
+  const int64_t groups = k == mixed::Kind::int4 ? mixed::group_count(m.cols, m.group_size) : 1;
+  const int64_t group_cols = m.cols / groups;
+  const uint8_t* w = static_cast<const uint8_t*>(m.qweight);
+  const uint8_t* meta = mixed_meta(m);
+  for (int64_t i = blockIdx.y; i < rows; i += gridDim.y) {
+    const int64_t r = r0 + i;
+    for (int64_t p = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; p < pieces;
+         p += int64_t{gridDim.x} * blockDim.x) {
+      const int64_t c0 = p * 8;
+      const mixed::MetaPlace mp = mixed::meta_place(r, c0 / group_cols, groups);
+      const uint16_t* e = reinterpret_cast<const uint16_t*>(meta + mp.byte);
+      const float scale = f16_to_f32(e[mp.hi]), zc = f16_to_f32(e[2 + mp.hi]);
+      const int zero = k == mixed::Kind::int8 ? 0
+                       : mp.hi                ? static_cast<int>(-zc) - 64
+                                              : static_cast<int>(zc) - 1024;
+      uint32_t h[4];
+      for (int j = 0; j < 8; j += 2) {
+        float v[2];
+        for (int c = 0; c < 2; ++c) {
+          const mixed::Place pl = mixed::place(k, r, c0 + j + c, m.cols);
+          const uint8_t byte = w[pl.byte];
+          v[c] =
+              k == mixed::Kind::int4
+                  ? quant::dequantize_int4(static_cast<uint8_t>((byte >> (4 * pl.high)) & 0xfu), scale, zero)
+                  : quant::dequantize_int8(static_cast<int8_t>(static_cast<int>(byte) - 128), scale);
+        }
+        h[j / 2] = pack_half2(v[0], v[1]);
+      }
+      *reinterpret_cast<uint4*>(out + i * m.cols + c0) = make_uint4(h[0], h[1], h[2], h[3]);
+>>>>>>> mixed-mid
     }
   }
 }
@@ -813,14 +853,14 @@ void dequantize_tiles_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half
 }  // namespace
 
 bool prefill_attention_wgmma_built() {
-#if DB_PREFILL_WGMMA
+#if DB_HOPPER
   return true;
 #else
   return false;
 #endif
 }
 
-#if !DB_PREFILL_WGMMA
+#if !DB_HOPPER
 void prefill_attention_wgmma(const PrefillAttentionArgs&, cudaStream_t, WgmmaPipeline) {
   fail("prefill_attention_wgmma: this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)");
 }
@@ -848,7 +888,19 @@ PrefillAttentionKernel prefill_attention(const PrefillAttentionArgs& a, cudaStre
   return k;
 }
 
+static void dequantize_mixed_rows(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out,
+                                  cudaStream_t s) {
+  if (r0 < 0 || r1 > m.rows || r0 >= r1)
+    fail("dequantize_rows_to_f16: rows [{}, {}) of a matrix of {} rows", r0, r1, m.rows);
+  const int64_t pieces = m.cols / 8;
+  const dim3 grid(static_cast<unsigned>((pieces + kThreads - 1) / kThreads),
+                  static_cast<unsigned>(std::min<int64_t>(r1 - r0, 65535)));
+  dequantize_mixed_kernel<<<grid, kThreads, 0, s>>>(m, r0, r1 - r0, out);
+  CUDA_CHECK_LAUNCH();
+}
+
 void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
+  if (m.mixed_wgmma) return dequantize_mixed_rows(m, 0, m.rows, out, s);
   const int64_t pieces = m.cols / 8;
   const unsigned rows = static_cast<unsigned>(std::min<int64_t>(m.rows, 65535));
   const dim3 copy_grid(
@@ -881,6 +933,8 @@ void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
 
 void dequantize_rows_to_f16(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out, cudaStream_t s) {
   if (in_tiles(m)) return dequantize_tiles_rows(m, r0, r1, out, s);
+  // The mixed layout's rows by index, so that a block may start inside a 128-row tile.
+  if (m.mixed_wgmma) return dequantize_mixed_rows(m, r0, r1, out, s);
   dequantize_any_to_f16(matrix_rows(m, r0, r1), out, s);
 }
 

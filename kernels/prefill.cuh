@@ -93,12 +93,13 @@ void lora_expand_rows(const LoraGroup& g, const float* tmp, int64_t rows, float*
 
 // fp16 copy [rows, cols] of a matrix in the layout its kernel reads: int4 in the repacked
 // nibble order or the tensor-core fragment layout (with the packed meta) or the tiles layout
-// (with its meta words), int8 and fp8, and the canonical layout of any scheme
-// (dequantize_to_f16). Every layout gives the canonical kernels' bits.
+// (with its meta words), int4 and int8 in the mixed-wgmma layout, int8 and fp8, and the
+// canonical layout of any scheme (dequantize_to_f16). Every layout gives the canonical kernels'
+// bits.
 void dequantize_any_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
 // Rows [r0, r1) of it, [r1 - r0, cols] (matrix_rows: r0 a multiple of 8 in the repacked int4
-// layouts; any r0 in the tiles layout, read in place): the batched step's fp16 copy, a block
-// of rows at a time.
+// layouts; any r0 in the tiles and mixed-wgmma layouts, read in place): the batched step's and
+// the prefill's fp16 copy, a block of rows at a time.
 void dequantize_rows_to_f16(const DeviceMatrix& m, int64_t r0, int64_t r1, __half* out, cudaStream_t s);
 
 }  // namespace db::cuda

@@ -1,7 +1,7 @@
 // The prefill's causal attention on Hopper (sm_90a): wgmma fed by TMA, FlashAttention-3's
 // structure; prefill_attention() runs it on a compute capability 9.0 GPU for an fp16 cache and
 // head_dim 128 (prefill_attention_plan.h). Built only where CMAKE_CUDA_ARCHITECTURES holds 90
-// (its own object library, sm_90a code alone: DB_PREFILL_WGMMA).
+// (the Hopper kernels' object library, sm_90a code alone: DB_HOPPER).
 //
 // A chunk of `rows` queries at positions p0 .. p0 + rows - 1, Q [rows][heads][128] already
 // scaled by 1/sqrt(128) (as prefill_qkv leaves it), K and V from the fp16 cache

@@ -5,6 +5,7 @@
 #include "decodebench/quant.h"
 #include "int4_meta.h"
 #include "int4_tiles_layout.h"
+#include "mixed_wgmma_layout.h"
 #include "weights.cuh"
 
 namespace db::cuda {
@@ -432,6 +433,33 @@ int grid_for(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + kThreads - 1) / kThreads, 65536));
 }
 
+// Canonical int4 or int8 -> the mixed-input GEMM's layout (mixed_wgmma_layout.h): a thread an
+// output byte, the gather the layout header defines for host and device.
+__global__ void repack_mixed_weights_kernel(DeviceMatrix m, uint8_t* w, int64_t n) {
+  for (int64_t b = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < n;
+       b += int64_t{gridDim.x} * blockDim.x)
+    w[b] = m.scheme == Scheme::int4
+               ? mixed::int4_packed_byte(static_cast<const uint8_t*>(m.qweight), m.rows, m.cols, b)
+               : mixed::int8_packed_byte(static_cast<const int8_t*>(m.qweight), m.rows, m.cols, b);
+}
+
+// The meta entries: a thread a (padded row, group), its scale and zero constant as
+// mixed::pack_meta writes them (padded rows scale 0, so that they contribute exact zeros).
+__global__ void repack_mixed_meta_kernel(DeviceMatrix m, int64_t groups, uint8_t* meta, int64_t n) {
+  const mixed::Kind k = m.scheme == Scheme::int4 ? mixed::Kind::int4 : mixed::Kind::int8;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / groups, gi = i % groups;
+    const mixed::MetaPlace p = mixed::meta_place(r, gi, groups);
+    const bool real = r < m.rows;
+    const uint16_t scale = real ? reinterpret_cast<const uint16_t*>(m.scales)[r * groups + gi] : 0;
+    const int zero = !real ? 0 : m.zeros ? m.zeros[r * groups + gi] : 8;
+    uint16_t* e = reinterpret_cast<uint16_t*>(meta + p.byte);
+    e[p.hi] = scale;
+    e[2 + p.hi] = f32_to_f16(mixed::zero_constant(k, zero, p.hi));
+  }
+}
+
 }  // namespace
 
 void quantize_synthetic(const DeviceMatrix& dst, RowMap map, int64_t row0, int64_t rows, SyntheticSource src,
@@ -535,7 +563,12 @@ void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStr
 
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   if (m.scheme == Scheme::fp16) fail("dequantize_to_f16: the matrix is already fp16");
+<<<<<<< HEAD
   if (m.int4_repacked || in_tiles(m)) fail("dequantize_to_f16: expects the canonical layout");
+=======
+  if (m.int4_repacked || m.int8_tiles || m.mixed_wgmma)
+    fail("dequantize_to_f16: expects the canonical layout");
+>>>>>>> mixed-mid
   // Whole 8-column pieces that never straddle an int4 group: the vector kernel.
   if (m.cols % 8 == 0 && (m.scheme != Scheme::int4 || m.group_size % 8 == 0)) {
     const int64_t pieces = m.cols / 8;
@@ -546,6 +579,25 @@ void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
     dequantize_kernel<<<grid_for(m.rows * m.cols), kThreads, 0, s>>>(m, out);
   }
   CUDA_CHECK_LAUNCH();
+}
+
+void repack_mixed(DeviceMatrix& m, void* w, void* meta, cudaStream_t s) {
+  const char* why = nullptr;
+  if (!mixed_gemm_takes(shape_of(m), &why)) fail("repack_mixed: [{} x {}]: {}", m.rows, m.cols, why);
+  if (layout_of(m) != MatrixLayout::canonical) fail("repack_mixed: expects the canonical layout");
+  const mixed::Kind k = m.scheme == Scheme::int4 ? mixed::Kind::int4 : mixed::Kind::int8;
+  const int64_t bytes = mixed::weight_bytes(k, m.rows, m.cols);
+  repack_mixed_weights_kernel<<<grid_for(bytes), kThreads, 0, s>>>(m, static_cast<uint8_t*>(w), bytes);
+  CUDA_CHECK_LAUNCH();
+  const int64_t groups = m.scheme == Scheme::int4 ? m.cols / m.group_size : 1;
+  const int64_t entries = mixed::padded_rows(m.rows) * groups;
+  repack_mixed_meta_kernel<<<grid_for(entries), kThreads, 0, s>>>(m, groups, static_cast<uint8_t*>(meta),
+                                                                  entries);
+  CUDA_CHECK_LAUNCH();
+  m.qweight = w;
+  m.scales = static_cast<__half*>(meta);
+  m.zeros = nullptr;
+  m.mixed_wgmma = true;
 }
 
 DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
@@ -560,6 +612,19 @@ DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
     fail("matrix_rows: int4 rows of {} columns share bytes", m.cols);
   DeviceMatrix b = m;
   b.rows = r1 - r0;
+  if (m.mixed_wgmma) {  // whole 128-row tiles: a tile's blocks and meta entries are its own
+    if (r0 % mixed::kCtaRows != 0)
+      fail("matrix_rows: the mixed-wgmma layout keeps tiles of {} rows; row {} starts none", mixed::kCtaRows,
+           r0);
+    const mixed::Kind k = mixed_kind_of(m);
+    const int64_t tiles = r0 / mixed::kCtaRows;
+    const int64_t groups = m.scheme == Scheme::int4 ? mixed::group_count(m.cols, m.group_size) : 1;
+    b.qweight =
+        static_cast<uint8_t*>(m.qweight) + tiles * (m.cols / mixed::kChunk) * 2 * mixed::block_bytes(k);
+    b.scales =
+        reinterpret_cast<__half*>(reinterpret_cast<uint8_t*>(m.scales) + tiles * groups * mixed::kMetaBytes);
+    return b;
+  }
   switch (m.scheme) {
     case Scheme::fp16:  // the tiles layout's row tiles are 16 rows x cols values too
       b.qweight = static_cast<__half*>(m.qweight) + r0 * m.cols;

@@ -17,6 +17,7 @@
 #include "int4_meta.h"
 #include "int4_tiles_layout.h"
 #include "int8_tiles_layout.h"
+#include "mixed_wgmma_layout.h"
 
 namespace db::cuda {
 
@@ -69,11 +70,25 @@ struct MergeSource {
 // of dst's scheme, the code quantize_synthetic and quantize_dense run.
 void quantize_merged(const DeviceMatrix& dst, RowMap map, const MergeSource& src, cudaStream_t s);
 
+// The mixed-wgmma layout's kind of an int4 or int8 matrix.
+inline mixed::Kind mixed_kind_of(const DeviceMatrix& m) {
+  return m.scheme == Scheme::int4 ? mixed::Kind::int4 : mixed::Kind::int8;
+}
+
 // Bytes to allocate for m: its weights, and for int4 its scales and zero points for whole
 // blocks of 8 rows (the packed layout's padding, kernels/int4_meta.h); in the tiles layout,
-// its codes for whole tiles of 16 rows and its meta words (`scales`; no zeros). The byte
-// account (matrix_bytes) counts the canonical bytes, which are all a decode step must read.
+// its codes for whole tiles of 16 rows and its meta words (`scales`; no zeros); in the
+// mixed-wgmma layout, the packed blocks of rows padded to 128 and the meta entries (in `scales`;
+// no zeros), 116 MB an 8b-int4 layer (group 128) against its canonical 114 MB. The byte account
+// (matrix_bytes) counts the canonical bytes, which are all a decode step must read.
 inline MatrixBytes device_matrix_bytes(const DeviceMatrix& m) {
+  if (m.mixed_wgmma) {
+    MatrixBytes b;
+    const int64_t groups = m.scheme == Scheme::int4 ? mixed::group_count(m.cols, m.group_size) : 1;
+    b.weights = static_cast<uint64_t>(mixed::weight_bytes(mixed_kind_of(m), m.rows, m.cols));
+    b.scales = static_cast<uint64_t>(mixed::meta_bytes(m.rows, groups));
+    return b;
+  }
   MatrixBytes b = matrix_bytes(m.rows, m.cols, m.scheme, m.group_size, m.zero_point);
   if (m.scheme == Scheme::int4 && m.int4_tiles) {
     b.weights = static_cast<uint64_t>(tiles::code_bytes(m.rows, m.cols));
@@ -112,12 +127,20 @@ void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStr
 // a matrix the layout holds (int8_tiles_hold).
 void repack_int8_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s);
 
+<<<<<<< HEAD
 // Canonical fp16 `src` -> the fp16 tiles layout in `dst` (kernels/fp16_tiles_layout.h), whose
 // `qweight` holds device_matrix_bytes of an fp16 tiles matrix (dst.fp16_tiles; the shape src's):
 // every value through the layout's place(), the padded rows zero. Not in place: the padded rows
 // make it larger, and a lane's word takes two rows. src must be a matrix the layout holds
 // (fp16_tiles_hold).
 void repack_fp16_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s);
+=======
+// Canonical int4 or int8 (a shape mixed_gemm_takes) -> the mixed-input GEMM's layout
+// (MatrixLayout::mixed_wgmma, kernels/mixed_wgmma_layout.h) in other arrays: `w` and `meta` of
+// device_matrix_bytes(the mixed matrix)'s weights and scales. m's canonical arrays are read, not
+// changed; m then points at the new ones.
+void repack_mixed(DeviceMatrix& m, void* w, void* meta, cudaStream_t s);
+>>>>>>> mixed-mid
 
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
@@ -125,8 +148,8 @@ void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);
 // Rows [r0, r1) of m as a matrix of r1 - r0 rows in m's layout, its pointers offset into m's
 // arrays (no copy): the weights, scales and zero points of those rows. In the int4 repacked
 // layouts a block of 8 rows is stored together (the nibble order's packed meta, the fragments'
-// words), so r0 is a multiple of 8 there, and of 16 in the tiles layouts (a tile); r1 may end
-// anywhere. Fails on a range the layout cannot cut.
+// words), so r0 is a multiple of 8 there, of 16 in the tiles layouts (a tile), and of 128 in
+// the mixed-wgmma layout (a tile); r1 may end anywhere. Fails on a range the layout cannot cut.
 DeviceMatrix matrix_rows(const DeviceMatrix& m, int64_t r0, int64_t r1);
 
 }  // namespace db::cuda

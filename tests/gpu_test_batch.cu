@@ -20,6 +20,7 @@
 #include "engine.cuh"
 #include "gpu_common.cuh"
 #include "gpu_engine_trace.cuh"
+#include "mixed_gemm.cuh"
 
 using namespace db;
 using namespace db::cuda;
@@ -129,6 +130,29 @@ ModelConfig tiny_grouped(Scheme s, int group) {
   return c;
 }
 
+// An environment variable set to `value` while it lives, as it was afterwards (the plan reads
+// the DECODEBENCH_ switches at every call).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) had_ = true, old_ = v;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 // Whether the plan runs every block linear on the tiles GEMV (unless the scheme's tiles are off,
 // tiles_enabled).
 void expect_tiles_paths(const Engine& e, bool tiles, const std::string& what, Scheme s = Scheme::int4) {
@@ -225,16 +249,24 @@ std::vector<BatchCase> every_kernel_and_batch() {
         std::pair{Scheme::int4, "int4.gemv"}, std::pair{Scheme::fp8, "fp8.gemv"}})
     for (int64_t b : {16, 256}) v.push_back({scheme, kernel, b});
   // Past one skinny launch: int8, fp8 and int4 gemv run cuBLAS on an fp16 copy (the plan's
-  // BatchedPath).
+  // BatchedPath; on compute capability 9.0 int8 and int4 run the mixed-input GEMM to 128
+  // sequences, so past that too).
   // Their copies are made a block of rows at a time (gemm_rows_dequant); the tiny model's
   // matrices fit one default block, so again in blocks of 24 rows of 128 inputs (8 of 256):
   // every matrix in several, each with a short last block but the down projection.
   for (const auto& [scheme, kernel] :
        {std::pair{Scheme::int8, "int8.gemv"}, std::pair{Scheme::int4, "int4.gemv"},
-        std::pair{Scheme::fp8, "fp8.gemv"}}) {
-    v.push_back({scheme, kernel, 65});
-    v.push_back({scheme, kernel, 65, kSmallDequantChunk});
-  }
+        std::pair{Scheme::fp8, "fp8.gemv"}})
+    for (int64_t b : {kSkinnyMaxBatch + 1, kMixedGemmMaxBatch + 1}) {
+      v.push_back({scheme, kernel, b});
+      v.push_back({scheme, kernel, b, kSmallDequantChunk});
+    }
+  // The mixed-input GEMM's range (on compute capability 9.0; elsewhere the skinny GEMM and the
+  // fp16 copy): 17 and 64 above, its end at 128; int4 in groups of 128 (17 below) too.
+  for (const auto& [scheme, kernel] :
+       {std::pair{Scheme::int8, "int8.gemv"}, std::pair{Scheme::int4, "int4.gemv"}})
+    v.push_back({scheme, kernel, kMixedGemmMaxBatch});
+  for (int64_t b : {int64_t{64}, kMixedGemmMaxBatch}) v.push_back({Scheme::int4, "int4.gemv", b, 0, 128});
   // int4 in groups of 128, which the tiles layout holds: the fast kernel's block linears run the
   // tiles GEMV from 2 to 16 sequences (one sequence tile, masked at 2 and 3; two at 16), the
   // skinny GEMM past it; the naive kernel as before.
@@ -434,12 +466,80 @@ TEST(EngineBatchPrefill, EverySequencesContextPrefilledIntoItsOwnCache) {
     }
 }
 
+// The property a mixed-input GEMM engine must have, whatever the batch: every sequence's
+// teacher-forced logits within the bound of the reference (expect_reference_logits: the same
+// argmax outside a tie; the GPU's weights are fp16((q - z) s), the reference's unrounded, so
+// the tiny checkpoints' near ties may part), and free-running greedy decoding that gives the same
+// tokens and logits by graph replay and eagerly (the same launches).
+void expect_mixed_engine(const WeightSource& ws, const KernelInfo& k, int64_t B, int64_t context,
+                         int64_t steps, bool prefill, bool mixed, const std::string& n) {
+  const std::vector<Trace> cpu = cpu_batch(ws, B, context, steps);
+  Engine e(load_device_weights(ws, k, context + steps, false, B), k, context + steps, false, B);
+  for (const LinearChoice& l : e.linear_plan().linears)
+    if (l.shape.scheme == ws.config().quant.scheme) {
+      ASSERT_EQ(l.batched == BatchedPath::mixed_gemm, mixed) << n << " " << to_string(l.kind);
+      ASSERT_EQ(l.layout == MatrixLayout::mixed_wgmma, mixed) << n << " " << to_string(l.kind);
+    }
+  const auto gpu = forced_batch(e, context, cpu, prefill);
+  for (int64_t q = 0; q < B; ++q)
+    expect_reference_logits(gpu[static_cast<size_t>(q)], cpu[static_cast<size_t>(q)],
+                            fmt::format("{} sequence {}", n, q));
+  const std::vector<Trace> graph = engine_batch(e, context, steps, true, prefill);
+  const std::vector<Trace> eager = engine_batch(e, context, steps, false, prefill);
+  for (int64_t q = 0; q < B; ++q) {
+    EXPECT_EQ(eager[static_cast<size_t>(q)].tokens, graph[static_cast<size_t>(q)].tokens) << n << " " << q;
+    EXPECT_EQ(eager[static_cast<size_t>(q)].logits, graph[static_cast<size_t>(q)].logits) << n << " " << q;
+  }
+}
+
+// From 17 to 128 sequences on compute capability 9.0 (where the build has the sm_90a code)
+// int8.gemv and int4.gemv run the mixed-input GEMM on weights in its layout: at 17, 64, 65 and
+// 128 sequences (each end of the range and the skinny GEMM's end), int4 in groups of 64 and 128,
+// from decode steps and from a prefilled context (the prefill's fp16 copies read the mixed
+// layout), graph and eager (expect_mixed_engine); and DECODEBENCH_MIXED_GEMM=off gives the
+// skinny GEMM (64) and the fp16 copy (65) on weights in batch 1's layout, read at every plan.
+TEST(EngineBatchMixed, TheMixedGemmStepsMatchTheReference) {
+  REQUIRE_GPU();
+  if (device_capability() != 90 || !mixed_gemm_built())
+    GTEST_SKIP() << "the mixed-input GEMM needs compute capability 9.0 (this GPU: " << device_capability()
+                 << ") and the build's sm_90a code (built: " << mixed_gemm_built() << ")";
+  for (Scheme s : {Scheme::int8, Scheme::int4})
+    for (int group : {0, 128}) {
+      if (s == Scheme::int8 && group > 0) continue;
+      const WeightSource ws(tiny_grouped(s, group), "", 11);
+      const KernelInfo k = resolve_kernel(fmt::format("{}.gemv", to_string(s)), s);
+      for (int64_t B : {int64_t{17}, int64_t{64}, int64_t{65}, int64_t{128}})
+        for (bool prefill : {false, true}) {
+          if (prefill && B != 17 && B != 128) continue;  // the prefilled cases keep the reference short
+          const std::string n =
+              fmt::format("{}{} batch {}{}", to_string(s), group ? fmt::format(" g{}", group) : "", B,
+                          prefill ? " prefilled" : "");
+          expect_mixed_engine(ws, k, B, prefill ? 40 : 5, 3, prefill, true, n);
+        }
+    }
+  const ScopedEnv off("DECODEBENCH_MIXED_GEMM", "off");
+  for (Scheme s : {Scheme::int8, Scheme::int4}) {
+    const WeightSource ws(tiny(s), "", 11);
+    const KernelInfo k = resolve_kernel(fmt::format("{}.gemv", to_string(s)), s);
+    for (int64_t B : {int64_t{64}, int64_t{65}}) {
+      const LinearPlan p = device_plan(ws.config(), k, B, false);
+      EXPECT_EQ(p[MatrixKind::gate_up].batched,
+                B <= kSkinnyMaxBatch ? BatchedPath::skinny_gemm : BatchedPath::fp16_copy_cublas);
+      EXPECT_EQ(p.weight_layout(), device_plan(ws.config(), k, 1, false).weight_layout());
+      expect_mixed_engine(ws, k, B, 5, 3, false, false, fmt::format("{} batch {} off", to_string(s), B));
+    }
+  }
+}
+
 // Past the columns GEMV's crossover, each kind of matrix the skinny GEMM runs gets a shape timed
 // at load, one line each, and the tiles GEMV's too (the fp16 lm_head's up to 16 sequences); a
 // second engine of the process reuses the first's choices (the same shapes, so the same bits);
-// batch 1, the columns GEMV (up to its crossover) and fp16's cuBLAS (past 16) time nothing.
+// batch 1, the columns GEMV (up to its crossover) and fp16's cuBLAS (past 16) time nothing. The
+// mixed-input GEMM, which int8 would run at 17 sequences on compute capability 9.0, is off here
+// (it has no shapes to time).
 TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
   REQUIRE_GPU();
+  const ScopedEnv no_mixed("DECODEBENCH_MIXED_GEMM", "off");
   for (Scheme s : {Scheme::int8, Scheme::int4}) {
     // int8 runs the tiles GEMV up to 16 sequences (tiny-int4's groups of 64 the tiles do not hold).
     const int64_t past =
@@ -494,9 +594,20 @@ TEST(EngineBatchMemory, ThePlanCountsEverySequencesCache) {
   Engine e(ws, k, 40, false, 8);
   EXPECT_EQ(e.memory().kv_cache_bytes, eight.kv_cache_bytes);
   EXPECT_EQ(e.memory().scratch_bytes, eight.scratch_bytes);
-  // Past the skinny GEMM the fp16 copies are scratch: two blocks at the engine's own block size.
-  const int64_t past = kSkinnyMaxBatch + 1;
-  LinearPlan p = plan_linears(ws.config(), k, past, device_capability(), false);
+  // The mixed-input GEMM's workspace (compute capability 9.0) or the skinny GEMM's and the fp16
+  // copies' scratch: the engine counts what the device's plan gives, at each batch of its range.
+  for (int64_t B : {kMixedGemmMinBatch, kSkinnyMaxBatch, kSkinnyMaxBatch + 1, kMixedGemmMaxBatch}) {
+    Engine m(load_device_weights(ws, k, 40, false, B), k, 40, false, B);
+    EXPECT_EQ(m.memory().scratch_bytes, Engine::plan(ws.config(), k, 40, 0, B).scratch_bytes) << B;
+    EXPECT_EQ(m.linear_plan()[MatrixKind::gate_up].batched,
+              device_plan(ws.config(), k, B, false)[MatrixKind::gate_up].batched)
+        << B;
+  }
+  // Past the skinny GEMM and the mixed-input GEMM the fp16 copies are scratch: two blocks at the
+  // engine's own block size. The block arithmetic is the device's plan's (device_plan: on
+  // compute capability 9.0 with the mixed-input GEMM, whose matrices need no copy).
+  const int64_t past = kMixedGemmMaxBatch + 1;
+  LinearPlan p = device_plan(ws.config(), k, past, false);
   p.dequant_chunk_bytes = Engine::dequant_chunk_bytes();
   const int64_t blocks = p.fp16_copy_elements();
   p.dequant_chunk_bytes = kSmallDequantChunk;

@@ -832,11 +832,21 @@ TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {
           EXPECT_NE(std::find(listed.begin(), listed.end(), l.layout), listed.end()) << to_string(l.kind);
         }
       });
+  // And with the mixed-input GEMM where the plan may choose it (sm_90, 17 to 128 sequences).
+  for (const ModelConfig& c : models())
+    for (const KernelInfo* k : kernels_of(c.quant.scheme)) {
+      const std::vector<MatrixLayout> listed = layouts_read(*k);
+      for (const LinearChoice& l : plan_linears(c, *k, 64, 90, true, true).linears)
+        if (l.impl == k->impl && l.shape.scheme == k->scheme)
+          EXPECT_NE(std::find(listed.begin(), listed.end(), l.layout), listed.end())
+              << c.name << " " << k->name;
+    }
   EXPECT_EQ(layouts_read(resolve_kernel("int4.gemv", Scheme::int4)),
             (std::vector<MatrixLayout>{MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments,
-                                       MatrixLayout::int4_tiles}));
+                                       MatrixLayout::int4_tiles, MatrixLayout::mixed_wgmma}));
   EXPECT_EQ(layouts_read(resolve_kernel("int8.gemv", Scheme::int8)),
-            (std::vector<MatrixLayout>{MatrixLayout::canonical, MatrixLayout::int8_tiles}));
+            (std::vector<MatrixLayout>{MatrixLayout::canonical, MatrixLayout::int8_tiles,
+                                       MatrixLayout::mixed_wgmma}));
   EXPECT_EQ(layouts_read(resolve_kernel("fp16.gemv", Scheme::fp16)),
             (std::vector<MatrixLayout>{MatrixLayout::canonical, MatrixLayout::fp16_tiles}));
 }
@@ -844,32 +854,38 @@ TEST(LinearPlan, ListKernelsShowsTheLayoutsItsPlansUse) {
 TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesThem) {
   for (const ModelConfig& c : models())
     for (const KernelInfo* k : kernels_of(c.quant.scheme))
-      for (int cap : kCapabilities) {
-        SCOPED_TRACE(c.name + " " + k->name + " sm_" + std::to_string(cap));
-        const std::vector<BatchedPath> listed = batched_paths(*k);
-        std::array<size_t, kMatrixKinds> reached{};
-        for (int64_t batch : {2, 3, 4, 5, 8, 9, 16, 64, 65, 128}) {
-          const LinearPlan p = plan_linears(c, *k, batch, cap, true);
-          for (const LinearChoice& l : p.linears) {
-            if (l.impl != k->impl || l.shape.scheme != k->scheme) continue;  // another scheme's lm_head
-            const auto it = std::find(listed.begin(), listed.end(), l.batched);
-            ASSERT_NE(it, listed.end())
-                << to_string(l.kind) << " batch " << batch << ": " << to_string(l.batched);
-            const size_t i = static_cast<size_t>(it - listed.begin());
-            EXPECT_GE(i, reached[static_cast<int>(l.kind)]) << to_string(l.kind) << " batch " << batch;
-            reached[static_cast<int>(l.kind)] = i;
+      for (int cap : kCapabilities)
+        for (bool mixed : {false, true}) {
+          SCOPED_TRACE(c.name + " " + k->name + " sm_" + std::to_string(cap) + (mixed ? " mixed" : ""));
+          const std::vector<BatchedPath> listed = batched_paths(*k);
+          std::array<size_t, kMatrixKinds> reached{};
+          for (int64_t batch : {2, 3, 4, 5, 8, 9, 16, 17, 64, 65, 128, 129, 256}) {
+            const LinearPlan p = plan_linears(c, *k, batch, cap, true, mixed);
+            for (const LinearChoice& l : p.linears) {
+              if (l.impl != k->impl || l.shape.scheme != k->scheme) continue;  // another scheme's lm_head
+              const auto it = std::find(listed.begin(), listed.end(), l.batched);
+              ASSERT_NE(it, listed.end())
+                  << to_string(l.kind) << " batch " << batch << ": " << to_string(l.batched);
+              const size_t i = static_cast<size_t>(it - listed.begin());
+              EXPECT_GE(i, reached[static_cast<int>(l.kind)]) << to_string(l.kind) << " batch " << batch;
+              reached[static_cast<int>(l.kind)] = i;
+            }
           }
         }
-      }
   EXPECT_EQ(
       batched_paths(resolve_kernel("fp16.gemv", Scheme::fp16)),
       (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::cublas}));
-  EXPECT_EQ(batched_paths(resolve_kernel("int4.gemv", Scheme::int4)),
-            (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns,
-                                      BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas}));
-  EXPECT_EQ(batched_paths(resolve_kernel("int8.gemv", Scheme::int8)),
-            (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns,
-                                      BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas}));
+  EXPECT_EQ(
+      batched_paths(resolve_kernel("int4.gemv", Scheme::int4)),
+      (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::skinny_gemm,
+                                BatchedPath::mixed_gemm, BatchedPath::fp16_copy_cublas}));
+  EXPECT_EQ(
+      batched_paths(resolve_kernel("int8.gemv", Scheme::int8)),
+      (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::skinny_gemm,
+                                BatchedPath::mixed_gemm, BatchedPath::fp16_copy_cublas}));
+  EXPECT_EQ(batched_paths(resolve_kernel("fp8.gemv", Scheme::fp8)),
+            (std::vector<BatchedPath>{BatchedPath::gemv_columns, BatchedPath::skinny_gemm,
+                                      BatchedPath::fp16_copy_cublas}));
 }
 
 TEST(ShapePredicates, TheColumnsGemvTakesTheFastGemvsMatricesWhoseInputsFitL1) {
@@ -1010,4 +1026,161 @@ TEST(ShapePredicates, EachKernelsLimitsInWordsAResultCanCarry) {
   EXPECT_EQ(weights_per_chunk(Scheme::fp16) * 2, 16);
   EXPECT_EQ(weights_per_chunk(Scheme::int8), 16);
   EXPECT_EQ(weights_per_chunk(Scheme::int4) / 2, 16);
+}
+
+// The mixed-input GEMM (BatchedPath::mixed_gemm): the fast kernels' int4 and int8 matrices it
+// takes run it from 17 to 128 sequences on compute capability 9.0 where the build has it
+// (plan_linears' mixed_gemm), in its layout; at 1 to 16 sequences, above 128, on another GPU or
+// without it, the plan is the one without the kernel (the tiles GEMV to 16, the skinny GEMM to
+// 64, the fp16 copy + cuBLAS above). Its layout then depends on the batch, so that engines at
+// 16, 17, 128 and 129 sequences do not share weights.
+TEST(LinearPlan, TheMixedGemmRunsInt4AndInt8From17To128SequencesOnHopper) {
+  static_assert(kMixedGemmMinBatch == kTilesGemvMaxBatch + 1,
+                "the mixed GEMM takes over from the tiles GEMV");
+  static_assert(kMixedGemmMaxBatch == 128, "above 128 the fp16 copy + cuBLAS is faster in the step");
+  const TilesVariable unset(nullptr, "DECODEBENCH_MIXED_GEMM");
+  for (const char* name : {"8b-int4", "8b-int8", "tiny-int4", "tiny-int8"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig c = load_model_config(name);
+    const KernelInfo& k = resolve_kernel("auto", c.quant.scheme);
+    for (int64_t batch : {int64_t{17}, int64_t{32}, int64_t{64}, int64_t{65}, int64_t{128}}) {
+      SCOPED_TRACE(batch);
+      const LinearPlan p = plan_linears(c, k, batch, 90, true, true);
+      for (const LinearChoice& l : p.linears) {
+        const bool quantized = l.shape.scheme == Scheme::int4 || l.shape.scheme == Scheme::int8;
+        if (quantized) {
+          EXPECT_EQ(l.batched, BatchedPath::mixed_gemm) << to_string(l.kind);
+          EXPECT_EQ(l.layout, MatrixLayout::mixed_wgmma) << to_string(l.kind);
+        } else {
+          EXPECT_NE(l.batched, BatchedPath::mixed_gemm) << to_string(l.kind);
+        }
+      }
+      EXPECT_EQ(p.fp16_copy_elements(), 0);  // no fp16 copy left
+      // Without the kernel (not built) or on another GPU: the skinny GEMM to 64 and the fp16
+      // copy above, in the layout of batch 1.
+      for (const LinearPlan& q :
+           {plan_linears(c, k, batch, 90, true, false), plan_linears(c, k, batch, 80, true, true),
+            plan_linears(c, k, batch, 89, true, true), plan_linears(c, k, batch, 100, true, true)}) {
+        EXPECT_EQ(q[MatrixKind::gate_up].batched,
+                  batch <= kSkinnyMaxBatch ? BatchedPath::skinny_gemm : BatchedPath::fp16_copy_cublas);
+        EXPECT_EQ(q.weight_layout(), plan_linears(c, k, 1, 90, true, true).weight_layout());
+      }
+    }
+    // 1 to 16 and above 128 sequences the plan is the one without the kernel: the tiles GEMV (or,
+    // for tiny-int4's groups of 64, the columns GEMV and the skinny GEMM) at 2 to 16, the fp16
+    // copy above 128.
+    for (int64_t batch : {int64_t{1}, int64_t{2}, int64_t{16}, int64_t{129}, int64_t{256}}) {
+      const LinearPlan p = plan_linears(c, k, batch, 90, true, true), q = plan_linears(c, k, batch, 90, true);
+      for (MatrixKind kind : kAllMatrixKinds) {
+        EXPECT_EQ(p[kind].batched, q[kind].batched) << batch;
+        EXPECT_EQ(p[kind].layout, q[kind].layout) << batch;
+        EXPECT_NE(p[kind].batched, BatchedPath::mixed_gemm) << batch;
+      }
+    }
+    EXPECT_EQ(plan_linears(c, k, 129, 90, true, true)[MatrixKind::gate_up].batched,
+              BatchedPath::fp16_copy_cublas);
+    const WeightLayout mixed = plan_linears(c, k, 17, 90, true, true).weight_layout();
+    EXPECT_EQ(mixed, plan_linears(c, k, 128, 90, true, true).weight_layout());
+    EXPECT_NE(mixed, plan_linears(c, k, 16, 90, true, true).weight_layout());
+    EXPECT_NE(mixed, plan_linears(c, k, 129, 90, true, true).weight_layout());
+    // The 8b presets' lm_head is fp16 (cuBLAS, canonical); the tiny ones' is quantized and runs it too.
+    EXPECT_EQ(mixed.name(),
+              c.quant.lm_head == Scheme::fp16 ? "mixed-wgmma (lm_head canonical)" : "mixed-wgmma");
+    // The slow paths keep theirs.
+    for (const char* kernel : {"naive", "dequant-cublas"}) {
+      const LinearPlan p = plan_linears(
+          c, resolve_kernel(fmt::format("{}.{}", to_string(c.quant.scheme), kernel), c.quant.scheme), 64, 90,
+          true, true);
+      for (const LinearChoice& l : p.linears) EXPECT_NE(l.batched, BatchedPath::mixed_gemm) << kernel;
+    }
+  }
+  // 8b-int4's gate/up at the batches around the ranges' ends.
+  {
+    const ModelConfig c = load_model_config("8b-int4");
+    const KernelInfo& k = resolve_kernel("auto", Scheme::int4);
+    const std::pair<int64_t, BatchedPath> want[] = {
+        {16, BatchedPath::tiles_gemv}, {17, BatchedPath::mixed_gemm},  {64, BatchedPath::mixed_gemm},
+        {65, BatchedPath::mixed_gemm}, {128, BatchedPath::mixed_gemm}, {129, BatchedPath::fp16_copy_cublas}};
+    for (const auto& [batch, path] : want) {
+      const LinearPlan p = plan_linears(c, k, batch, 90, true, true);
+      EXPECT_EQ(p[MatrixKind::gate_up].batched, path) << batch;
+      if (path == BatchedPath::mixed_gemm)
+        EXPECT_EQ(p.batched_path_lines()[2], "gate_up [28672 x 4096]: mixed-gemm") << batch;
+    }
+  }
+  // fp8 and fp16 never take it.
+  for (const char* name : {"8b-fp8", "8b-fp16"})
+    for (int64_t batch : {int64_t{17}, int64_t{64}, int64_t{128}}) {
+      const ModelConfig c = load_model_config(name);
+      const LinearPlan p = plan_linears(c, resolve_kernel("auto", c.quant.scheme), batch, 90, true, true);
+      for (const LinearChoice& l : p.linears) EXPECT_NE(l.batched, BatchedPath::mixed_gemm) << name;
+    }
+}
+
+// What the mixed-input GEMM takes: int4 and int8 with cols a multiple of 64 and int4 groups whole
+// chunks that divide a row (or a row); anything else keeps the fp16 copy above 64 sequences.
+TEST(LinearPlan, TheMixedGemmTakesWholeChunksAndGroups) {
+  const char* why = nullptr;
+  auto shape = [](Scheme s, int64_t rows, int64_t cols, int group) {
+    MatrixShape m;
+    m.scheme = s;
+    m.rows = rows;
+    m.cols = cols;
+    m.group_size = group;
+    return m;
+  };
+  EXPECT_TRUE(mixed_gemm_takes(shape(Scheme::int4, 200, 384, 128), &why));
+  EXPECT_TRUE(mixed_gemm_takes(shape(Scheme::int4, 4100, 1024, 64), &why));
+  EXPECT_TRUE(mixed_gemm_takes(shape(Scheme::int4, 200, 384, 384), &why));  // a group a row
+  EXPECT_TRUE(mixed_gemm_takes(shape(Scheme::int8, 201, 1024, 0), &why));
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::int4, 200, 384, 32), &why));
+  EXPECT_NE(std::string(why).find("multiple of 64"), std::string::npos) << why;
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::int4, 200, 384, 256), &why));  // 256 does not divide 384
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::int8, 200, 376, 0), &why));
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::fp8, 200, 384, 0), &why));
+  EXPECT_FALSE(mixed_gemm_takes(shape(Scheme::fp16, 200, 384, 0), &why));
+  EXPECT_STREQ(to_string(MatrixLayout::mixed_wgmma), "mixed-wgmma");
+  EXPECT_STREQ(to_string(BatchedPath::mixed_gemm), "mixed-gemm");
+}
+
+// DECODEBENCH_MIXED_GEMM is read at every plan: "off" keeps the paths without the kernel (the
+// skinny GEMM to 64 sequences, the fp16 copy + cuBLAS above) and the layout of batch 1, for
+// both schemes; "on", empty or unset allows it; anything else is refused in one line.
+TEST(LinearPlan, TheMixedGemmVariableIsOnOrOff) {
+  for (const char* name : {"8b-int4", "8b-int8"}) {
+    SCOPED_TRACE(name);
+    const ModelConfig c = load_model_config(name);
+    const KernelInfo& k = resolve_kernel("auto", c.quant.scheme);
+    {
+      const TilesVariable v("off", "DECODEBENCH_MIXED_GEMM");
+      EXPECT_FALSE(mixed_gemm_enabled());
+      for (int64_t batch : {int64_t{17}, int64_t{64}, int64_t{65}, int64_t{128}}) {
+        const LinearPlan p = plan_linears(c, k, batch, 90, true, true);
+        EXPECT_EQ(p[MatrixKind::gate_up].batched,
+                  batch <= kSkinnyMaxBatch ? BatchedPath::skinny_gemm : BatchedPath::fp16_copy_cublas)
+            << batch;
+        EXPECT_EQ(p.weight_layout(), plan_linears(c, k, 1, 90, true, true).weight_layout()) << batch;
+      }
+      // The tiles GEMV keeps its range.
+      EXPECT_EQ(plan_linears(c, k, 16, 90, true, true)[MatrixKind::gate_up].batched, BatchedPath::tiles_gemv);
+    }
+    for (const char* on : {static_cast<const char*>(nullptr), "", "on"}) {
+      const TilesVariable v(on, "DECODEBENCH_MIXED_GEMM");
+      EXPECT_TRUE(mixed_gemm_enabled());
+      EXPECT_EQ(plan_linears(c, k, 64, 90, true, true)[MatrixKind::gate_up].batched, BatchedPath::mixed_gemm);
+    }
+    // The tiles switch does not touch it.
+    {
+      const TilesVariable v("off", "DECODEBENCH_TILES");
+      EXPECT_EQ(plan_linears(c, k, 17, 90, true, true)[MatrixKind::gate_up].batched, BatchedPath::mixed_gemm);
+    }
+    const TilesVariable v("fp16-copy", "DECODEBENCH_MIXED_GEMM");
+    try {
+      plan_linears(c, k, 64, 90, true, true);
+      ADD_FAILURE() << "a value other than on or off";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("DECODEBENCH_MIXED_GEMM=fp16-copy: on or off", 0), 0u)
+          << e.what();
+    }
+  }
 }

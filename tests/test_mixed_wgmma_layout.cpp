@@ -1,4 +1,4 @@
-// The mixed-input GEMM's layout arithmetic (tests/bench/mixed_wgmma_layout.h) against the
+// The mixed-input GEMM's layout arithmetic (kernels/mixed_wgmma_layout.h) against the
 // definitions it implements: every weight has one place and the gather that packs it finds it
 // there; a thread's bytes are its wgmma A fragments (PTX ISA, the m64nNk16 A figure) through the
 // kernel's LOP3 / PRMT extraction; the meta entry a thread reads holds its rows' scales and zero
@@ -13,7 +13,7 @@
 #include <set>
 #include <vector>
 
-#include "bench/mixed_wgmma_layout.h"
+#include "mixed_wgmma_layout.h"
 
 using namespace db::mixed;
 namespace wg = db::wgmma;

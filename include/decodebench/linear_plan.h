@@ -37,6 +37,9 @@ enum class BatchedPath {
   gemv_columns,       // the fast kernels' linears up to their scheme's crossover: kernels/gemv_columns.cu
   skinny_gemm,        // the fast kernels' int8, fp8 and int4 above it: kernels/skinny.cu on the GEMV's layout
   cublas,             // fp16 weights through cuBLAS (the fast kernel's fp16 above it, and fp16.cublas)
+  mixed_gemm,         // the fast kernels' int4 and int8, kMixedGemmMinBatch to kMixedGemmMaxBatch
+                      // sequences on sm_90 (where built): kernels/mixed_gemm.cu, wgmma with the
+                      // weights dequantized in registers from the mixed-wgmma layout
   fp16_copy_cublas,   // a quantized matrix the skinny GEMM does not take: a block of rows at a
                       // time (fp16_chunk_rows) dequantized from its layout into fp16, then cuBLAS
                       // on those rows
@@ -143,8 +146,11 @@ struct LinearPlan {
 // GEMV cannot take runs the plain GEMV of its scheme instead, with the reason; without it,
 // such a matrix keeps the kernel's implementation and carries the refusal (check_plan). The
 // lm_head runs the kernel when it has the blocks' scheme, else the fast GEMV of its own.
+// `mixed_gemm`: the build has the mixed-input GEMM (mixed_gemm_built); then on compute
+// capability 9.0 from kMixedGemmMinBatch to kMixedGemmMaxBatch sequences the int4 and int8
+// matrices it takes lie in its layout and run it, unless mixed_gemm_enabled says off.
 LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t batch, int capability,
-                        bool fallback);
+                        bool fallback, bool mixed_gemm = false);
 // Throws the plan's first refusal as a db::Error.
 void check_plan(const LinearPlan& plan);
 

@@ -23,6 +23,7 @@ struct MatrixShape {
 
 // How a matrix lies in device memory: the canonical layout (what files hold; the naive GEMV,
 // dequant-cublas and int8's rows, columns and skinny kernels read it), int4's fast GEMV's
+<<<<<<< HEAD
 // repacked nibble order, the tensor-core dot's fragment layout (decodebench/int4_frag.h), and
 // the batched step's tiles GEMV's tiles, int4 (kernels/int4_tiles_layout.h), int8
 // (kernels/int8_tiles_layout.h) and fp16 (kernels/fp16_tiles_layout.h). The nibble and fragment
@@ -31,6 +32,18 @@ struct MatrixShape {
 // tiles keep the canonical row scales; fp16 has none.
 enum class MatrixLayout { canonical, int4_nibbles, int4_fragments, int4_tiles, int8_tiles, fp16_tiles };
 // "canonical", "int4-nibbles", "int4-fragments", "int4-tiles", "int8-tiles", "fp16-tiles"
+=======
+// repacked nibble order, the tensor-core dot's fragment layout (decodebench/int4_frag.h), the
+// batched step's tiles GEMV's tiles, int4 (kernels/int4_tiles_layout.h) and int8
+// (kernels/int8_tiles_layout.h), and, for int4 and int8, the Hopper mixed-input GEMM's
+// (kernels/mixed_wgmma_layout.h: rows padded to 128, a thread's load its wgmma A fragments, the
+// scales and zero constants in 512-byte entries a 128-row tile and group). The nibble and
+// fragment layouts keep the scales and zero points packed per 8 rows (kernels/int4_meta.h); the
+// int4 tiles keep a word a row and group, its scale and zero constant, per tile of 16 rows; the
+// int8 tiles keep the canonical row scales.
+enum class MatrixLayout { canonical, int4_nibbles, int4_fragments, int4_tiles, int8_tiles, mixed_wgmma };
+// "canonical", "int4-nibbles", "int4-fragments", "int4-tiles", "int8-tiles", "mixed-wgmma"
+>>>>>>> mixed-mid
 const char* to_string(MatrixLayout l);
 
 // Weights in one 16-byte chunk, the unit every fast kernel loads: fp16 8, int8 and fp8 16, int4 32.
@@ -119,6 +132,27 @@ bool tiles_gemv_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, 
 // every call; any other value than "on", "off" or empty is a db::Error.
 bool tiles_enabled(Scheme s);
 bool int4_tiles_enabled();  // tiles_enabled(Scheme::int4)
+
+// The mixed-input GEMM on wgmma (kernels/mixed_gemm.cuh): whether it takes the matrix (int4 or
+// int8, cols a multiple of 64 (the layout's k-chunk, kernels/mixed_wgmma_layout.h, whose
+// supports() is this), int4 groups a multiple of 64 columns dividing cols or a whole row). When
+// not, `why` says so.
+bool mixed_gemm_takes(const MatrixShape& m, const char** why);
+
+// The batches at which the plan runs the fast kernels' int4 and int8 linears through the
+// mixed-input GEMM and lays them out in its layout, where the build has its sm_90a code and the
+// GPU is compute capability 9.0: past the tiles GEMV, 17 to 128 sequences. On the H200 an 8b
+// layer there took 107-162 us against 134-141 on cuBLAS fp16 and 357-375 for the fp16 copy +
+// cuBLAS that int4 and int8 ran above the skinny GEMM (results/lab/batch.md §34). Above 128 the
+// fp16 copy + cuBLAS is faster in the step: 8b-int4 at 256 sequences 12.88 ms against 13.45 on
+// the mixed GEMM.
+constexpr int64_t kMixedGemmMinBatch = kTilesGemvMaxBatch + 1;
+constexpr int64_t kMixedGemmMaxBatch = 128;
+// Whether the plan may choose the mixed-input GEMM: yes unless the environment says
+// DECODEBENCH_MIXED_GEMM=off, which keeps the paths before it (the skinny GEMM to 64 sequences,
+// the fp16 copy + cuBLAS above) for a side-by-side measurement. Read at every call; any other
+// value than "on", "off" or empty is a db::Error.
+bool mixed_gemm_enabled();
 
 // Sequences one skinny GEMM launch takes; more run as several launches, each reading the
 // weights again.

@@ -72,6 +72,8 @@ std::string batched_summary(const KernelInfo& k) {
     if (p == BatchedPath::tiles_gemv) v += fmt::format(" (to {})", kTilesGemvMaxBatch);
     if (p == BatchedPath::gemv_columns) v += fmt::format(" (to {})", gemv_columns_crossover(k.scheme));
     if (p == BatchedPath::skinny_gemm) v += fmt::format(" (to {})", kSkinnyMaxBatch);
+    if (p == BatchedPath::mixed_gemm)
+      v += fmt::format(" ({} to {} on sm_90)", kMixedGemmMinBatch, kMixedGemmMaxBatch);
   }
   return v;
 }

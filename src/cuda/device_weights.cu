@@ -112,8 +112,11 @@ uint64_t aligned(uint64_t n) {
   return (n + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
 }
 
-bool is_tiles(MatrixLayout l) {
-  return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles || l == MatrixLayout::fp16_tiles;
+// The layouts made from a canonical staging copy, not in place: the tiles layouts and the
+// mixed-wgmma layout (their padded rows and meta take more bytes than the canonical arrays).
+bool is_staged(MatrixLayout l) {
+  return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles || l == MatrixLayout::fp16_tiles ||
+         l == MatrixLayout::mixed_wgmma;
 }
 
 // The embedding's layout: canonical, or the fp16 tiles where it is the lm_head (tied) and the
@@ -123,12 +126,12 @@ MatrixLayout embedding_layout(const ModelConfig& c, const WeightLayout& layout) 
   return lm_head_tied(c) && head == MatrixLayout::fp16_tiles ? head : MatrixLayout::canonical;
 }
 
-// The largest canonical matrix of the kinds `layout` puts in a tiles layout (a tied lm_head: the
-// embedding): the staging copy they are filled into before their repack (0: none).
-uint64_t tiles_staging_bytes(const ModelConfig& c, const WeightLayout& layout) {
+// The largest canonical matrix of the kinds `layout` puts in a staged layout (a tied lm_head:
+// the embedding): the staging copy they are filled into before their repack (0: none).
+uint64_t staging_bytes(const ModelConfig& c, const WeightLayout& layout) {
   uint64_t n = 0;
   for (MatrixKind k : kAllMatrixKinds)
-    if (is_tiles(layout.matrices[static_cast<int>(k)]))
+    if (is_staged(layout.matrices[static_cast<int>(k)]))
       n = std::max(n,
                    device_matrix_bytes(device_matrix(matrix_shape(c, k), MatrixLayout::canonical)).total());
   return n > 0 ? n + 2 * kStagingAlign : 0;  // its arrays each start aligned
@@ -152,7 +155,7 @@ DeviceWeights::Plan DeviceWeights::plan(const WeightSource& ws, const WeightLayo
   p.weights_bytes = per_layer * c.num_hidden_layers + embedding +
                     (lm_head_tied(c) ? 0 : bytes(matrix_shape(c, MatrixKind::lm_head), MatrixKind::lm_head)) +
                     c.hidden_size * 2 + lora.weights;
-  p.load_bytes = kStageBytes + lora.load + tiles_staging_bytes(c, layout);
+  p.load_bytes = kStageBytes + lora.load + staging_bytes(c, layout);
   return p;
 }
 
@@ -212,20 +215,19 @@ void DeviceWeights::fill(const WeightSource& ws) {
     if (b.zeros) m.zeros = static_cast<uint8_t*>(alloc(b.zeros));
   };
 
-  // The tiles layouts are not made in place (their padded tiles, and int4's meta words, take more
-  // bytes than the canonical arrays): a matrix headed there is filled into a canonical staging copy, one
-  // buffer for every such matrix in turn (stream order keeps each repack's reads before the next
-  // fill's writes), and repacked from it.
+  // The tiles and mixed-wgmma layouts are not made in place (is_staged): a matrix headed there is filled into
+  // a canonical staging copy, one buffer for every such matrix in turn (stream order keeps each repack's
+  // reads before the next fill's writes), and repacked from it.
   struct Staging {
     void* p = nullptr;
     ~Staging() {
       if (p) cudaFree(p);
     }
   } staging;
-  if (const uint64_t n = tiles_staging_bytes(c_, layout_); n > 0) CUDA_CHECK(cudaMalloc(&staging.p, n));
-  // The matrix a fill writes: `m` itself, or for the tiles layout the staging copy of its shape.
+  if (const uint64_t n = staging_bytes(c_, layout_); n > 0) CUDA_CHECK(cudaMalloc(&staging.p, n));
+  // The matrix a fill writes: `m` itself, or for a staged layout the staging copy of its shape.
   auto fill_target = [&](const DeviceMatrix& m) {
-    if (!in_tiles(m)) return m;
+    if (!is_staged(layout_of(m))) return m;
     DeviceMatrix c = device_matrix(shape_of(m), MatrixLayout::canonical);
     const MatrixBytes b = device_matrix_bytes(c);
     uint8_t* p = static_cast<uint8_t*>(staging.p);
@@ -234,11 +236,15 @@ void DeviceWeights::fill(const WeightSource& ws) {
     c.zeros = b.zeros ? p + aligned(b.weights) + aligned(b.scales) : nullptr;
     return c;
   };
-  // After its fill: the staging copy of a tiles matrix into the matrix.
+  // After its fill: the staging copy of a staged matrix into the matrix.
   auto finish_target = [&](const DeviceMatrix& target, const DeviceMatrix& m) {
     if (m.int4_tiles) repack_int4_tiles(target, m, s);
     if (m.int8_tiles) repack_int8_tiles(target, m, s);
     if (m.fp16_tiles) repack_fp16_tiles(target, m, s);
+    if (m.mixed_wgmma) {
+      DeviceMatrix c = target;
+      repack_mixed(c, m.qweight, m.scales, s);
+    }
   };
 
   Stager stager;
@@ -288,7 +294,7 @@ void DeviceWeights::fill(const WeightSource& ws) {
                                                        {&d.down, MatrixKind::down}};
     for (const auto& [m, kind] : ms) {
       const MatrixLayout l = layout_.matrices[static_cast<int>(kind)];
-      *m = device_matrix(matrix_shape(c_, kind), is_tiles(l) ? l : MatrixLayout::canonical);
+      *m = device_matrix(matrix_shape(c_, kind), is_staged(l) ? l : MatrixLayout::canonical);
       alloc_matrix(*m);
     }
     const DeviceMatrix qkv = fill_target(d.qkv);
@@ -314,7 +320,7 @@ void DeviceWeights::fill(const WeightSource& ws) {
   } else {
     const MatrixLayout l = layout_.matrices[static_cast<int>(MatrixKind::lm_head)];
     lm_head_ =
-        device_matrix(matrix_shape(c_, MatrixKind::lm_head), is_tiles(l) ? l : MatrixLayout::canonical);
+        device_matrix(matrix_shape(c_, MatrixKind::lm_head), is_staged(l) ? l : MatrixLayout::canonical);
     alloc_matrix(lm_head_);
     const DeviceMatrix head = fill_target(lm_head_);
     fill_matrix(ws, ws.lm_head(), head, {}, stager, s);
@@ -322,7 +328,7 @@ void DeviceWeights::fill(const WeightSource& ws) {
   }
   // Each kernel reads its own layout (the linear plan's): int4 matrices the fast GEMV runs are
   // repacked in place, into the tensor-core dot's fragment layout where the plan prefers it
-  // (the tiles are made above).
+  // (the tiles and mixed-wgmma layouts are made above).
   auto repack = [&](DeviceMatrix& m, MatrixKind kind) {
     const MatrixLayout l = layout_.matrices[static_cast<int>(kind)];
     if (l == MatrixLayout::int4_nibbles || l == MatrixLayout::int4_fragments)

@@ -38,7 +38,7 @@ class DeviceWeights {
   };
   // What the weights occupy in `layout`, and what loading them takes on top while it runs (the
   // stager's device buffer, a merge's temporary matrix and A, B, the canonical copy of a matrix
-  // on its way into the tiles layout), freed when the constructor returns.
+  // on its way into the tiles or mixed-wgmma layout), freed when the constructor returns.
   struct Plan {
     uint64_t weights_bytes = 0;
     uint64_t load_bytes = 0;

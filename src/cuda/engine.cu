@@ -15,6 +15,7 @@
 #include "engine.cuh"
 #include "engine_buffers.cuh"
 #include "engine_lora.cuh"
+#include "mixed_gemm.cuh"
 #include "pdl.cuh"
 #include "skinny.cuh"
 #include "weights.cuh"
@@ -37,6 +38,15 @@ uint64_t skinny_workspace(const LinearPlan& plan) {
   return n;
 }
 
+// gemm_mixed's workspace for the matrices the batched step runs through it (zero: none).
+uint64_t mixed_workspace(const LinearPlan& plan) {
+  uint64_t n = 0;
+  for (const LinearChoice& l : plan.linears)
+    if (l.batched == BatchedPath::mixed_gemm)
+      n = std::max<uint64_t>(n, mixed_gemm_workspace_bytes(l.shape.rows, l.shape.cols, plan.batch));
+  return n;
+}
+
 }  // namespace
 
 int device_capability() {
@@ -44,8 +54,12 @@ int device_capability() {
          device_attribute(cudaDevAttrComputeCapabilityMinor);
 }
 
+LinearPlan device_plan(const ModelConfig& c, const KernelInfo& kernel, int64_t batch, bool fallback) {
+  return plan_linears(c, kernel, batch, device_capability(), fallback, mixed_gemm_built());
+}
+
 WeightLayout weight_layout(const ModelConfig& c, const KernelInfo& kernel, int64_t batch) {
-  return plan_linears(c, kernel, batch, device_capability(), true).weight_layout();
+  return device_plan(c, kernel, batch, true).weight_layout();
 }
 
 std::shared_ptr<const DeviceWeights> load_device_weights(const WeightSource& ws, const KernelInfo& kernel,
@@ -86,7 +100,7 @@ int64_t Engine::dequant_chunk_bytes() {
 
 MemoryUse Engine::plan(const ModelConfig& c, const KernelInfo& kernel, int64_t positions, int64_t lora_rank,
                        int64_t batch, bool fallback) {
-  LinearPlan p = plan_linears(c, kernel, batch, device_capability(), fallback);
+  LinearPlan p = device_plan(c, kernel, batch, fallback);
   p.dequant_chunk_bytes = dequant_chunk_bytes();
   return memory_use(p, c, positions, lora_rank);
 }
@@ -108,13 +122,14 @@ MemoryUse Engine::memory_use(const LinearPlan& plan, const ModelConfig& c, int64
       4ull * positions * hd + B * 4ull * c.num_attention_heads * attention_splits(positions) * (hd + 2) +
       B * 4 * c.num_key_value_heads + 4 * (B + 2 + B * positions) + 8 * B + 8 * (2 * L + 1) * kNormSlots +
       2ull * plan.fp16_copy_elements() + (plan.gemv_blocks() ? 2 * H : 0) + (cublas ? kCublasWorkspace : 0) +
-      skinny_workspace(plan) + (B > 1 ? 4ull * B * 3 * lora_rank : 0) + lora_scratch_bytes(c, lora_rank);
+      skinny_workspace(plan) + mixed_workspace(plan) + (B > 1 ? 4ull * B * 3 * lora_rank : 0) +
+      lora_scratch_bytes(c, lora_rank);
   m.total_bytes = m.kv_cache_bytes + m.scratch_bytes;
   return m;
 }
 
 std::vector<std::string> Engine::fallbacks(const ModelConfig& c, const KernelInfo& kernel) {
-  return plan_linears(c, kernel, 1, device_capability(), true).fallbacks();
+  return device_plan(c, kernel, 1, true).fallbacks();
 }
 
 void Engine::check_kernel(const ModelConfig& c, const KernelInfo& kernel, bool fallback) {
@@ -123,7 +138,7 @@ void Engine::check_kernel(const ModelConfig& c, const KernelInfo& kernel, bool f
         "{}: head_dim {} is not supported by the CUDA attention (a multiple of 8 up to 256; --backend cpu "
         "runs it)",
         c.name, c.head_dim);
-  check_plan(plan_linears(c, kernel, 1, device_capability(), fallback));
+  check_plan(device_plan(c, kernel, 1, fallback));
 }
 
 namespace {
@@ -152,7 +167,7 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
     : c_(with_kv(non_null(weights).config(), kv)),
       positions_(positions),
       batch_(batch),
-      plan_(plan_linears(c_, kernel, batch, device_capability(), fallback)),
+      plan_(device_plan(c_, kernel, batch, fallback)),
       weights_(std::move(weights)),
       buf_(std::make_unique<Buffers>()) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -284,6 +299,11 @@ Engine::Engine(std::shared_ptr<const DeviceWeights> weights, const KernelInfo& k
   if (const uint64_t n = skinny_workspace(plan_); n > 0) {
     b.skinny_workspace = alloc(n);
     CUDA_CHECK(cudaMemsetAsync(b.skinny_workspace, 0, n, stream_));
+  }
+  if (const uint64_t n = mixed_workspace(plan_); n > 0) {
+    b.mixed_workspace = alloc(n);
+    CUDA_CHECK(cudaMemsetAsync(b.mixed_workspace, 0, n, stream_));
+    mixed_gemm_setup();  // before the step is captured into a graph
   }
   if (B > 1 && w.lora_rank() > 0) b.lora_rows = static_cast<float*>(alloc(4ull * B * 3 * w.lora_rank()));
   if (plan_.uses_cublas() || (B > 1 && w.lora_rank() > 0)) {  // an external adapter's shrink: a GEMM

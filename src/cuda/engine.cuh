@@ -35,9 +35,13 @@ struct AttentionArgs;  // attention.cuh
       ::db::fail("cuBLAS error {} in {} at {}:{}", cublasGetStatusName(db_st_), #expr, __FILE__, __LINE__); \
   } while (0)
 
+// The linear plan on the current device (decodebench/linear_plan.h): its compute capability,
+// and the mixed-input GEMM where this build has it (mixed_gemm_built).
+LinearPlan device_plan(const ModelConfig& c, const KernelInfo& kernel, int64_t batch, bool fallback);
 // The weight layout the engines of `kernel` at `batch` sequences read on the current device:
-// the linear plan's (decodebench/linear_plan.h; int4's batched step has a layout of its own,
-// the tiles, from 2 to kTilesGemvMaxBatch sequences). Engines with equal layouts can share one
+// the linear plan's (decodebench/linear_plan.h; the batched step has layouts of its own, the
+// tiles from 2 to kTilesGemvMaxBatch sequences and the mixed-wgmma layout on sm_90 from
+// kMixedGemmMinBatch to kMixedGemmMaxBatch). Engines with equal layouts can share one
 // DeviceWeights.
 WeightLayout weight_layout(const ModelConfig& c, const KernelInfo& kernel, int64_t batch = 1);
 // The current device's compute capability, 10 major + minor (90: sm_90), the plan's input.

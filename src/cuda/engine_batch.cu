@@ -5,8 +5,9 @@
 // kernel with one grid z index a sequence. The columns GEMV, the skinny GEMM and RMSNorm are
 // launched with PDL (their launch and first weight loads start under the kernel before); the
 // other launches start after their predecessor has completed. Each linear takes the batched
-// path the linear plan gives its kind; the skinny GEMM's and the tiles GEMV's shape for each
-// kind is timed at construction (tune_batched_shapes) and written into the plan. A quantized matrix that runs
+// path the linear plan gives its kind (the mixed-input GEMM on sm_90 from kMixedGemmMinBatch to
+// kMixedGemmMaxBatch); the skinny GEMM's and the tiles GEMV's shape for each kind is timed at
+// construction (tune_batched_shapes) and written into the plan. A quantized matrix that runs
 // cuBLAS on its fp16 copy makes the copy in blocks of rows (gemm_rows_dequant; the whole matrix
 // by default, LinearPlan::dequant_chunk_bytes), each block's GEMM right after it.
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "engine_buffers.cuh"
 #include "gemv_columns.cuh"
 #include "gemv_tiles.cuh"
+#include "mixed_gemm.cuh"
 #include "prefill.cuh"
 #include "skinny.cuh"
 #include "step.cuh"
@@ -43,6 +45,9 @@ void Engine::linear_rows(int64_t layer, LoraSite site, const LinearOp& op, const
     case BatchedPath::skinny_gemm:
       gemm_skinny_tuned(op.m, x, B, y, accumulate, b.skinny_workspace,
                         l.skinny ? l.skinny->shape : SkinnyShape{}, stream_);
+      break;
+    case BatchedPath::mixed_gemm:
+      gemm_mixed(op.m, x, B, y, accumulate, b.mixed_workspace, stream_);
       break;
     case BatchedPath::cublas:
       gemm_rows(cublas_, static_cast<const __half*>(op.m.qweight), rows, cols, x, B, y, accumulate);

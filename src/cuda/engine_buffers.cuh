@@ -32,6 +32,7 @@ struct Engine::Buffers {
   unsigned long long* norm_stats = nullptr;  // [2 L + 1][kNormSlots]: per RMSNorm, its input's sum of squares
   void* cublas_workspace = nullptr;
   void* skinny_workspace = nullptr;  // B > 1: gemm_skinny's, zeroed once (skinny.cuh)
+  void* mixed_workspace = nullptr;   // B > 1: gemm_mixed's, zeroed once (mixed_gemm.cuh)
   float* lora_rows = nullptr;        // B > 1, an external adapter: [B, 3 rank], a shrink's rows
   int max_splits = 0;
 };

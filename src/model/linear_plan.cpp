@@ -29,6 +29,8 @@ const char* to_string(MatrixLayout l) {
       return "int8-tiles";
     case MatrixLayout::fp16_tiles:
       return "fp16-tiles";
+    case MatrixLayout::mixed_wgmma:
+      return "mixed-wgmma";
   }
   return "?";
 }
@@ -113,6 +115,26 @@ static_assert(kGemvColumnsInputBytes / (2 * 2) <=
                   int64_t{kGemvColumnsMaxThreads} * 8 * weights_per_chunk(Scheme::fp16),
               "a row the columns GEMV takes fits one block");
 
+bool mixed_gemm_takes(const MatrixShape& m, const char** why) {
+  if (m.scheme != Scheme::int4 && m.scheme != Scheme::int8) {
+    *why = "the mixed-input GEMM reads int4 and int8 weights";
+    return false;
+  }
+  // The layout's k-chunk is 64 columns (kernels/mixed_wgmma_layout.h kChunk), and a chunk never
+  // straddles two groups.
+  constexpr int64_t kChunk = 64;
+  if (m.rows < 1 || m.cols < kChunk || m.cols % kChunk != 0) {
+    *why = "cols must be a positive multiple of 64 (the mixed GEMM's k-chunk)";
+    return false;
+  }
+  const int64_t g = m.group_size;
+  if (m.scheme == Scheme::int4 && g != 0 && g != m.cols && (g % kChunk != 0 || m.cols % g != 0)) {
+    *why = "int4 groups must be a multiple of 64 columns dividing cols, or a whole row";
+    return false;
+  }
+  return true;
+}
+
 bool int4_tiles_hold(const MatrixShape& m, const char** why) {
   if (m.scheme != Scheme::int4) {
     *why = "the tiles layout holds int4 weights";
@@ -178,25 +200,32 @@ bool tiles_gemv_takes(const MatrixShape& m, MatrixLayout layout, int64_t batch, 
 }
 
 namespace {
-// An on/off switch of the environment: unset, empty or "on" is on.
-bool switch_on(const char* name, const char* what) {
+// An on/off switch of the environment: unset, empty or "on" is on; `off` says what off keeps.
+bool switch_on(const char* name, const char* off) {
   const char* v = std::getenv(name);
   if (!v || !*v || std::strcmp(v, "on") == 0) return true;
   if (std::strcmp(v, "off") == 0) return false;
-  fail("{}={}: on or off (off keeps the columns GEMV, the skinny GEMM and cuBLAS for {})", name, v, what);
+  fail("{}={}: on or off (off keeps {})", name, v, off);
 }
 }  // namespace
 
 bool tiles_enabled(Scheme s) {
-  if (!switch_on("DECODEBENCH_TILES", "int4, int8 and fp16")) return false;
-  if (s == Scheme::int4) return switch_on("DECODEBENCH_INT4_TILES", "int4");
-  if (s == Scheme::int8) return switch_on("DECODEBENCH_INT8_TILES", "int8");
-  if (s == Scheme::fp16) return switch_on("DECODEBENCH_FP16_TILES", "fp16");
+  if (!switch_on("DECODEBENCH_TILES", "the columns GEMV, the skinny GEMM and cuBLAS for int4, int8 and fp16"))
+    return false;
+  if (s == Scheme::int4)
+    return switch_on("DECODEBENCH_INT4_TILES", "the columns GEMV and the skinny GEMM for int4");
+  if (s == Scheme::int8)
+    return switch_on("DECODEBENCH_INT8_TILES", "the columns GEMV and the skinny GEMM for int8");
+  if (s == Scheme::fp16) return switch_on("DECODEBENCH_FP16_TILES", "the columns GEMV and cuBLAS for fp16");
   return false;
 }
 
 bool int4_tiles_enabled() {
   return tiles_enabled(Scheme::int4);
+}
+
+bool mixed_gemm_enabled() {
+  return switch_on("DECODEBENCH_MIXED_GEMM", "the skinny GEMM and the fp16 copy + cuBLAS for int4 and int8");
 }
 
 bool prefers_int4_fragments(int64_t rows, int64_t cols, int group_size) {
@@ -233,6 +262,8 @@ const char* to_string(BatchedPath p) {
       return "skinny-gemm";
     case BatchedPath::cublas:
       return "cublas";
+    case BatchedPath::mixed_gemm:
+      return "mixed-gemm";
     case BatchedPath::fp16_copy_cublas:
       return "fp16-copy-cublas";
     case BatchedPath::dequant_cublas:
@@ -261,8 +292,10 @@ std::string tiles_shape_label(const TilesShape& s) {
 }
 
 std::string WeightLayout::name() const {
+  // The batched step's own layouts (the tiles, the mixed-wgmma layout).
   const auto tiles = [](MatrixLayout l) {
-    return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles || l == MatrixLayout::fp16_tiles;
+    return l == MatrixLayout::int4_tiles || l == MatrixLayout::int8_tiles || l == MatrixLayout::fp16_tiles ||
+           l == MatrixLayout::mixed_wgmma;
   };
   if (std::any_of(matrices.begin(), matrices.end(), tiles)) {
     const MatrixLayout head = matrices[static_cast<int>(MatrixKind::lm_head)], first = matrices[0];
@@ -366,9 +399,20 @@ MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl, int64_t batch
                                                               : MatrixLayout::int4_nibbles;
 }
 
+// Whether the fast kernels' int4 or int8 matrix runs the mixed-input GEMM (and so lies in its
+// layout): kMixedGemmMinBatch to kMixedGemmMaxBatch sequences, on compute capability 9.0 (sm_90a
+// code runs there alone) where the build has the kernel (`mixed_gemm`) and mixed_gemm_enabled, for
+// the shapes it takes.
+bool runs_mixed_gemm(const MatrixShape& m, LinearImpl impl, int64_t batch, int capability, bool mixed_gemm) {
+  const char* why = nullptr;
+  return mixed_gemm && capability == 90 && batch >= kMixedGemmMinBatch && batch <= kMixedGemmMaxBatch &&
+         impl == LinearImpl::gemv_fast && mixed_gemm_takes(m, &why) && mixed_gemm_enabled();
+}
+
 // At batch > 1 every linear is one launch over all sequences' rows (docs/kernels.md#batch):
-// the fast-kernel linears in a tiles layout run the tiles GEMV (up to kTilesGemvMaxBatch);
-// the fast kernels' other linears run the columns GEMV up to their scheme's crossover batch where it
+// the fast-kernel linears in a tiles layout run the tiles GEMV (up to kTilesGemvMaxBatch), and
+// int4's and int8's in the mixed-wgmma layout the mixed-input GEMM (runs_mixed_gemm); the
+// fast kernels' other linears run the columns GEMV up to their scheme's crossover batch where it
 // takes the matrix (the rows GEMV, reading each weight once for every sequence). Above it,
 // int8, fp8 and int4 run the skinny GEMM where it takes the layout, up to the sequences of one
 // launch; fp16 runs cuBLAS, and so do the others above that, on an fp16 copy. cuBLAS streams
@@ -378,6 +422,7 @@ MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl, int64_t batch
 BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
   if (batch <= 1) return BatchedPath::none;
   const char* why = nullptr;
+  if (l.layout == MatrixLayout::mixed_wgmma) return BatchedPath::mixed_gemm;
   switch (l.impl) {
     case LinearImpl::gemv_fast:
       if (tiles_gemv_takes(l.shape, l.layout, batch, &why)) return BatchedPath::tiles_gemv;
@@ -401,7 +446,7 @@ BatchedPath batched_path(const LinearChoice& l, int64_t batch) {
 }  // namespace
 
 LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t batch, int capability,
-                        bool fallback) {
+                        bool fallback, bool mixed_gemm) {
   LinearPlan p;
   p.batch = batch;
   p.capability = capability;
@@ -432,7 +477,8 @@ LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t 
     }
     if (l.impl == LinearImpl::cublas && m.scheme != Scheme::fp16)
       l.refusal = fmt::format("kernel {} needs fp16 weights", kernel.name);
-    l.layout = planned_layout(m, l.impl, batch);
+    l.layout = runs_mixed_gemm(m, l.impl, batch, capability, mixed_gemm) ? MatrixLayout::mixed_wgmma
+                                                                         : planned_layout(m, l.impl, batch);
     l.batched = batched_path(l, batch);
   }
   return p;
@@ -546,7 +592,7 @@ std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
           kernel.scheme ==
               Scheme::int8)  // a matrix the tiles layout holds takes the first, others the second
         return {BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::skinny_gemm,
-                BatchedPath::fp16_copy_cublas};
+                BatchedPath::mixed_gemm, BatchedPath::fp16_copy_cublas};
       return {BatchedPath::gemv_columns, BatchedPath::skinny_gemm, BatchedPath::fp16_copy_cublas};
     case LinearImpl::gemv_naive:
       return {BatchedPath::gemv_per_sequence};
@@ -560,9 +606,10 @@ std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
 
 std::vector<MatrixLayout> layouts_read(const KernelInfo& kernel) {
   if (repacks_int4(kernel.scheme, kernel.impl))
-    return {MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments, MatrixLayout::int4_tiles};
+    return {MatrixLayout::int4_nibbles, MatrixLayout::int4_fragments, MatrixLayout::int4_tiles,
+            MatrixLayout::mixed_wgmma};
   if (kernel.scheme == Scheme::int8 && kernel.impl == LinearImpl::gemv_fast)
-    return {MatrixLayout::canonical, MatrixLayout::int8_tiles};
+    return {MatrixLayout::canonical, MatrixLayout::int8_tiles, MatrixLayout::mixed_wgmma};
   if (kernel.scheme == Scheme::fp16 && kernel.impl == LinearImpl::gemv_fast)
     return {MatrixLayout::canonical, MatrixLayout::fp16_tiles};
   return {MatrixLayout::canonical};

@@ -6,36 +6,12 @@
 // int8: w = q s, a scale a row), x fp16, y fp32: the batched decode step's linear, the signature
 // of the product's gemm_skinny.
 //
-// Why: above 64 sequences the product dequantizes int4/int8 weights into an fp16 copy in HBM for
-// cuBLAS (8b-int4 at 256 sequences 13.6 ms a step against fp16's 9.5). Two designs that avoid the
-// copy failed (batch.md §23: mma.sync with warps dequantizing their own fragments, 178 TFLOP/s;
-// §24: the copies through L2). Here the weights are stored offline so that a thread's one
-// shared-memory load is its wgmma A fragments (tests/bench/mixed_wgmma_layout.h), dequantized in
-// registers by a few LOP3/PRMT and exact fp16 steps and fed to wgmma.mma_async as A from registers
-// while x is wgmma's B from shared memory (TMA, 128-byte swizzle, as in wgmma_bench). The
-// dequantization a weight does not grow with the batch, so the same kernel should stream weights
-// at bandwidth at small batches too.
+// The kernel is the product's (kernels/mixed_gemm.cu, gemm_mixed_with: the design is described
+// there; the layout in kernels/mixed_wgmma_layout.h), the matrices packed by the product's
+// repack_mixed from the canonical layout, as a load does; this bench adds the lab's knobs
+// (--splits, --ntile), the exact checks and the timing beside cuBLAS and the fp16 copy path.
 //
-// The kernel: a persistent grid (one CTA an SM) walks units (128 weight rows x N sequences x a K
-// split; mixed_wgmma_layout.h unit_coord). Three warpgroups: the first gives registers away
-// (setmaxnreg.dec 40) and one thread of it fills a ring of stages, a stage one k-chunk of 64
-// columns: the two 64-row weight blocks (one 1-D bulk copy, 4 KB int4 / 8 KB int8), the chunk's
-// group meta (a bulk copy, 512 bytes) and the x tile of N sequences x 64 columns (TMA, 128-byte
-// swizzle, zero-filled past the batch); one expect_tx of the stage's bytes. The other two
-// (setmaxnreg.inc 232) each own 64 rows: per chunk one 16-byte (int4) or two (int8) ld.shared of
-// the thread's fragment bytes and an 8-byte one of its rows' meta, the dequantization to fp16
-// (q - z exact, then one HMUL2 by the scale: fp16((q - z) s), the bits of dequantize_to_f16), then
-// four wgmma.m64nNk16 with A from registers and B through a K-major descriptor. The A registers
-// are double-buffered across chunks so that a chunk's wgmmas run while the next chunk is loaded
-// and dequantized (one wgmma group in flight); a stage is released (8 warp arrivals on its empty
-// mbarrier) when the wgmmas that read its x have completed. Every mbarrier wait is bounded (2 s,
-// then a message and a trap).
-// Split K: when the output tiles fill fewer than two waves of SMs, a tile's chunks are split
-// (choose_splits); each unit writes its fp32 partial to a workspace, counts itself on the tile's
-// counter, and the last to arrive adds the partials in split order (deterministic whatever the
-// arrival order), writes y and resets the counter for the next launch.
-//
-// Checks (before any timing; exit 1 on a failure): integer-valued weights and x (power-of-two
+// Checks (before any timing; exit 1 on a failure; a barrier that waits 2 s traps): integer-valued weights and x (power-of-two
 // scales, x in [-2, 2]: every fp32 partial sum is an exact integer or half-integer) against the
 // CPU with tolerance 0: int4 with and without a zero point at groups of 64, 128 and a whole row,
 // and int8, at batches 1, 7, 8, 9, 64, 65, 256, 300 on 200 x 384 (rows ragged in the last CTA
@@ -70,313 +46,15 @@
 #include "bench_timing.cuh"
 #include "common.cuh"
 #include "decodebench/half.h"
-#include "mbarrier.cuh"
+#include "mixed_gemm.cuh"
 #include "mixed_wgmma_layout.h"
-#include "tma_wgmma.cuh"
 #include "weights.cuh"
-#include "wgmma_layout.h"
-#include "wgmma_rs.cuh"
 
 using namespace db;
 using namespace db::cuda;
 using mixed::Kind;
 
 namespace {
-
-constexpr int kConsumers = 2;
-constexpr int kThreads = 128 * (1 + kConsumers);
-constexpr int kMaxStages = 16;
-constexpr size_t kSmemBudget = 227 * 1024;  // an H100/H200 CTA's dynamic shared memory
-
-// The shared memory of an instance: a ring of stages, each [x tile | weights | meta].
-template <int N, Kind K>
-struct Cfg {
-  static constexpr uint32_t kXBytes = N * 128;  // N rows of 64 fp16, 128-byte swizzled
-  static constexpr uint32_t kWBytes = kConsumers * mixed::block_bytes(K);
-  static constexpr uint32_t kStageTx = kXBytes + kWBytes + mixed::kMetaBytes;
-  static constexpr uint32_t kStageBytes = (kStageTx + 1023) / 1024 * 1024;  // x tiles on 1024-byte boundaries
-  static constexpr int kFit = static_cast<int>((kSmemBudget - 1024 - 2 * kMaxStages * 8 - 16) / kStageBytes);
-  static constexpr int kStages = kFit < kMaxStages ? kFit : kMaxStages;
-  // The ring, the 1024-byte alignment slack, 2 x kStages mbarriers and the last-unit flag.
-  static constexpr size_t kSmemBytes = size_t{kStages} * kStageBytes + 1024 + 2 * kStages * 8 + 16;
-  static_assert(kStages >= 2, "a ring of at least two stages");
-  static_assert(kSmemBytes <= kSmemBudget, "an H100/H200 CTA's shared memory");
-};
-
-struct MixedArgs {
-  const uint8_t* w;     // mixed_wgmma_layout.h's blocks: row tiles x chunks x 2 x block_bytes
-  const uint8_t* meta;  // row tiles x groups x 512 bytes
-  float* y;             // [batch, rows]
-  int* counters;        // [row tiles x seq tiles] (mixed::kCounterBytes), zero between launches
-  float* partials;      // [units][2 consumers][64 x N] with splits
-  int64_t rows, chunks, chunks_per_group, groups, units;
-  int batch, seq_tiles, splits;
-  int accumulate;
-};
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-using hopper::bulk_load;
-using hopper::fence_registers;
-using hopper::mbar_arrive;
-using hopper::mbar_expect_tx;
-using hopper::mbar_init;
-using hopper::mbar_wait_bounded;
-using hopper::smem_u32;
-using hopper::tma_load_2d;
-using hopper::wgmma_commit;
-using hopper::wgmma_fence;
-using hopper::wgmma_wait;
-
-__device__ __forceinline__ uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(b), "r"(c));  // (a & b) | c
-  return r;
-}
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-__device__ __forceinline__ uint32_t hsub2(uint32_t a, uint32_t b) {
-  uint32_t r;
-  asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-__device__ __forceinline__ uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
-  uint32_t r;
-  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-  return r;
-}
-__device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
-  uint32_t r;
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-  return r;
-}
-
-__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ uint2 ld_shared_v2(uint32_t addr) {
-  uint2 v;
-  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(addr));
-  return v;
-}
-
-// Pins the values of `a` before what follows (the wgmma.fence): the dequantization may not sink
-// past it.
-__device__ __forceinline__ void fence_fragment(uint32_t (&a)[mixed::kSteps][4]) {
-#pragma unroll
-  for (int s = 0; s < mixed::kSteps; ++s)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[s][r])::"memory");
-}
-
-// The thread's A fragments of one k-chunk (four k16 steps) from the stage's weight block and
-// meta entry, dequantized as mixed_wgmma_layout.h lays out: registers 0 and 2 hold rows g, 1 and
-// 3 rows g + 8 of the thread's warp (PTX ISA, "Register Fragments", the m64nNk16 A figure for
-// .f16; wgmma_layout.h a_row / a_col), the lower column of each pair in the low half.
-template <int N, Kind K>
-__device__ __forceinline__ void load_fragments(uint32_t stage, int consumer, int t, uint32_t (&a)[mixed::kSteps][4]) {
-  using C = Cfg<N, K>;
-  const uint32_t w = stage + C::kXBytes + consumer * mixed::block_bytes(K);
-  const uint2 m = ld_shared_v2(stage + C::kXBytes + C::kWBytes + (32 * consumer + t / 4) * mixed::kMetaEntryBytes);
-  // Each row's scale and zero constant in both halves of an f16x2.
-  const uint32_t s_lo = prmt(m.x, 0, 0x1010), s_hi = prmt(m.x, 0, 0x3232);
-  const uint32_t z_lo = prmt(m.y, 0, 0x1010), z_hi = prmt(m.y, 0, 0x3232);
-  if constexpr (K == Kind::int4) {
-    constexpr uint32_t kSixteenth = 0x2c002c00u;  // 1/16 twice
-    const uint4 v = ld_shared_v4(w + 16 * t);
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int s = 0; s < mixed::kSteps; ++s) {
-      const uint32_t w0 = words[s], w8 = words[s] >> 8;
-      a[s][0] = hmul2(hsub2(lop3_and_or(w0, 0x000f000fu, 0x64006400u), z_lo), s_lo);  // (1024 + q) - (1024 + z)
-      a[s][1] = hmul2(hfma2(lop3_and_or(w0, 0x00f000f0u, 0x64006400u), kSixteenth, z_hi), s_hi);  // 64 + q - (64 + z)
-      a[s][2] = hmul2(hsub2(lop3_and_or(w8, 0x000f000fu, 0x64006400u), z_lo), s_lo);
-      a[s][3] = hmul2(hfma2(lop3_and_or(w8, 0x00f000f0u, 0x64006400u), kSixteenth, z_hi), s_hi);
-    }
-  } else {
-    const uint4 v0 = ld_shared_v4(w + 16 * t);         // steps 0, 1
-    const uint4 v1 = ld_shared_v4(w + 2048 + 16 * t);  // steps 2, 3
-    const uint32_t words[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-#pragma unroll
-    for (int s = 0; s < mixed::kSteps; ++s)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)  // (1024 + u) - 1152 = q
-        a[s][r] = hmul2(hsub2(prmt(words[2 * s + r / 2], 0x64646464u, r % 2 ? 0x5351u : 0x5250u), r % 2 ? z_hi : z_lo),
-                        r % 2 ? s_hi : s_lo);
-  }
-}
-
-// One k-chunk of a consumer: wait for its stage, dequantize into frag, four wgmmas, then (past the
-// unit's first chunk) wait for the previous chunk's wgmmas and release that chunk's stage.
-template <int N, Kind K>
-__device__ __forceinline__ void consume_chunk(uint32_t ring, uint64_t* full, uint64_t* empty, uint32_t it,
-                                              bool first, int consumer, int t, float (&acc)[N / 2],
-                                              uint32_t (&frag)[mixed::kSteps][4]) {
-  using C = Cfg<N, K>;
-  const uint32_t s = it % C::kStages, phase = (it / C::kStages) & 1;
-  mbar_wait_bounded(&full[s], phase);
-  const uint32_t stage = ring + s * C::kStageBytes;
-  load_fragments<N, K>(stage, consumer, t, frag);
-  fence_fragment(frag);
-  // PTX ISA, "wgmma.fence": required before a wgmma.mma_async whose A registers (or accumulators)
-  // other instructions have written.
-  wgmma_fence();
-  // x's K-major descriptor (PTX ISA, "Matrix Descriptor Format" and "Shared Memory Matrix
-  // Layout"; wgmma_layout.h kmajor_sw128_desc): 128-byte rows, SBO 1024 to the next 8
-  // sequences, 128-byte swizzle; each k16 step 32 bytes further (2 in the start address's
-  // 16-byte units), as wgmma_bench advances its B.
-  const uint64_t desc = wgmma::kmajor_sw128_desc(stage);
-#pragma unroll
-  for (int k = 0; k < mixed::kSteps; ++k) bench::wgmma_rs<N>(acc, frag[k], desc + 2 * k, !first || k > 0);
-  wgmma_commit();
-  // PTX ISA, "wgmma.wait_group": the A registers and the shared memory a wgmma reads may not be
-  // touched before a wait_group that covers it. Waiting for all but the newest group: the
-  // previous chunk's wgmmas have completed, so its frag buffer and its stage's x are free.
-  if (!first) {
-    wgmma_wait<1>();
-    if (t % 32 == 0) mbar_arrive(&empty[(it - 1) % C::kStages]);
-  }
-}
-#endif
-
-template <int N, Kind K>
-__global__ void __launch_bounds__(kThreads, 1)
-    mixed_gemm(const __grid_constant__ CUtensorMap tm_x, const MixedArgs a) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = Cfg<N, K>;
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem =
-      reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::kStages * C::kStageBytes);  // [kStages]
-  uint64_t* empty = full + C::kStages;                                               // [kStages]
-  volatile int* last_flag = reinterpret_cast<volatile int*>(empty + C::kStages);
-
-  const int warpgroup = threadIdx.x / 128;
-  const int t = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < C::kStages; ++s) {
-      mbar_init(&full[s], 1);                // the producer's expect_tx arrival (plus the bytes)
-      mbar_init(&empty[s], kConsumers * 4);  // lane 0 of each consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  }
-  __syncthreads();
-
-  if (warpgroup == 0) {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-    if (t == 0) {
-      asm volatile("prefetch.tensormap [%0];" ::"l"(&tm_x) : "memory");
-      uint32_t it = 0;  // chunks loaded so far: stage it % kStages, its use it / kStages
-      for (int64_t u = blockIdx.x; u < a.units; u += gridDim.x) {
-        const mixed::Unit c = mixed::unit_coord(u, a.seq_tiles, a.splits);
-        const mixed::KRange kr = mixed::split_range(c.split, a.splits, a.chunks);
-        // The chunk's group kept by counting, not dividing: a 64-bit division a chunk would cost
-        // the lone producer thread a good part of a chunk's ~240 cycles at small batches.
-        int64_t group = kr.k0 / a.chunks_per_group, in_group = kr.k0 - group * a.chunks_per_group;
-        for (int64_t kc = kr.k0; kc < kr.k1; ++kc, ++it) {
-          const uint32_t s = it % C::kStages, phase = (it / C::kStages) & 1;
-          mbar_wait_bounded(&empty[s], phase ^ 1);  // the first use of a stage passes at once
-          uint8_t* stage = smem + s * C::kStageBytes;
-          // PTX ISA, "mbarrier.expect_tx", "cp.async.bulk.tensor" and "cp.async.bulk": one
-          // arrival announcing the stage's bytes, then three copies completing them; a box past
-          // the batch still counts whole (its rows zero-filled).
-          mbar_expect_tx(&full[s], C::kStageTx);
-          tma_load_2d(stage, &tm_x, static_cast<int>(kc * mixed::kChunk), c.st * N, &full[s]);
-          bulk_load(stage + C::kXBytes, a.w + mixed::block_index(c.rt, kc, 0, a.chunks) * mixed::block_bytes(K),
-                    C::kWBytes, &full[s]);
-          bulk_load(stage + C::kXBytes + C::kWBytes, a.meta + (c.rt * a.groups + group) * mixed::kMetaBytes,
-                    mixed::kMetaBytes, &full[s]);
-          if (++in_group == a.chunks_per_group) {
-            in_group = 0;
-            ++group;
-          }
-        }
-      }
-    }
-    return;
-  }
-
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-  const int consumer = warpgroup - 1;  // rows 64 consumer .. 64 consumer + 63 of the CTA tile
-  float acc[N / 2];
-#pragma unroll
-  for (int j = 0; j < N / 2; ++j) acc[j] = 0.f;
-  uint32_t frag[2][mixed::kSteps][4];  // chunks alternate: one is read by wgmmas in flight
-  const uint32_t ring = smem_u32(smem);
-  uint32_t it = 0;
-  for (int64_t u = blockIdx.x; u < a.units; u += gridDim.x) {
-    const mixed::Unit c = mixed::unit_coord(u, a.seq_tiles, a.splits);
-    const mixed::KRange kr = mixed::split_range(c.split, a.splits, a.chunks);
-    for (int64_t kc = kr.k0; kc < kr.k1; kc += 2) {
-      consume_chunk<N, K>(ring, full, empty, it++, kc == kr.k0, consumer, t, acc, frag[0]);
-      if (kc + 1 < kr.k1) consume_chunk<N, K>(ring, full, empty, it++, false, consumer, t, acc, frag[1]);
-    }
-    wgmma_wait<0>();
-    fence_registers(acc);
-    if (t % 32 == 0) mbar_arrive(&empty[(it - 1) % C::kStages]);
-
-    // The accumulator fragment (PTX ISA, "Register Fragments", the m64nNk16 D figure;
-    // wgmma_layout.h acc_row / acc_col): float j at row acc_row(t, j) of the consumer's 64,
-    // sequence acc_col(t, j) of the tile's N.
-    const int64_t row0 = c.rt * mixed::kCtaRows + 64 * consumer;
-    const int seq0 = c.st * N;
-    auto store = [&](int j, float v) {
-      const int64_t row = row0 + wgmma::acc_row(t, j);
-      const int seq = seq0 + wgmma::acc_col(t, j);
-      if (row < a.rows && seq < a.batch) {
-        float* p = a.y + int64_t{seq} * a.rows + row;
-        *p = a.accumulate ? *p + v : v;
-      }
-    };
-    if (a.splits == 1) {
-#pragma unroll
-      for (int j = 0; j < N / 2; ++j) store(j, acc[j]);
-      continue;
-    }
-    // Split K: this unit's partial, float4 q of thread t at (q * 128 + t) (coalesced), then the
-    // tile's counter; the last unit to count adds the partials in split order.
-    const int64_t tile = c.rt * a.seq_tiles + c.st;
-    const int64_t part_floats = int64_t{kConsumers} * 64 * N;  // a unit's
-    float4* mine = reinterpret_cast<float4*>(a.partials + (tile * a.splits + c.split) * part_floats +
-                                             int64_t{consumer} * 64 * N);
-#pragma unroll
-    for (int q = 0; q < N / 8; ++q)
-      mine[q * 128 + t] = make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]);
-    __threadfence();
-    asm volatile("bar.sync 1, 256;" ::: "memory");  // the two consumer warpgroups
-    if (threadIdx.x == 128) {
-      const int before = atomicAdd(a.counters + tile, 1);
-      *last_flag = before == a.splits - 1;
-      if (before == a.splits - 1) a.counters[tile] = 0;  // every split has counted: ready for the next launch
-    }
-    asm volatile("bar.sync 1, 256;" ::: "memory");
-    if (!*last_flag) continue;
-    __threadfence();
-    const float4* base = reinterpret_cast<const float4*>(a.partials + tile * a.splits * part_floats +
-                                                         int64_t{consumer} * 64 * N);
-#pragma unroll
-    for (int q = 0; q < N / 8; ++q) {
-      float4 sum = __ldcg(base + q * 128 + t);
-      for (int sp = 1; sp < a.splits; ++sp) {
-        const float4 p = __ldcg(base + sp * (part_floats / 4) + q * 128 + t);
-        sum.x += p.x;
-        sum.y += p.y;
-        sum.z += p.z;
-        sum.w += p.w;
-      }
-      store(4 * q, sum.x);
-      store(4 * q + 1, sum.y);
-      store(4 * q + 2, sum.z);
-      store(4 * q + 3, sum.w);
-    }
-  }
-#endif
-}
 
 // ---- host
 
@@ -387,125 +65,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       ::db::fail("cuBLAS error {} in {} at {}:{}", static_cast<int>(db_st_), #expr, __FILE__, __LINE__); \
   } while (0)
 
-int sm_count() {
-  static int n = 0;
-  if (!n) {
-    int dev = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-  }
-  return n;
-}
-
 const char* kind_name(Kind k) {
   return k == Kind::int4 ? "int4" : "int8";
 }
 
 // A matrix in the mixed layout on the GPU.
-struct MixedMatrix {
-  Kind kind = Kind::int4;
-  int64_t rows = 0, cols = 0;
-  int group_size = 0;  // int4: columns a group, 0 a whole row; int8: 0
-  bool zero_point = false;
-  uint8_t* w = nullptr;
-  uint8_t* meta = nullptr;
-  int64_t groups() const { return kind == Kind::int8 ? 1 : mixed::group_count(cols, group_size); }
-  int64_t w_bytes() const { return mixed::weight_bytes(kind, rows, cols); }
-  int64_t meta_bytes() const { return mixed::meta_bytes(rows, groups()); }
-};
-
-MixedMatrix alloc_mixed(Kind k, int64_t rows, int64_t cols, int group_size, bool zero_point) {
-  const char* why = nullptr;
-  if (!mixed::supports(k, rows, cols, group_size, &why))
-    fail("mixed_gemm: {} {}x{} group {}: {}", kind_name(k), rows, cols, group_size, why);
-  MixedMatrix m;
-  m.kind = k;
-  m.rows = rows;
-  m.cols = cols;
-  m.group_size = k == Kind::int8 ? 0 : group_size;
-  m.zero_point = zero_point;
-  CUDA_CHECK(cudaMalloc(&m.w, m.w_bytes()));
-  CUDA_CHECK(cudaMalloc(&m.meta, m.meta_bytes()));
-  return m;
-}
-
-void free_mixed(MixedMatrix& m) {
-  CUDA_CHECK(cudaFree(m.w));
-  CUDA_CHECK(cudaFree(m.meta));
-  m.w = m.meta = nullptr;
-}
-
-// A launch prepared for (matrix, x, batch): the plan and x's tensor map (boxes of 64 columns x
-// n_tile sequences, zero-filled past the batch).
-struct Prepared {
-  mixed::Plan plan;
-  CUtensorMap tm_x;
-};
-
-Prepared prepare(const MixedMatrix& m, const __half* x, int64_t batch, int splits_override = 0,
-                 int n_tile_override = 0) {
-  Prepared p;
-  p.plan = mixed::make_plan(m.kind, m.rows, m.cols, batch, sm_count(), splits_override, n_tile_override);
-  p.tm_x = hopper::sw128_map(x, batch, m.cols, m.cols, p.plan.n_tile);
-  return p;
-}
-
-template <int N, Kind K>
-void launch_instance(const Prepared& p, const MixedArgs& a, cudaStream_t s) {
-  using C = Cfg<N, K>;
-  static bool attribute_set = false;
-  if (!attribute_set) {
-    CUDA_CHECK(cudaFuncSetAttribute(mixed_gemm<N, K>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    static_cast<int>(C::kSmemBytes)));
-    attribute_set = true;
-  }
-  mixed_gemm<N, K><<<p.plan.grid, kThreads, C::kSmemBytes, s>>>(p.tm_x, a);
-}
-
-template <Kind K>
-void launch_kind(const Prepared& p, const MixedArgs& a, cudaStream_t s) {
-  switch (p.plan.n_tile) {
-    case 8: return launch_instance<8, K>(p, a, s);
-    case 16: return launch_instance<16, K>(p, a, s);
-    case 32: return launch_instance<32, K>(p, a, s);
-    case 64: return launch_instance<64, K>(p, a, s);
-    case 128: return launch_instance<128, K>(p, a, s);
-    case 256: return launch_instance<256, K>(p, a, s);
-    default: fail("mixed_gemm: no instance for N = {} (8, 16, 32, 64, 128, 256)", p.plan.n_tile);
-  }
-}
-
-// y (+)= W x^T for `batch` sequences; `ws` holds mixed::workspace_bytes(p.plan), its counters
-// zero (the kernel leaves them zero).
-void run_mixed(const MixedMatrix& m, const Prepared& p, int64_t batch, float* y, bool accumulate, void* ws,
-               int64_t ws_bytes, cudaStream_t s = nullptr) {
-  if (mixed::workspace_bytes(p.plan) > ws_bytes)
-    fail("mixed_gemm: the workspace holds {} bytes, the plan needs {}", ws_bytes, mixed::workspace_bytes(p.plan));
-  if (!mixed::counters_fit(p.plan))
-    fail("mixed_gemm: {} output tiles split {} ways: more counters than {} bytes hold", p.plan.row_tiles * p.plan.seq_tiles,
-         p.plan.splits, mixed::kCounterBytes);
-  MixedArgs a;
-  a.w = m.w;
-  a.meta = m.meta;
-  a.y = y;
-  a.counters = static_cast<int*>(ws);
-  a.partials = reinterpret_cast<float*>(static_cast<uint8_t*>(ws) + mixed::kCounterBytes);
-  a.rows = m.rows;
-  a.chunks = p.plan.chunks;
-  a.chunks_per_group = m.kind == Kind::int8 ? p.plan.chunks : mixed::chunks_per_group(m.cols, m.group_size);
-  a.groups = m.groups();
-  a.units = p.plan.units;
-  a.batch = static_cast<int>(batch);
-  a.seq_tiles = p.plan.seq_tiles;
-  a.splits = p.plan.splits;
-  a.accumulate = accumulate;
-  if (m.kind == Kind::int4)
-    launch_kind<Kind::int4>(p, a, s);
-  else
-    launch_kind<Kind::int8>(p, a, s);
-  CUDA_CHECK_LAUNCH();
-}
-
 // ---- host data: canonical matrices, their packing and the CPU reference
 
 uint64_t mix64(uint64_t z) {  // splitmix64's finaliser: a value an index, in any thread order
@@ -579,18 +143,55 @@ HostMatrix random_matrix(Kind k, int64_t rows, int64_t cols, int group_size, boo
   return m;
 }
 
-// Packs `h` into the mixed layout on the host (threads over the output bytes) and uploads it.
-MixedMatrix upload_mixed(const HostMatrix& h) {
-  MixedMatrix m = alloc_mixed(h.kind, h.rows, h.cols, h.group_size, h.zero_point);
-  std::vector<uint8_t> w(m.w_bytes()), meta(m.meta_bytes());
-  if (h.kind == Kind::int4)
-    parallel_for(m.w_bytes(), [&](int64_t b) { w[b] = mixed::int4_packed_byte(h.q4.data(), h.rows, h.cols, b); });
-  else
-    parallel_for(m.w_bytes(), [&](int64_t b) { w[b] = mixed::int8_packed_byte(h.q8.data(), h.rows, h.cols, b); });
-  mixed::pack_meta(h.kind, h.scales.data(), h.zero_point ? h.zeros.data() : nullptr, h.rows, m.groups(),
-                   meta.data());
-  CUDA_CHECK(cudaMemcpy(m.w, w.data(), w.size(), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(m.meta, meta.data(), meta.size(), cudaMemcpyHostToDevice));
+Scheme scheme_of(Kind k) {
+  return k == Kind::int4 ? Scheme::int4 : Scheme::int8;
+}
+
+// A matrix of this shape in the mixed-wgmma layout, without memory (group_size 0: a row).
+DeviceMatrix mixed_matrix(Kind k, int64_t rows, int64_t cols, int group_size, bool zero_point) {
+  MatrixShape s;
+  s.scheme = scheme_of(k);
+  s.rows = rows;
+  s.cols = cols;
+  s.group_size = k == Kind::int4 ? (group_size == 0 ? static_cast<int>(cols) : group_size) : 0;
+  s.zero_point = k == Kind::int4 && zero_point;
+  const char* why = nullptr;
+  if (!mixed_gemm_takes(s, &why)) fail("mixed_gemm: {} {}x{} group {}: {}", kind_name(k), rows, cols, group_size, why);
+  return device_matrix(s, MatrixLayout::mixed_wgmma);
+}
+
+void free_matrix(DeviceMatrix& m) {
+  CUDA_CHECK(cudaFree(m.qweight));
+  CUDA_CHECK(cudaFree(m.scales));
+  if (m.zeros) CUDA_CHECK(cudaFree(m.zeros));
+  m.qweight = nullptr;
+  m.scales = nullptr;
+  m.zeros = nullptr;
+}
+
+// Uploads `h` in the canonical layout and repacks it on the device with the product's
+// repack_mixed (kernels/weights.cu), the path a load takes.
+DeviceMatrix upload_mixed(const HostMatrix& h) {
+  const DeviceMatrix target = mixed_matrix(h.kind, h.rows, h.cols, h.group_size, h.zero_point);
+  DeviceMatrix m = device_matrix(shape_of(target), MatrixLayout::canonical);
+  const size_t wbytes = h.kind == Kind::int4 ? h.q4.size() : h.q8.size();
+  CUDA_CHECK(cudaMalloc(&m.qweight, wbytes));
+  CUDA_CHECK(cudaMemcpy(m.qweight, h.kind == Kind::int4 ? static_cast<const void*>(h.q4.data()) : h.q8.data(),
+                        wbytes, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&m.scales, h.scales.size() * 2));
+  CUDA_CHECK(cudaMemcpy(m.scales, h.scales.data(), h.scales.size() * 2, cudaMemcpyHostToDevice));
+  if (m.zero_point) {
+    CUDA_CHECK(cudaMalloc(&m.zeros, h.zeros.size()));
+    CUDA_CHECK(cudaMemcpy(m.zeros, h.zeros.data(), h.zeros.size(), cudaMemcpyHostToDevice));
+  }
+  DeviceMatrix canonical = m;
+  const MatrixBytes b = device_matrix_bytes(target);
+  void *w = nullptr, *meta = nullptr;
+  CUDA_CHECK(cudaMalloc(&w, b.weights));
+  CUDA_CHECK(cudaMalloc(&meta, b.scales));
+  repack_mixed(m, w, meta, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  free_matrix(canonical);
   return m;
 }
 
@@ -625,7 +226,7 @@ struct CheckCase {
 // Runs the kernel on one case at each batch against the CPU; returns the outputs past their bound.
 int64_t check_case(const CheckCase& cc, Workspace& ws, uint64_t seed) {
   const HostMatrix h = random_matrix(cc.kind, cc.rows, cc.cols, cc.group_size, cc.zero_point, cc.integers, seed);
-  MixedMatrix m = upload_mixed(h);
+  DeviceMatrix m = upload_mixed(h);
   const int max_b = *std::max_element(cc.batches.begin(), cc.batches.end());
   std::vector<__half> xh(int64_t{max_b} * cc.cols);
   std::vector<float> xf(xh.size());
@@ -662,15 +263,16 @@ int64_t check_case(const CheckCase& cc, Workspace& ws, uint64_t seed) {
   CUDA_CHECK(cudaMemcpy(x, xh.data(), xh.size() * sizeof(__half), cudaMemcpyHostToDevice));
   int64_t bad_total = 0;
   for (int b : cc.batches) {
-    const Prepared p = prepare(m, x, b, cc.splits, cc.n_tile);
-    ws.ensure(mixed::workspace_bytes(p.plan));
+    const MixedGemmOptions o{cc.splits, cc.n_tile};
+    const mixed::Plan plan = mixed_gemm_plan(m, b, o);
+    ws.ensure(mixed::workspace_bytes(plan));
     // accumulate: y starts at small integers the kernel must add to; otherwise NaN, so that an
     // output the kernel never writes fails.
     std::vector<float> y0(int64_t{b} * cc.rows);
     for (size_t i = 0; i < y0.size(); ++i)
       y0[i] = cc.accumulate ? static_cast<float>(static_cast<int>(mix64(i + seed) % 7) - 3) : NAN;
     CUDA_CHECK(cudaMemcpy(y, y0.data(), y0.size() * sizeof(float), cudaMemcpyHostToDevice));
-    run_mixed(m, p, b, y, cc.accumulate, ws.p, ws.bytes);
+    gemm_mixed_with(m, x, b, y, cc.accumulate, ws.p, ws.bytes, o, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> got(y0.size());
     CUDA_CHECK(cudaMemcpy(got.data(), y, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -695,14 +297,14 @@ int64_t check_case(const CheckCase& cc, Workspace& ws, uint64_t seed) {
         "\"rows\": {}, \"cols\": {}, \"batch\": {}, \"n_tile\": {}, \"splits\": {}, \"accumulate\": {}, \"data\": "
         "\"{}\", \"rows_checked\": {}, \"tolerance\": \"{}\", \"max_err_over_tol\": {:.4f}, \"bad\": {}, "
         "\"result\": \"{}\"}}\n",
-        cc.name, kind_name(cc.kind), m.group_size, m.zero_point, cc.rows, cc.cols, b, p.plan.n_tile, p.plan.splits,
+        cc.name, kind_name(cc.kind), cc.group_size, m.zero_point, cc.rows, cc.cols, b, plan.n_tile, plan.splits,
         cc.accumulate, cc.integers ? "integers" : "reals", checked, cc.integers ? "exact" : "cols 2^-22 sum|wx|",
         worst, bad, bad == 0 ? "PASS" : "FAIL");
     std::fflush(stdout);
   }
   CUDA_CHECK(cudaFree(x));
   CUDA_CHECK(cudaFree(y));
-  free_mixed(m);
+  free_matrix(m);
   return bad_total;
 }
 
@@ -861,34 +463,38 @@ void run_timing(const std::vector<std::pair<int64_t, int64_t>>& shapes, int spli
         }
     }
     {  // the mixed-input GEMM; values are irrelevant to its time (finite fp16 throughout)
-      std::vector<std::vector<MixedMatrix>> copies(shapes.size());
+      std::vector<std::vector<DeviceMatrix>> copies(shapes.size());
       uint64_t bytes = 0;
       for (size_t i = 0; i < shapes.size(); ++i) {
-        MixedMatrix one = alloc_mixed(k, shapes[i].first, shapes[i].second, k == Kind::int4 ? 128 : 0, k == Kind::int4);
-        free_mixed(one);
-        const size_t each = one.w_bytes() + one.meta_bytes();
-        for (size_t c = 0; c < copies_for(each); ++c) {
-          MixedMatrix m = one;
-          m.w = static_cast<uint8_t*>(alloc_filled(one.w_bytes(), 0x21));
-          m.meta = static_cast<uint8_t*>(alloc_filled(one.meta_bytes(), 0x11));
+        const DeviceMatrix one =
+            mixed_matrix(k, shapes[i].first, shapes[i].second, k == Kind::int4 ? 128 : 0, k == Kind::int4);
+        const MatrixBytes mb = device_matrix_bytes(one);
+        for (size_t c = 0; c < copies_for(mb.total()); ++c) {
+          DeviceMatrix m = one;
+          m.qweight = alloc_filled(mb.weights, 0x21);
+          m.scales = static_cast<__half*>(alloc_filled(mb.scales, 0x11));
           copies[i].push_back(m);
         }
-        bytes += each;
+        bytes += mb.total();
       }
       for (int64_t b : batches) {
         Line l{"mixed_wgmma", scheme, b, {}, bytes, layer_flop * b, ""};
         for (size_t i = 0; i < shapes.size(); ++i) {
-          const Prepared p = prepare(copies[i][0], x, b, splits_override, n_tile_override);
-          ws.ensure(mixed::workspace_bytes(p.plan));
+          const MixedGemmOptions o{splits_override, n_tile_override};
+          const mixed::Plan plan = mixed_gemm_plan(copies[i][0], b, o);
+          ws.ensure(mixed::workspace_bytes(plan));
           l.us.push_back(time_us(
-              [&](int c) { run_mixed(copies[i][c % copies[i].size()], p, b, y, false, ws.p, ws.bytes); }, 40, 4));
-          l.plans += fmt::format("{}\"n{}x{}s{}g{}\"", l.plans.empty() ? "" : ", ", p.plan.n_tile,
-                                 p.plan.seq_tiles, p.plan.splits, p.plan.grid);
+              [&](int c) {
+                gemm_mixed_with(copies[i][c % copies[i].size()], x, b, y, false, ws.p, ws.bytes, o, nullptr);
+              },
+              40, 4));
+          l.plans += fmt::format("{}\"n{}x{}s{}g{}\"", l.plans.empty() ? "" : ", ", plan.n_tile, plan.seq_tiles,
+                                 plan.splits, plan.grid);
         }
         print_line(l, gpu);
       }
       for (auto& v : copies)
-        for (MixedMatrix& m : v) free_mixed(m);
+        for (DeviceMatrix& m : v) free_matrix(m);
     }
   }
   CUDA_CHECK(cudaFree(scratch));

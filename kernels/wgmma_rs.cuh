@@ -1,5 +1,5 @@
 // wgmma.mma_async with A from registers and B from shared memory, f16 inputs, f32 accumulators,
-// for every N the mixed-input GEMM (mixed_wgmma_bench.cu) instantiates; generated, one function
+// for every N the mixed-input GEMM (mixed_gemm.cu) instantiates; generated, one function
 // an N, because an asm statement's operand list is fixed text (sm_90a only).
 //
 // PTX ISA, "wgmma.mma_async": the register-A form
@@ -14,11 +14,12 @@
 
 #include <cstdint>
 
-namespace db::bench {
+namespace db::hopper {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-__device__ __forceinline__ void wgmma_rs_m64n8k16(float (&d)[4], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
+__device__ __forceinline__ void wgmma_rs_m64n8k16(float (&d)[4], const uint32_t (&a)[4], uint64_t b,
+                                                  bool accumulate) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -31,7 +32,8 @@ __device__ __forceinline__ void wgmma_rs_m64n8k16(float (&d)[4], const uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 
-__device__ __forceinline__ void wgmma_rs_m64n16k16(float (&d)[8], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
+__device__ __forceinline__ void wgmma_rs_m64n16k16(float (&d)[8], const uint32_t (&a)[4], uint64_t b,
+                                                   bool accumulate) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -44,7 +46,8 @@ __device__ __forceinline__ void wgmma_rs_m64n16k16(float (&d)[8], const uint32_t
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 
-__device__ __forceinline__ void wgmma_rs_m64n32k16(float (&d)[16], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
+__device__ __forceinline__ void wgmma_rs_m64n32k16(float (&d)[16], const uint32_t (&a)[4], uint64_t b,
+                                                   bool accumulate) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -58,7 +61,8 @@ __device__ __forceinline__ void wgmma_rs_m64n32k16(float (&d)[16], const uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 
-__device__ __forceinline__ void wgmma_rs_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
+__device__ __forceinline__ void wgmma_rs_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t b,
+                                                   bool accumulate) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -76,7 +80,8 @@ __device__ __forceinline__ void wgmma_rs_m64n64k16(float (&d)[32], const uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 
-__device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
+__device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t b,
+                                                    bool accumulate) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -100,7 +105,8 @@ __device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const uint32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(static_cast<int>(accumulate)));
 }
 
-__device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
+__device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint32_t (&a)[4], uint64_t b,
+                                                    bool accumulate) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -139,15 +145,22 @@ __device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint3
 
 // d (+)= A[64 x 16] B[N x 16]^T for the instantiated N.
 template <int N>
-__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b, bool accumulate) {
-  if constexpr (N == 8) wgmma_rs_m64n8k16(d, a, b, accumulate);
-  else if constexpr (N == 16) wgmma_rs_m64n16k16(d, a, b, accumulate);
-  else if constexpr (N == 32) wgmma_rs_m64n32k16(d, a, b, accumulate);
-  else if constexpr (N == 64) wgmma_rs_m64n64k16(d, a, b, accumulate);
-  else if constexpr (N == 128) wgmma_rs_m64n128k16(d, a, b, accumulate);
-  else wgmma_rs_m64n256k16(d, a, b, accumulate);
+__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b,
+                                         bool accumulate) {
+  if constexpr (N == 8)
+    wgmma_rs_m64n8k16(d, a, b, accumulate);
+  else if constexpr (N == 16)
+    wgmma_rs_m64n16k16(d, a, b, accumulate);
+  else if constexpr (N == 32)
+    wgmma_rs_m64n32k16(d, a, b, accumulate);
+  else if constexpr (N == 64)
+    wgmma_rs_m64n64k16(d, a, b, accumulate);
+  else if constexpr (N == 128)
+    wgmma_rs_m64n128k16(d, a, b, accumulate);
+  else
+    wgmma_rs_m64n256k16(d, a, b, accumulate);
   static_assert(N == 8 || N == 16 || N == 32 || N == 64 || N == 128 || N == 256, "an instantiated N");
 }
 #endif
 
-}  // namespace db::bench
+}  // namespace db::hopper

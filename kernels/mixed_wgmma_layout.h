@@ -1,4 +1,4 @@
-// The layout arithmetic of the Hopper mixed-input GEMM (tests/bench/mixed_wgmma_bench.cu) that a
+// The layout arithmetic of the Hopper mixed-input GEMM (kernels/mixed_gemm.cu) that a
 // CPU can check (tests/test_mixed_wgmma_layout.cpp): int4 or int8 weights W [rows, cols] stored
 // so that one consumer thread's shared-memory load is its wgmma A fragments, the dequantization
 // those loads go through, where the scales and zero points go, and how the grid splits the work.
@@ -45,13 +45,14 @@
 #include <cstdint>
 
 #include "decodebench/half.h"
+#include "decodebench/linear_shapes.h"
 #include "wgmma_layout.h"
 
 namespace db::mixed {
 
-constexpr int kTileRows = 64;   // a consumer warpgroup's rows: wgmma's M
-constexpr int kCtaRows = 128;   // a CTA's rows: two consumers
-constexpr int kChunk = 64;      // columns a stage: four k16 steps
+constexpr int kTileRows = 64;  // a consumer warpgroup's rows: wgmma's M
+constexpr int kCtaRows = 128;  // a CTA's rows: two consumers
+constexpr int kChunk = 64;     // columns a stage: four k16 steps
 constexpr int kSteps = kChunk / 16;
 constexpr int kMetaEntryBytes = 8;
 constexpr int kMetaBytes = (kCtaRows / 2) * kMetaEntryBytes;  // an entry a pair of rows g, g + 8
@@ -77,18 +78,16 @@ DB_WGMMA_HD constexpr int64_t meta_bytes(int64_t rows, int64_t groups) {
   return row_tiles(rows) * groups * kMetaBytes;
 }
 
-// Whether the kernel takes a matrix; `why` says what it does not take. group_size 0 or cols: a
-// group a row (int8 always).
+// Whether the kernel takes a matrix (the plan's predicate, decodebench/linear_shapes.h
+// mixed_gemm_takes, whose chunk is kChunk); `why` says what it does not take. group_size 0 or
+// cols: a group a row (int8 always).
 inline bool supports(Kind k, int64_t rows, int64_t cols, int group_size, const char** why) {
-  if (rows < 1 || cols < kChunk || cols % kChunk != 0) {
-    *why = "cols must be a positive multiple of 64 (a stage's k-chunk)";
-    return false;
-  }
-  if (k == Kind::int4 && group_size != 0 && group_size != cols && (group_size % kChunk != 0 || cols % group_size != 0)) {
-    *why = "int4 groups must be a multiple of 64 columns dividing cols, or a whole row";
-    return false;
-  }
-  return true;
+  MatrixShape m;
+  m.scheme = k == Kind::int4 ? Scheme::int4 : Scheme::int8;
+  m.rows = rows;
+  m.cols = cols;
+  m.group_size = k == Kind::int4 ? group_size : 0;
+  return mixed_gemm_takes(m, why);
 }
 
 // Columns a group, in chunks (a group a row: all of them).
@@ -174,7 +173,8 @@ DB_WGMMA_HD constexpr RowCol source(Kind k, int64_t byte, int high, int64_t cols
     step = 2 * (in / 2048) + (in % 16) / 8;
     i = int8_byte(in % 8);
   }
-  return RowCol{rt * kCtaRows + half * kTileRows + wgmma::a_row(t, i), kc * kChunk + 16 * step + wgmma::a_col(t, i)};
+  return RowCol{rt * kCtaRows + half * kTileRows + wgmma::a_row(t, i),
+                kc * kChunk + 16 * step + wgmma::a_col(t, i)};
 }
 
 // The meta entry of (row, group): its byte offset; the scale's fp16 sits at +0 (lo row) or +2
@@ -193,7 +193,9 @@ DB_WGMMA_HD constexpr MetaPlace meta_place(int64_t row, int64_t group, int64_t g
 // The fp16 zero constant of a row: int4 1024 + z (lo rows, subtracted from 1024 + q) or
 // -(64 + z) (hi rows, added to (1024 + 16 q) / 16); int8 1152 (subtracted from 1024 + u).
 DB_WGMMA_HD constexpr float zero_constant(Kind k, int zero, int hi) {
-  return k == Kind::int8 ? 1152.f : hi ? -(64.f + static_cast<float>(zero)) : 1024.f + static_cast<float>(zero);
+  return k == Kind::int8 ? 1152.f
+         : hi            ? -(64.f + static_cast<float>(zero))
+                         : 1024.f + static_cast<float>(zero);
 }
 
 // Byte `b` of the packed int4 weights, gathered from the canonical codes q [rows, cols / 2] (two
@@ -203,7 +205,8 @@ DB_WGMMA_HD constexpr uint8_t int4_packed_byte(const uint8_t* q, int64_t rows, i
   uint32_t v = 0;
   for (int high = 0; high < 2; ++high) {
     const RowCol rc = source(Kind::int4, b, high, cols);
-    const uint32_t code = rc.row < rows ? (q[rc.row * (cols / 2) + rc.col / 2] >> (4 * (rc.col % 2))) & 15u : 0u;
+    const uint32_t code =
+        rc.row < rows ? (q[rc.row * (cols / 2) + rc.col / 2] >> (4 * (rc.col % 2))) & 15u : 0u;
     v |= code << (4 * high);
   }
   return static_cast<uint8_t>(v);
@@ -236,16 +239,18 @@ inline void pack_meta(Kind k, const uint16_t* scales, const uint8_t* zeros, int6
 
 // A whole canonical int4 matrix (group_size 0: a group a row) into `w` (weight_bytes) and `meta`
 // (meta_bytes).
-inline void pack_int4(const uint8_t* q, const uint16_t* scales, const uint8_t* zeros, int64_t rows, int64_t cols,
-                      int group_size, uint8_t* w, uint8_t* meta) {
-  for (int64_t b = 0; b < weight_bytes(Kind::int4, rows, cols); ++b) w[b] = int4_packed_byte(q, rows, cols, b);
+inline void pack_int4(const uint8_t* q, const uint16_t* scales, const uint8_t* zeros, int64_t rows,
+                      int64_t cols, int group_size, uint8_t* w, uint8_t* meta) {
+  for (int64_t b = 0; b < weight_bytes(Kind::int4, rows, cols); ++b)
+    w[b] = int4_packed_byte(q, rows, cols, b);
   pack_meta(Kind::int4, scales, zeros, rows, group_count(cols, group_size), meta);
 }
 
 // A whole canonical int8 matrix (scales [rows]).
 inline void pack_int8(const int8_t* q, const uint16_t* scales, int64_t rows, int64_t cols, uint8_t* w,
                       uint8_t* meta) {
-  for (int64_t b = 0; b < weight_bytes(Kind::int8, rows, cols); ++b) w[b] = int8_packed_byte(q, rows, cols, b);
+  for (int64_t b = 0; b < weight_bytes(Kind::int8, rows, cols); ++b)
+    w[b] = int8_packed_byte(q, rows, cols, b);
   pack_meta(Kind::int8, scales, nullptr, rows, 1, meta);
 }
 
@@ -260,7 +265,8 @@ DB_WGMMA_HD constexpr uint32_t lop3_and_or(uint32_t a, uint32_t b, uint32_t c) {
 DB_WGMMA_HD constexpr uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   const uint64_t ab = uint64_t{b} << 32 | a;
   uint32_t d = 0;
-  for (int j = 0; j < 4; ++j) d |= static_cast<uint32_t>(ab >> (8 * ((sel >> (4 * j)) & 7)) & 0xff) << (8 * j);
+  for (int j = 0; j < 4; ++j)
+    d |= static_cast<uint32_t>(ab >> (8 * ((sel >> (4 * j)) & 7)) & 0xff) << (8 * j);
   return d;
 }
 
@@ -301,7 +307,8 @@ struct Unit {
   int st, split;
 };
 DB_WGMMA_HD constexpr Unit unit_coord(int64_t u, int seq_tiles, int splits) {
-  return Unit{u / seq_tiles / splits, static_cast<int>(u % seq_tiles), static_cast<int>((u / seq_tiles) % splits)};
+  return Unit{u / seq_tiles / splits, static_cast<int>(u % seq_tiles),
+              static_cast<int>((u / seq_tiles) % splits)};
 }
 
 // The time model the split choice minimises (nanoseconds; H200-class figures, a choice only
@@ -310,9 +317,9 @@ DB_WGMMA_HD constexpr Unit unit_coord(int64_t u, int seq_tiles, int splits) {
 // fixed drain (the last wgmma, the epilogue's latency) and, split, its fp32 partial written and
 // read back through L2 (128 x N x 8 bytes: at N = 256 as long as ~7 chunks, which is why large
 // batches split less). Units run in whole rounds over the SMs.
-constexpr double kHbmBytesPerNs = 4500.0;       // ~4.5 TB/s streamed
-constexpr double kTensorFlopPerNs = 900000.0;   // ~900 TFLOP/s dense fp16
-constexpr double kL2BytesPerNs = 8000.0;        // partials: written, then read by another SM
+constexpr double kHbmBytesPerNs = 4500.0;      // ~4.5 TB/s streamed
+constexpr double kTensorFlopPerNs = 900000.0;  // ~900 TFLOP/s dense fp16
+constexpr double kL2BytesPerNs = 8000.0;       // partials: written, then read by another SM
 constexpr double kUnitDrainNs = 500.0;
 constexpr int kMaxSplits = 16;
 
@@ -323,11 +330,13 @@ DB_WGMMA_HD constexpr double chunk_ns(Kind k, int n_tile, int sms) {
   return mem > mma ? mem : mma;
 }
 
-DB_WGMMA_HD constexpr double split_cost(Kind k, int n_tile, int64_t tiles, int64_t chunks, int splits, int sms) {
+DB_WGMMA_HD constexpr double split_cost(Kind k, int n_tile, int64_t tiles, int64_t chunks, int splits,
+                                        int sms) {
   const int64_t rounds = (tiles * splits + sms - 1) / sms;
   const double partial = splits > 1 ? 2.0 * kCtaRows * n_tile * 4 / (kL2BytesPerNs / sms) : 0.0;
   return static_cast<double>(rounds) *
-         (static_cast<double>((chunks + splits - 1) / splits) * chunk_ns(k, n_tile, sms) + kUnitDrainNs + partial);
+         (static_cast<double>((chunks + splits - 1) / splits) * chunk_ns(k, n_tile, sms) + kUnitDrainNs +
+          partial);
 }
 
 // K splits for `tiles` output tiles of `chunks` chunks on `sms` SMs: 1 when the tiles fill two
@@ -336,18 +345,19 @@ DB_WGMMA_HD constexpr int choose_splits(Kind k, int n_tile, int64_t tiles, int64
   if (tiles >= 2 * int64_t{sms}) return 1;
   int best = 1;
   for (int s = 2; s <= kMaxSplits && s <= chunks; ++s)
-    if (split_cost(k, n_tile, tiles, chunks, s, sms) < split_cost(k, n_tile, tiles, chunks, best, sms)) best = s;
+    if (split_cost(k, n_tile, tiles, chunks, s, sms) < split_cost(k, n_tile, tiles, chunks, best, sms))
+      best = s;
   return best;
 }
 
 struct Plan {
-  int n_tile;        // sequences a CTA (wgmma's N)
-  int seq_tiles;     // ceil(batch / n_tile)
-  int64_t row_tiles; // CTA row tiles (128 rows)
-  int64_t chunks;    // k-chunks of 64 columns
-  int splits;        // K splits a tile
-  int64_t units;     // row_tiles * seq_tiles * splits
-  int grid;          // persistent CTAs: min(units, sms)
+  int n_tile;         // sequences a CTA (wgmma's N)
+  int seq_tiles;      // ceil(batch / n_tile)
+  int64_t row_tiles;  // CTA row tiles (128 rows)
+  int64_t chunks;     // k-chunks of 64 columns
+  int splits;         // K splits a tile
+  int64_t units;      // row_tiles * seq_tiles * splits
+  int grid;           // persistent CTAs: min(units, sms)
 };
 
 // splits_override > 0 forces the split count (clamped to chunks); n_tile_override > 0 a smaller
