@@ -18,6 +18,7 @@
 #include "decodebench/linear_shapes.h"
 #include "decodebench/safetensors.h"
 #include "engine.cuh"
+#include "env_guard.h"
 #include "gpu_common.cuh"
 #include "gpu_engine_trace.cuh"
 #include "mixed_gemm.cuh"
@@ -130,29 +131,6 @@ ModelConfig tiny_grouped(Scheme s, int group) {
   return c;
 }
 
-// An environment variable set to `value` while it lives, as it was afterwards (the plan reads
-// the DECODEBENCH_ switches at every call).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) had_ = true, old_ = v;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 // Whether the plan runs every block linear on the tiles GEMV (unless the scheme's tiles are off,
 // tiles_enabled).
 void expect_tiles_paths(const Engine& e, bool tiles, const std::string& what, Scheme s = Scheme::int4) {
@@ -171,28 +149,6 @@ void expect_head_path(const Engine& e, const std::string& what) {
                                                          tiles_enabled(Scheme::fp16))
       << what << " lm_head: " << to_string(head.batched);
 }
-
-// An environment variable set to `value` while it lives, as it was afterwards.
-class Variable {
- public:
-  Variable(const char* name, const char* value) : name_(name) {
-    if (const char* v = std::getenv(name)) had_ = true, old_ = v;
-    setenv(name, value, 1);
-  }
-  ~Variable() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  Variable(const Variable&) = delete;
-  Variable& operator=(const Variable&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 // Blocks of fp16 copies that cut the tiny model's matrices into several: 24 rows of 128 inputs,
 // 8 of 256 (fp16_chunk_rows).
@@ -517,7 +473,7 @@ TEST(EngineBatchMixed, TheMixedGemmStepsMatchTheReference) {
           expect_mixed_engine(ws, k, B, prefill ? 40 : 5, 3, prefill, true, n);
         }
     }
-  const ScopedEnv off("DECODEBENCH_MIXED_GEMM", "off");
+  const dbtest::EnvGuard off("DECODEBENCH_MIXED_GEMM", "off");
   for (Scheme s : {Scheme::int8, Scheme::int4}) {
     const WeightSource ws(tiny(s), "", 11);
     const KernelInfo k = resolve_kernel(fmt::format("{}.gemv", to_string(s)), s);
@@ -539,7 +495,7 @@ TEST(EngineBatchMixed, TheMixedGemmStepsMatchTheReference) {
 // (it has no shapes to time).
 TEST(EngineBatchShapes, EachSkinnyMatrixKindGetsOneShapeAProcess) {
   REQUIRE_GPU();
-  const ScopedEnv no_mixed("DECODEBENCH_MIXED_GEMM", "off");
+  const dbtest::EnvGuard no_mixed("DECODEBENCH_MIXED_GEMM", "off");
   for (Scheme s : {Scheme::int8, Scheme::int4}) {
     // int8 runs the tiles GEMV up to 16 sequences (tiny-int4's groups of 64 the tiles do not hold).
     const int64_t past =
@@ -654,8 +610,8 @@ TEST(EngineBatchTiles, PrefilledContextGraphAndEagerAndTheVariable) {
         ASSERT_EQ(eager[q].logits[i], graph[q].logits[i]) << q;
     }
   }
-  const Variable off("DECODEBENCH_INT4_TILES", "off");
-  const Variable fp16_off("DECODEBENCH_FP16_TILES", "off");  // the fp16 lm_head's own switch
+  const dbtest::EnvGuard off("DECODEBENCH_INT4_TILES", "off");
+  const dbtest::EnvGuard fp16_off("DECODEBENCH_FP16_TILES", "off");  // the fp16 lm_head's own switch
   Engine e(ws, k, 16, false, 8);
   expect_tiles_paths(e, false, "off, batch 8");
   EXPECT_EQ(e.linear_plan()[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
@@ -680,8 +636,8 @@ TEST(EngineBatchTiles, Int8PrefilledContextAndTheVariable) {
     for (int64_t q = 0; q < B; ++q)
       expect_reference_logits(forced[q], cpu[q], fmt::format("int8 tiles, prefilled, sequence {}", q));
   }
-  const Variable off("DECODEBENCH_INT8_TILES", "off");
-  const Variable fp16_off("DECODEBENCH_FP16_TILES", "off");  // the fp16 lm_head's own switch
+  const dbtest::EnvGuard off("DECODEBENCH_INT8_TILES", "off");
+  const dbtest::EnvGuard fp16_off("DECODEBENCH_FP16_TILES", "off");  // the fp16 lm_head's own switch
   Engine e(ws, k, 16, false, 8);
   expect_tiles_paths(e, false, "int8 off, batch 8", Scheme::int8);
   EXPECT_EQ(e.linear_plan()[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
@@ -729,7 +685,7 @@ TEST(EngineBatchTiles, Fp16TiedHeadPrefilledContextGraphAndEagerAndTheVariable) 
         ASSERT_EQ(eager[q].logits[i], graph[q].logits[i]) << q;
     }
   }
-  const Variable off("DECODEBENCH_FP16_TILES", "off");
+  const dbtest::EnvGuard off("DECODEBENCH_FP16_TILES", "off");
   Engine e(ws, k, 16, false, 8);
   expect_tiles_paths(e, false, "fp16 off, batch 8", Scheme::fp16);
   expect_head_path(e, "fp16 off, batch 8");

@@ -16,6 +16,7 @@
 #include "decodebench/int4_frag.h"
 #include "decodebench/kernel_registry.h"
 #include "decodebench/linear_plan.h"
+#include "env_guard.h"
 
 using namespace db;
 
@@ -88,30 +89,6 @@ bool is_head(MatrixKind k) {
 MatrixLayout fast_layout(Scheme s) {
   return s == Scheme::int4 ? MatrixLayout::int4_nibbles : MatrixLayout::canonical;
 }
-
-// An environment variable (DECODEBENCH_INT4_TILES unless named) set to `value` (null: unset)
-// while it lives, as it was afterwards.
-class TilesVariable {
- public:
-  explicit TilesVariable(const char* value, const char* name = "DECODEBENCH_INT4_TILES") : name_(name) {
-    if (const char* v = std::getenv(name_)) had_ = true, old_ = v;
-    set(value);
-  }
-  ~TilesVariable() { set(had_ ? old_.c_str() : nullptr); }
-  TilesVariable(const TilesVariable&) = delete;
-  TilesVariable& operator=(const TilesVariable&) = delete;
-
- private:
-  void set(const char* v) {
-    if (v)
-      setenv(name_, v, 1);
-    else
-      unsetenv(name_);
-  }
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 // Whether the plan lays a matrix out in tiles for the tiles GEMV: int4's, int8's or fp16's fast
 // kernel, 2 to 16 sequences, a shape the scheme's layout holds, the variables not off.
@@ -262,7 +239,7 @@ TEST(LinearPlan, Int4MatricesOfAtLeast2e8WeightsUseTheFragmentLayout) {
 // layout. DECODEBENCH_INT4_TILES=off keeps it at every batch.
 TEST(LinearPlan, Int4MatricesTheTilesLayoutHoldsLieInItFrom2To16Sequences) {
   for (const char* variable : {static_cast<const char*>(nullptr), "on", "off"}) {
-    const TilesVariable v(variable);
+    const dbtest::EnvGuard v("DECODEBENCH_INT4_TILES", variable);
     SCOPED_TRACE(variable ? variable : "unset");
     for_every_plan(models(), true,
                    [&](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
@@ -276,7 +253,7 @@ TEST(LinearPlan, Int4MatricesTheTilesLayoutHoldsLieInItFrom2To16Sequences) {
                    });
   }
   // 8b-int4's block matrices (groups of 128) at 2, 8 and 16; tiny-int4's groups of 64 it does not hold.
-  const TilesVariable v(nullptr);
+  const dbtest::EnvGuard v("DECODEBENCH_INT4_TILES", nullptr);
   for (int64_t batch : {1, 2, 8, 16, 17}) {
     const LinearPlan p =
         plan_linears(load_model_config("8b-int4"), resolve_kernel("auto", Scheme::int4), batch, 90, true);
@@ -300,7 +277,7 @@ TEST(LinearPlan, Int4MatricesTheTilesLayoutHoldsLieInItFrom2To16Sequences) {
 TEST(LinearPlan, Int8MatricesLieInTheInt8TilesFrom2To16Sequences) {
   for (const char* variable : {static_cast<const char*>(nullptr), "on", "off"})
     for (const char* name : {"DECODEBENCH_INT8_TILES", "DECODEBENCH_TILES"}) {
-      const TilesVariable v(variable, name);
+      const dbtest::EnvGuard v(name, variable);
       SCOPED_TRACE(std::string(name) + "=" + (variable ? variable : "unset"));
       for_every_plan(models(), true,
                      [&](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
@@ -316,8 +293,9 @@ TEST(LinearPlan, Int8MatricesLieInTheInt8TilesFrom2To16Sequences) {
   const ModelConfig c = load_model_config("8b-int8");
   const KernelInfo& k = resolve_kernel("auto", Scheme::int8);
   for (const char* variable : {static_cast<const char*>(nullptr), "off"}) {
-    const TilesVariable v(variable, "DECODEBENCH_INT8_TILES");
-    const TilesVariable int4(variable ? nullptr : "off");  // int4's switch off: int8 keeps its tiles
+    const dbtest::EnvGuard v("DECODEBENCH_INT8_TILES", variable);
+    const dbtest::EnvGuard int4("DECODEBENCH_INT4_TILES",
+                                variable ? nullptr : "off");  // int4's switch off: int8 keeps its tiles
     const bool on = variable == nullptr;
     EXPECT_EQ(tiles_enabled(Scheme::int8), on);
     for (int64_t batch : {1, 2, 8, 16, 17}) {
@@ -344,12 +322,12 @@ TEST(LinearPlan, Int8MatricesLieInTheInt8TilesFrom2To16Sequences) {
     }
   }
   {
-    const TilesVariable v("off", "DECODEBENCH_TILES");
+    const dbtest::EnvGuard v("DECODEBENCH_TILES", "off");
     EXPECT_FALSE(tiles_enabled(Scheme::int8));
     EXPECT_FALSE(tiles_enabled(Scheme::int4));
     EXPECT_FALSE(int4_tiles_enabled());
   }
-  const TilesVariable v("yes", "DECODEBENCH_INT8_TILES");
+  const dbtest::EnvGuard v("DECODEBENCH_INT8_TILES", "yes");
   try {
     plan_linears(c, k, 8, 90, true);
     ADD_FAILURE() << "a value other than on or off";
@@ -367,7 +345,7 @@ TEST(LinearPlan, Int8MatricesLieInTheInt8TilesFrom2To16Sequences) {
 TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2To16Sequences) {
   for (const char* variable : {static_cast<const char*>(nullptr), "on", "off"})
     for (const char* name : {"DECODEBENCH_FP16_TILES", "DECODEBENCH_TILES"}) {
-      const TilesVariable v(variable, name);
+      const dbtest::EnvGuard v(name, variable);
       SCOPED_TRACE(std::string(name) + "=" + (variable ? variable : "unset"));
       for_every_plan(models(), true,
                      [&](const ModelConfig&, const KernelInfo&, int64_t batch, int, const LinearPlan& p) {
@@ -384,8 +362,8 @@ TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2To16Sequences) {
   const ModelConfig c = load_model_config("8b-fp16");
   const KernelInfo& k = resolve_kernel("auto", Scheme::fp16);
   for (const char* variable : {static_cast<const char*>(nullptr), "off"}) {
-    const TilesVariable v(variable, "DECODEBENCH_FP16_TILES");
-    const TilesVariable int8(variable ? nullptr : "off", "DECODEBENCH_INT8_TILES");  // not fp16's
+    const dbtest::EnvGuard v("DECODEBENCH_FP16_TILES", variable);
+    const dbtest::EnvGuard int8("DECODEBENCH_INT8_TILES", variable ? nullptr : "off");  // not fp16's
     const bool on = variable == nullptr;
     EXPECT_EQ(tiles_enabled(Scheme::fp16), on);
     for (int64_t batch : {1, 2, 3, 8, 16, 17}) {
@@ -417,7 +395,7 @@ TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2To16Sequences) {
         << batch;
   }
   {
-    const TilesVariable off("off", "DECODEBENCH_FP16_TILES");
+    const dbtest::EnvGuard off("DECODEBENCH_FP16_TILES", "off");
     const LinearPlan p = plan_linears(i4, gemv4, 8, 90, true);
     EXPECT_EQ(p[MatrixKind::gate_up].batched, BatchedPath::tiles_gemv);  // int4's own switch
     EXPECT_EQ(p[MatrixKind::lm_head].batched, BatchedPath::cublas);
@@ -446,7 +424,7 @@ TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2To16Sequences) {
     EXPECT_EQ(l.layout, MatrixLayout::canonical) << to_string(l.kind);
     EXPECT_EQ(l.batched, BatchedPath::cublas) << to_string(l.kind);
   }
-  const TilesVariable v("no", "DECODEBENCH_FP16_TILES");
+  const dbtest::EnvGuard v("DECODEBENCH_FP16_TILES", "no");
   try {
     plan_linears(c, k, 8, 90, true);
     ADD_FAILURE() << "a value other than on or off";
@@ -461,8 +439,8 @@ TEST(LinearPlan, TheTilesVariableIsOnOrOff) {
   const ModelConfig c = load_model_config("8b-int4");
   const KernelInfo& k = resolve_kernel("auto", Scheme::int4);
   {
-    const TilesVariable v("off");
-    const TilesVariable fp16("off", "DECODEBENCH_FP16_TILES");  // the fp16 lm_head's own switch
+    const dbtest::EnvGuard v("DECODEBENCH_INT4_TILES", "off");
+    const dbtest::EnvGuard fp16("DECODEBENCH_FP16_TILES", "off");  // the fp16 lm_head's own switch
     EXPECT_FALSE(int4_tiles_enabled());
     EXPECT_EQ(plan_linears(c, k, 2, 90, true)[MatrixKind::gate_up].batched, BatchedPath::gemv_columns);
     EXPECT_EQ(plan_linears(c, k, 8, 90, true)[MatrixKind::gate_up].batched, BatchedPath::skinny_gemm);
@@ -470,11 +448,11 @@ TEST(LinearPlan, TheTilesVariableIsOnOrOff) {
               plan_linears(c, k, 1, 90, true).weight_layout());
   }
   for (const char* on : {static_cast<const char*>(nullptr), "", "on"}) {
-    const TilesVariable v(on);
+    const dbtest::EnvGuard v("DECODEBENCH_INT4_TILES", on);
     EXPECT_TRUE(int4_tiles_enabled());
     EXPECT_EQ(plan_linears(c, k, 8, 90, true)[MatrixKind::gate_up].batched, BatchedPath::tiles_gemv);
   }
-  const TilesVariable v("0");
+  const dbtest::EnvGuard v("DECODEBENCH_INT4_TILES", "0");
   try {
     plan_linears(c, k, 8, 90, true);
     ADD_FAILURE() << "a value other than on or off";
@@ -534,7 +512,7 @@ TEST(LinearPlan, TheBatchedPathFollowsTheImplementation) {
 
 TEST(LinearPlan, TheColumnsGemvRunsTheFastKernelsLinearsUpToTheCrossover) {
   // int4 and int8 as without the tiles GEMV (their own tests are above).
-  const TilesVariable off("off", "DECODEBENCH_TILES");
+  const dbtest::EnvGuard off("DECODEBENCH_TILES", "off");
   // Every scheme's crossover is 2 (measured on the H200), within the kernel's instances.
   for (Scheme s : {Scheme::fp16, Scheme::int8, Scheme::int4, Scheme::fp8}) {
     EXPECT_EQ(gemv_columns_crossover(s), 2) << to_string(s);
@@ -615,7 +593,7 @@ TEST(LinearPlan, EveryPlanRunsTheKernelPerOpStep) {
 }
 
 TEST(LinearPlan, TheWeightLayoutKeysWhichKernelsShareWeights) {
-  const TilesVariable v(nullptr);
+  const dbtest::EnvGuard v("DECODEBENCH_INT4_TILES", nullptr);
   for (const ModelConfig& c : models()) {
     SCOPED_TRACE(c.name);
     for (const KernelInfo* k : kernels_of(c.quant.scheme)) {
@@ -776,8 +754,8 @@ TEST(LinearPlan, TheSkinnyShapesTimedAtLoadAreWhatTheResultRecords) {
 
 // The tiles GEMV's timed shapes go the same way, with their steps ahead where past 1.
 TEST(LinearPlan, TheTilesShapesTimedAtLoadAreWhatTheResultRecords) {
-  const TilesVariable v(nullptr, "DECODEBENCH_TILES");
-  const TilesVariable int4(nullptr);
+  const dbtest::EnvGuard v("DECODEBENCH_TILES", nullptr);
+  const dbtest::EnvGuard int4("DECODEBENCH_INT4_TILES", nullptr);
   const ModelConfig c = load_model_config("8b-int4");
   LinearPlan p = plan_linears(c, resolve_kernel("auto", Scheme::int4), 2, 90, true);
   EXPECT_TRUE(p.kernel_shapes().empty());
@@ -794,7 +772,7 @@ TEST(LinearPlan, TheTilesShapesTimedAtLoadAreWhatTheResultRecords) {
 // config.batched_paths: none at batch 1; at a batch, every kind of matrix with its shape and
 // path in step order, the path the plan gave it.
 TEST(LinearPlan, TheBatchedPathsAreWhatTheResultRecords) {
-  const TilesVariable v(nullptr);
+  const dbtest::EnvGuard v("DECODEBENCH_INT4_TILES", nullptr);
   const ModelConfig c = load_model_config("8b-int4");
   EXPECT_TRUE(
       plan_linears(c, resolve_kernel("auto", Scheme::int4), 1, 90, true).batched_path_lines().empty());
@@ -1038,7 +1016,7 @@ TEST(LinearPlan, TheMixedGemmRunsInt4AndInt8From17To128SequencesOnHopper) {
   static_assert(kMixedGemmMinBatch == kTilesGemvMaxBatch + 1,
                 "the mixed GEMM takes over from the tiles GEMV");
   static_assert(kMixedGemmMaxBatch == 128, "above 128 the fp16 copy + cuBLAS is faster in the step");
-  const TilesVariable unset(nullptr, "DECODEBENCH_MIXED_GEMM");
+  const dbtest::EnvGuard unset("DECODEBENCH_MIXED_GEMM", nullptr);
   for (const char* name : {"8b-int4", "8b-int8", "tiny-int4", "tiny-int8"}) {
     SCOPED_TRACE(name);
     const ModelConfig c = load_model_config(name);
@@ -1152,7 +1130,7 @@ TEST(LinearPlan, TheMixedGemmVariableIsOnOrOff) {
     const ModelConfig c = load_model_config(name);
     const KernelInfo& k = resolve_kernel("auto", c.quant.scheme);
     {
-      const TilesVariable v("off", "DECODEBENCH_MIXED_GEMM");
+      const dbtest::EnvGuard v("DECODEBENCH_MIXED_GEMM", "off");
       EXPECT_FALSE(mixed_gemm_enabled());
       for (int64_t batch : {int64_t{17}, int64_t{64}, int64_t{65}, int64_t{128}}) {
         const LinearPlan p = plan_linears(c, k, batch, 90, true, true);
@@ -1165,16 +1143,16 @@ TEST(LinearPlan, TheMixedGemmVariableIsOnOrOff) {
       EXPECT_EQ(plan_linears(c, k, 16, 90, true, true)[MatrixKind::gate_up].batched, BatchedPath::tiles_gemv);
     }
     for (const char* on : {static_cast<const char*>(nullptr), "", "on"}) {
-      const TilesVariable v(on, "DECODEBENCH_MIXED_GEMM");
+      const dbtest::EnvGuard v("DECODEBENCH_MIXED_GEMM", on);
       EXPECT_TRUE(mixed_gemm_enabled());
       EXPECT_EQ(plan_linears(c, k, 64, 90, true, true)[MatrixKind::gate_up].batched, BatchedPath::mixed_gemm);
     }
     // The tiles switch does not touch it.
     {
-      const TilesVariable v("off", "DECODEBENCH_TILES");
+      const dbtest::EnvGuard v("DECODEBENCH_TILES", "off");
       EXPECT_EQ(plan_linears(c, k, 17, 90, true, true)[MatrixKind::gate_up].batched, BatchedPath::mixed_gemm);
     }
-    const TilesVariable v("fp16-copy", "DECODEBENCH_MIXED_GEMM");
+    const dbtest::EnvGuard v("DECODEBENCH_MIXED_GEMM", "fp16-copy");
     try {
       plan_linears(c, k, 64, 90, true, true);
       ADD_FAILURE() << "a value other than on or off";
