@@ -27,6 +27,31 @@ inline bool have_gpu() {
     if (!::dbtest::have_gpu()) GTEST_SKIP() << "no CUDA device here"; \
   } while (0)
 
+// The current device's compute capability, 10 major + minor (90: sm_90).
+inline int compute_capability() {
+  int device = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return 10 * major + minor;
+}
+
+// Skips unless the build's arch-specific code for `what` (sm_90a: wgmma, TMA) runs here: on a
+// GPU of exactly compute capability `capability` (such code runs on no other, newer ones
+// included), in a build that compiled it (`built`).
+#define REQUIRE_ARCH_CODE(capability, built, what)                                                           \
+  do {                                                                                                       \
+    REQUIRE_GPU();                                                                                           \
+    const int have_ = ::dbtest::compute_capability();                                                        \
+    if (have_ != (capability))                                                                               \
+      GTEST_SKIP() << what << " is sm_" << (capability) << "a code: needs compute capability "               \
+                   << (capability) / 10 << "." << (capability) % 10 << ", this GPU is " << have_ / 10 << "." \
+                   << have_ % 10;                                                                            \
+    if (!(built))                                                                                            \
+      GTEST_SKIP() << "this build has no sm_" << (capability) << "a code for " << what                       \
+                   << " (CMAKE_CUDA_ARCHITECTURES without " << (capability) << ")";                          \
+  } while (0)
+
 template <class T>
 struct DeviceBuffer {
   T* p = nullptr;

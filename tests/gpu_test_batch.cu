@@ -455,10 +455,7 @@ void expect_mixed_engine(const WeightSource& ws, const KernelInfo& k, int64_t B,
 // layout), graph and eager (expect_mixed_engine); and DECODEBENCH_MIXED_GEMM=off gives the
 // skinny GEMM (64) and the fp16 copy (65) on weights in batch 1's layout, read at every plan.
 TEST(EngineBatchMixed, TheMixedGemmStepsMatchTheReference) {
-  REQUIRE_GPU();
-  if (device_capability() != 90 || !mixed_gemm_built())
-    GTEST_SKIP() << "the mixed-input GEMM needs compute capability 9.0 (this GPU: " << device_capability()
-                 << ") and the build's sm_90a code (built: " << mixed_gemm_built() << ")";
+  REQUIRE_ARCH_CODE(90, mixed_gemm_built(), "the mixed-input GEMM");
   for (Scheme s : {Scheme::int8, Scheme::int4})
     for (int group : {0, 128}) {
       if (s == Scheme::int8 && group > 0) continue;

@@ -18,16 +18,13 @@
 #include "decodebench/quant.h"
 #include "gemv_tiles.cuh"
 #include "gpu_common.cuh"
+#include "gpu_tiles_test_util.cuh"
 #include "int4_tiles_layout.h"
-#include "parallel_fill.h"
-#include "prefill.cuh"
 #include "weights.cuh"
 
 using namespace db;
 using namespace db::cuda;
-using dbtest::DeviceBuffer;
-using dbtest::DeviceQuant;
-using dbtest::normal_values;
+using namespace dbtest;
 
 namespace {
 
@@ -53,28 +50,15 @@ std::string name(const Case& c) {
 // a whole ulp, not half), and the partial sums are at most sum |w x|. An accumulating call
 // rounds once more, by 2^-24 of the result. The bound stays below one term's share of the sum
 // (sum |w x| / cols) for every shape here: a code or a scale read from the wrong place fails.
-double bound(const Case& c, double mag, double ref) {
+double relative_bound(const Case& c) {
   const double roundings = tiles::kStepCols + 1 + static_cast<double>(c.cols / tiles::kStepCols) + 8;
-  return std::ldexp(roundings, -23) * mag + (c.accumulate ? std::ldexp(std::fabs(ref), -23) : 0.0) + 1e-30;
+  return std::ldexp(roundings, -23);
 }
 
-struct Inputs {
-  QuantMatrix q;
-  std::vector<uint16_t> x;  // [batch, cols] fp16 bits
-  std::vector<float> y0;    // [batch, rows]: y before an accumulating call
-};
-
-Inputs make_inputs(const Case& c) {
-  std::mt19937 rng(static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.batch + c.group));
-  std::normal_distribution<float> xd(0.f, 1.f);
-  const std::vector<float> w = normal_values(c.rows * c.cols, 0.f, 0.02f, rng());
-  Inputs in;
-  in.q = quantize_matrix(w.data(), c.rows, c.cols, Scheme::int4, c.group, c.zero_point);
-  in.x.resize(static_cast<size_t>(c.batch * c.cols));
-  for (auto& h : in.x) h = f32_to_f16(xd(rng));
-  in.y0.resize(static_cast<size_t>(c.batch * c.rows));
-  for (float& v : in.y0) v = xd(rng);
-  return in;
+LinearInputs<QuantMatrix> make_inputs(const Case& c) {
+  return quantized_inputs(c.rows, c.cols, c.batch,
+                          static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.batch + c.group), Scheme::int4,
+                          c.group, c.zero_point);
 }
 
 // A canonical matrix repacked into the tiles layout, in buffers of its own.
@@ -98,58 +82,15 @@ struct DeviceTiles {
   }
 };
 
-// y of one call at `shape` on a poisoned (or, accumulating, y0-filled) output.
-std::vector<float> run(const Case& c, const Inputs& in, const DeviceMatrix& m,
-                       const DeviceBuffer<uint16_t>& x, DeviceBuffer<float>& y, TilesShape shape = {}) {
-  if (c.accumulate)
-    y.upload(in.y0);
-  else
-    y.poison();
-  gemv_tiles_shaped(m, reinterpret_cast<const __half*>(x.p), c.batch, y.p, c.accumulate, shape, nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  return y.download();
-}
-
-// Every column of every row of the small shapes; of the large ones every stride-th row and
-// the last 128 (the padded tile's among them), so that the reference stays at ~10^8
-// multiply-adds.
-void expect_reference(const Case& c, const Inputs& in, const std::vector<float>& got,
-                      const std::string& what) {
-  const int64_t stride = std::max<int64_t>(1, c.rows * c.cols * c.batch / 100'000'000);
-  std::vector<float> row(static_cast<size_t>(c.cols));
-  for (int64_t r = 0; r < c.rows; ++r) {
-    if (r % stride != 0 && r < c.rows - 128) continue;
-    in.q.row(r, row.data());
-    for (int64_t s = 0; s < c.batch; ++s) {
-      double ref = c.accumulate ? in.y0[s * c.rows + r] : 0.0, mag = 0.0;
-      for (int64_t k = 0; k < c.cols; ++k) {
-        const double t = static_cast<double>(row[k]) * f16_to_f32(in.x[s * c.cols + k]);
-        ref += t;
-        mag += std::fabs(t);
-      }
-      const float v = got[s * c.rows + r];
-      ASSERT_FALSE(std::isnan(v)) << what << " row " << r << " sequence " << s << " was not written";
-      ASSERT_LE(std::fabs(v - ref), bound(c, mag, ref))
-          << what << " row " << r << " sequence " << s << ": got " << v << ", reference " << ref;
-    }
-  }
-}
-
 class TilesTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(TilesTest, EverySequenceMatchesTheCpuReferenceAndTheBitsRepeat) {
   REQUIRE_GPU();
   const Case c = GetParam();
-  const Inputs in = make_inputs(c);
-  DeviceQuant dq(in.q);
+  const LinearInputs<QuantMatrix> in = make_inputs(c);
+  DeviceQuant dq(in.w);
   const DeviceTiles t(dq.m);
-  const char* why = nullptr;
-  ASSERT_TRUE(gemv_tiles_supports(t.m, c.batch, &why)) << name(c) << ": " << why;
-  DeviceBuffer<uint16_t> x(in.x);
-  DeviceBuffer<float> y(in.y0.size());
-  const std::vector<float> got = run(c, in, t.m, x, y);
-  expect_reference(c, in, got, name(c));
-  EXPECT_EQ(run(c, in, t.m, x, y), got) << name(c) << ": a second call gave other bits";
+  expect_tiles_reference_and_same_bits(t.m, in, c.accumulate, relative_bound(c), name(c));
 }
 
 std::vector<Case> cases() {
@@ -189,16 +130,10 @@ TEST(Tiles, EveryInstantiatedShapeMatchesTheCpuReference) {
   REQUIRE_GPU();
   for (const Case& c : {Case{200, 384, 5}, Case{200, 384, 12}, Case{4100, 1024, 5, 128, false, true},
                         Case{4100, 1024, 12, 256, true, true}}) {
-    const Inputs in = make_inputs(c);
-    DeviceQuant dq(in.q);
+    const LinearInputs<QuantMatrix> in = make_inputs(c);
+    DeviceQuant dq(in.w);
     const DeviceTiles t(dq.m);
-    DeviceBuffer<uint16_t> x(in.x);
-    DeviceBuffer<float> y(in.y0.size());
-    for (const TilesShape& k : tiles_launchable_shapes()) {
-      const std::string what =
-          fmt::format("{} row tiles {} warps {} ahead {}", name(c), k.row_tiles, k.warps, k.ahead);
-      expect_reference(c, in, run(c, in, t.m, x, y, k), what);
-    }
+    expect_every_launchable_shape(t.m, in, c.accumulate, relative_bound(c), name(c));
   }
 }
 
@@ -208,8 +143,8 @@ TEST(Tiles, TheTimedShapeIsAnInstantiatedShapeAndTheDefaultUnlessFaster) {
   REQUIRE_GPU();
   const std::vector<TilesShape> all = tiles_kernel_shapes();
   for (const Case& c : {Case{4096, 4096, 2}, Case{4100, 1024, 12}}) {
-    const Inputs in = make_inputs(c);
-    DeviceQuant dq(in.q);
+    const LinearInputs<QuantMatrix> in = make_inputs(c);
+    DeviceQuant dq(in.w);
     const DeviceTiles t(dq.m);
     DeviceBuffer<uint16_t> x(in.x);
     DeviceBuffer<float> y(in.y0.size());
@@ -227,7 +162,8 @@ TEST(Tiles, TheTimedShapeIsAnInstantiatedShapeAndTheDefaultUnlessFaster) {
       EXPECT_EQ(tt.us, tt.default_us) << name(c);
     else
       EXPECT_LE(tt.us, 0.97 * tt.default_us) << name(c);
-    expect_reference(c, in, run(c, in, t.m, x, y, s), name(c) + " at " + tiles_shape_label(s));
+    expect_reference(in, c.accumulate, tiles_call(t.m, in, c.accumulate, x, y, s),
+                     tiles_bound(relative_bound(c), c.accumulate), name(c) + " at " + tiles_shape_label(s));
   }
 }
 
@@ -235,18 +171,8 @@ TEST(Tiles, TheTimedShapeIsAnInstantiatedShapeAndTheDefaultUnlessFaster) {
 // occupancy each instance's registers give on this GPU.
 TEST(Tiles, TheDefaultShapeIsAnInstantiatedShape) {
   REQUIRE_GPU();
-  const std::vector<TilesShape> all = tiles_kernel_shapes();
-  for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}})
-    for (int64_t batch : {2, 8, 9, 16}) {
-      DeviceMatrix m = device_matrix({Scheme::int4, rows, cols, 128, true}, MatrixLayout::int4_tiles);
-      const TilesShape s = tiles_shape(m, batch);
-      const std::string what = fmt::format("{}x{} batch {}", rows, cols, batch);
-      EXPECT_TRUE(
-          std::any_of(all.begin(), all.end(),
-                      [&](const TilesShape& k) { return k.row_tiles == s.row_tiles && k.warps == s.warps; }))
-          << what << ": " << s.row_tiles << " row tiles x " << s.warps << " warps";
-    }
+  expect_default_shapes_instantiated({Scheme::int4, 0, 0, 128, true},
+                                     {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}});
 }
 
 // The model streams each SM's blocks at the bandwidth their bytes in flight reach (the flight
@@ -276,12 +202,7 @@ TEST(Tiles, RefusesWhatItDoesNotTakeWithTheReason) {
       device_matrix({Scheme::int4, 200, 1024, 128, true}, MatrixLayout::int4_nibbles), 2, &why));
   m.group_size = 64;
   EXPECT_FALSE(gemv_tiles_supports(m, 2, &why));
-  try {
-    gemv_tiles(m, nullptr, 2, nullptr, false, nullptr);
-    ADD_FAILURE() << "a launch the kernel does not take";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("at least 128 columns"), std::string::npos) << e.what();
-  }
+  expect_launch_refused(m, "at least 128 columns");
   m.group_size = 128;
   EXPECT_THROW(gemv_tiles_shaped(m, nullptr, 2, nullptr, false, {3, 4}, nullptr), Error);  // not instantiated
 }
@@ -357,14 +278,6 @@ TEST(TilesLayout, TheRepackPutsEveryCodeAndMetaWordWhereTheLayoutSays) {
   }
 }
 
-std::vector<uint16_t> copy_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
-  DeviceBuffer<uint16_t> out(static_cast<size_t>((r1 - r0) * m.cols));
-  out.poison();
-  dequantize_rows_to_f16(m, r0, r1, reinterpret_cast<__half*>(out.p), nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  return out.download();
-}
-
 // The fp16 copy of the tiles (the prefill's and the batched step's copies) has the canonical
 // kernel's bits, whole and any block of rows of it (starting at multiples of 8, as the copies'
 // blocks do, and not of 16); matrix_rows cuts the tiles at whole tiles only.
@@ -377,24 +290,7 @@ TEST(TilesLayout, ItsFp16CopyHasTheCanonicalBitsWholeAndInBlocksOfRows) {
     const QuantMatrix h = random_codes(p.rows, p.cols, p.group, p.zero_point, seed++);
     DeviceQuant dq(h);
     const DeviceTiles t(dq.m);
-    DeviceBuffer<uint16_t> canon(static_cast<size_t>(p.rows * p.cols)), tiled(canon.n);
-    dequantize_to_f16(dq.m, reinterpret_cast<__half*>(canon.p), nullptr);
-    tiled.poison();
-    dequantize_any_to_f16(t.m, reinterpret_cast<__half*>(tiled.p), nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<uint16_t> whole = canon.download();
-    ASSERT_EQ(tiled.download(), whole) << what;
-    const int64_t R = p.rows;
-    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, R}, {8, 40}, {16, R}, {24, 25}, {R - 8, R}}) {
-      const std::vector<uint16_t> want(whole.begin() + r0 * p.cols, whole.begin() + r1 * p.cols);
-      EXPECT_EQ(copy_rows(t.m, r0, r1), want) << what << " rows " << r0 << " to " << r1;
-    }
-    // A cut at a whole tile is the tiles of those rows; elsewhere it is refused.
-    const DeviceMatrix cut = matrix_rows(t.m, 16, R);
-    EXPECT_EQ(cut.rows, R - 16);
-    const std::vector<uint16_t> want(whole.begin() + 16 * p.cols, whole.end());
-    EXPECT_EQ(copy_rows(cut, 0, R - 16), want) << what;
-    EXPECT_THROW(matrix_rows(t.m, 8, R), Error) << what;
+    ASSERT_NO_FATAL_FAILURE(expect_fp16_copies(t.m, canonical_fp16(dq.m), what));
   }
 }
 

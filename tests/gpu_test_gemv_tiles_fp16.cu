@@ -7,8 +7,6 @@
 // refuses. Then the layout: every value where fp16_tiles_layout.h puts it, the padded rows zero;
 // the fp16 copy of rows of the tiles is the canonical matrix, whole and a block of rows at a
 // time; the gather of embedding rows from the tiles is the canonical gather.
-#include <algorithm>
-#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,60 +16,32 @@
 #include "fp16_tiles_layout.h"
 #include "gemv_tiles.cuh"
 #include "gpu_common.cuh"
-#include "parallel_fill.h"
+#include "gpu_tiles_test_util.cuh"
 #include "prefill.cuh"
 #include "weights.cuh"
 
 using namespace db;
 using namespace db::cuda;
-using dbtest::DeviceBuffer;
-using dbtest::normal_values;
+using namespace dbtest;
 
 namespace {
 
-struct Case {
-  int64_t rows, cols, batch;
-  bool accumulate = false;
-};
+using Case = TilesCase;
 
-std::string name(const Case& c) {
-  return fmt::format("{}x{}_b{}{}", c.rows, c.cols, c.batch, c.accumulate ? "_acc" : "");
-}
-
-// The bound on |got - exact| of one output, relative to sum |w x|. Each term w x is exact in
-// fp32 (11 bits times 11). A warp's accumulators take every mma of its steps: a term passes
-// through at most 16 additions inside its mma (counted one by one, the tensor cores' order not
-// being specified) and one a later mma of the warp (2 a step, one a tile, ceil(steps / 4) steps a
-// warp at 4 warps a block or more), and one a warp when the warps' sums meet (8 at most): each
-// rounding by at most 2^-23 of the partial sum (the tensor cores' fp32 additions truncate), the
-// partial sums at most sum |w x|. No scale. An accumulating call rounds once more, by 2^-24 of
-// the result.
+// The bound on |got - exact| of one output, relative to sum |w x| (mma_chain_bound). Each term
+// w x is exact in fp32 (11 bits times 11): 2 mmas a step (one a tile), the partial sums at most
+// sum |w x|, no scale. An accumulating call rounds once more, by 2^-24 of the result.
 double relative_bound(int64_t cols) {
-  const int64_t steps = cols / tiles16::kStepCols;
-  return std::ldexp(16 + 2 * ((steps + 3) / 4) + 8, -23);
-}
-double bound(const Case& c, double mag, double ref) {
-  return relative_bound(c.cols) * mag + (c.accumulate ? std::ldexp(std::fabs(ref), -23) : 0.0) + 1e-30;
+  return mma_chain_bound(cols / tiles16::kStepCols, 2, 0);
 }
 
-struct Inputs {
-  std::vector<uint16_t> w;  // [rows, cols] fp16 bits
-  std::vector<uint16_t> x;  // [batch, cols] fp16 bits
-  std::vector<float> y0;    // [batch, rows]: y before an accumulating call
-};
-
-Inputs make_inputs(const Case& c) {
-  std::mt19937 rng(static_cast<unsigned>(c.rows * 37 + c.cols * 5 + c.batch));
-  std::normal_distribution<float> xd(0.f, 1.f);
-  const std::vector<float> w = normal_values(c.rows * c.cols, 0.f, 0.02f, rng());
-  Inputs in;
-  in.w.resize(w.size());
-  for (size_t i = 0; i < w.size(); ++i) in.w[i] = f32_to_f16(w[i]);
-  in.x.resize(static_cast<size_t>(c.batch * c.cols));
-  for (auto& h : in.x) h = f32_to_f16(xd(rng));
-  in.y0.resize(static_cast<size_t>(c.batch * c.rows));
-  for (float& v : in.y0) v = xd(rng);
-  return in;
+// w [rows, cols] fp16 bits.
+LinearInputs<std::vector<uint16_t>> make_inputs(const Case& c) {
+  return linear_inputs(c.rows, c.cols, c.batch, tiles_case_seed(c), [](const std::vector<float>& w) {
+    std::vector<uint16_t> h(w.size());
+    for (size_t i = 0; i < w.size(); ++i) h[i] = f32_to_f16(w[i]);
+    return h;
+  });
 }
 
 // A canonical fp16 matrix on the device, and its repack into the fp16 tiles layout, in buffers
@@ -94,54 +64,14 @@ struct DeviceTiles16 {
   }
 };
 
-std::vector<float> run(const Case& c, const Inputs& in, const DeviceMatrix& m,
-                       const DeviceBuffer<uint16_t>& x, DeviceBuffer<float>& y, TilesShape shape = {}) {
-  if (c.accumulate)
-    y.upload(in.y0);
-  else
-    y.poison();
-  gemv_tiles_shaped(m, reinterpret_cast<const __half*>(x.p), c.batch, y.p, c.accumulate, shape, nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  return y.download();
-}
-
-// Every row of the small shapes; of the large ones every stride-th row and the last 128 (the
-// padded tile's among them), so that the reference stays at ~10^8 multiply-adds.
-void expect_reference(const Case& c, const Inputs& in, const std::vector<float>& got,
-                      const std::string& what) {
-  const int64_t stride = std::max<int64_t>(1, c.rows * c.cols * c.batch / 100'000'000);
-  for (int64_t r = 0; r < c.rows; ++r) {
-    if (r % stride != 0 && r < c.rows - 128) continue;
-    for (int64_t s = 0; s < c.batch; ++s) {
-      double ref = c.accumulate ? in.y0[s * c.rows + r] : 0.0, mag = 0.0;
-      for (int64_t k = 0; k < c.cols; ++k) {
-        const double t =
-            static_cast<double>(f16_to_f32(in.w[r * c.cols + k])) * f16_to_f32(in.x[s * c.cols + k]);
-        ref += t;
-        mag += std::fabs(t);
-      }
-      const float v = got[s * c.rows + r];
-      ASSERT_FALSE(std::isnan(v)) << what << " row " << r << " sequence " << s << " was not written";
-      ASSERT_LE(std::fabs(v - ref), bound(c, mag, ref))
-          << what << " row " << r << " sequence " << s << ": got " << v << ", reference " << ref;
-    }
-  }
-}
-
 class Fp16TilesTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Fp16TilesTest, EverySequenceMatchesTheCpuReferenceAndTheBitsRepeat) {
   REQUIRE_GPU();
   const Case c = GetParam();
-  const Inputs in = make_inputs(c);
+  const LinearInputs<std::vector<uint16_t>> in = make_inputs(c);
   const DeviceTiles16 t(in.w, c.rows, c.cols);
-  const char* why = nullptr;
-  ASSERT_TRUE(gemv_tiles_supports(t.m, c.batch, &why)) << name(c) << ": " << why;
-  DeviceBuffer<uint16_t> x(in.x);
-  DeviceBuffer<float> y(in.y0.size());
-  const std::vector<float> got = run(c, in, t.m, x, y);
-  expect_reference(c, in, got, name(c));
-  EXPECT_EQ(run(c, in, t.m, x, y), got) << name(c) << ": a second call gave other bits";
+  expect_tiles_reference_and_same_bits(t.m, in, c.accumulate, relative_bound(c.cols), tiles_case_name(c));
 }
 
 std::vector<Case> cases() {
@@ -166,7 +96,7 @@ std::vector<Case> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Fp16TilesTest, ::testing::ValuesIn(cases()),
-                         [](const auto& info) { return name(info.param); });
+                         [](const auto& info) { return tiles_case_name(info.param); });
 
 // Every launchable shape (the lab's four steps ahead too) at 5 and 12 sequences, on a matrix of
 // fewer steps than some blocks' warps (200 x 96: 3 steps) and one of more, the second
@@ -175,31 +105,17 @@ TEST(Fp16Tiles, EveryLaunchableShapeMatchesTheCpuReference) {
   REQUIRE_GPU();
   for (const Case& c :
        {Case{200, 96, 5}, Case{200, 96, 12}, Case{4100, 1024, 5, true}, Case{4100, 1024, 12, true}}) {
-    const Inputs in = make_inputs(c);
+    const LinearInputs<std::vector<uint16_t>> in = make_inputs(c);
     const DeviceTiles16 t(in.w, c.rows, c.cols);
-    DeviceBuffer<uint16_t> x(in.x);
-    DeviceBuffer<float> y(in.y0.size());
-    for (const TilesShape& k : tiles_launchable_shapes()) {
-      const std::string what =
-          fmt::format("{} row tiles {} warps {} ahead {}", name(c), k.row_tiles, k.warps, k.ahead);
-      expect_reference(c, in, run(c, in, t.m, x, y, k), what);
-    }
+    expect_every_launchable_shape(t.m, in, c.accumulate, relative_bound(c.cols), tiles_case_name(c));
   }
 }
 
 TEST(Fp16Tiles, TheDefaultShapeIsAnInstantiatedShape) {
   REQUIRE_GPU();
-  const std::vector<TilesShape> all = tiles_kernel_shapes();
-  for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}})
-    for (int64_t batch : {2, 8, 9, 16}) {
-      DeviceMatrix m = device_matrix({Scheme::fp16, rows, cols, 0, false}, MatrixLayout::fp16_tiles);
-      const TilesShape s = tiles_shape(m, batch);
-      EXPECT_TRUE(
-          std::any_of(all.begin(), all.end(),
-                      [&](const TilesShape& k) { return k.row_tiles == s.row_tiles && k.warps == s.warps; }))
-          << rows << "x" << cols << " batch " << batch;
-    }
+  expect_default_shapes_instantiated(
+      {Scheme::fp16, 0, 0, 0, false},
+      {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}});
 }
 
 // fp16's bytes stream as int4's at the same shape: a block's bytes four times int4's for the
@@ -211,21 +127,11 @@ TEST(Fp16Tiles, TheShapeModelCountsFp16sBytes) {
 
 TEST(Fp16Tiles, RefusesWhatItDoesNotTakeWithTheReason) {
   REQUIRE_GPU();
-  DeviceMatrix m = device_matrix({Scheme::fp16, 200, 1024, 0, false}, MatrixLayout::fp16_tiles);
-  const char* why = nullptr;
-  EXPECT_TRUE(gemv_tiles_supports(m, 2, &why));
-  EXPECT_TRUE(gemv_tiles_supports(m, 16, &why));
-  EXPECT_FALSE(gemv_tiles_supports(m, 17, &why));
-  EXPECT_FALSE(gemv_tiles_supports(
-      device_matrix({Scheme::fp16, 200, 1024, 0, false}, MatrixLayout::canonical), 2, &why));
-  EXPECT_STREQ(why, "the tiles GEMV reads fp16 in the fp16 tiles layout");
-  m.cols = 1040;  // 32.5 steps
-  try {
-    gemv_tiles(m, nullptr, 2, nullptr, false, nullptr);
-    ADD_FAILURE() << "a launch the kernel does not take";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("whole steps of 32 columns"), std::string::npos) << e.what();
-  }
+  EXPECT_STREQ(expect_takes_up_to_16_sequences_in_tiles(Scheme::fp16),
+               "the tiles GEMV reads fp16 in the fp16 tiles layout");
+  expect_launch_refused(
+      device_matrix({Scheme::fp16, 200, 1040, 0, false}, MatrixLayout::fp16_tiles),  // 32.5 steps
+      "whole steps of 32 columns");
 }
 
 // ------------------------------------------------------------------ the layout
@@ -264,14 +170,6 @@ TEST(Fp16TilesLayout, TheRepackPutsEveryValueWhereTheLayoutSays) {
   }
 }
 
-std::vector<uint16_t> copy_rows(const DeviceMatrix& m, int64_t r0, int64_t r1) {
-  DeviceBuffer<uint16_t> out(static_cast<size_t>((r1 - r0) * m.cols));
-  out.poison();
-  dequantize_rows_to_f16(m, r0, r1, reinterpret_cast<__half*>(out.p), nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  return out.download();
-}
-
 // The prefill's fp16 copy of rows of the tiles is the canonical matrix, bit for bit, whole and
 // any block of rows of it (at multiples of 8, as the copies' blocks start, and not of 16);
 // matrix_rows cuts them at whole tiles only.
@@ -282,21 +180,7 @@ TEST(Fp16TilesLayout, ItsFp16CopyIsTheCanonicalMatrixWholeAndInBlocksOfRows) {
     const std::string what = fmt::format("[{} x {}]", rows, cols);
     const std::vector<uint16_t> whole = random_values(rows * cols, seed++);
     const DeviceTiles16 t(whole, rows, cols);
-    DeviceBuffer<uint16_t> tiled(whole.size());
-    tiled.poison();
-    dequantize_any_to_f16(t.m, reinterpret_cast<__half*>(tiled.p), nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    ASSERT_EQ(tiled.download(), whole) << what;
-    const int64_t R = rows;
-    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, R}, {8, 40}, {16, R}, {24, 25}, {R - 8, R}}) {
-      const std::vector<uint16_t> want(whole.begin() + r0 * cols, whole.begin() + r1 * cols);
-      EXPECT_EQ(copy_rows(t.m, r0, r1), want) << what << " rows " << r0 << " to " << r1;
-    }
-    const DeviceMatrix cut = matrix_rows(t.m, 16, R);
-    EXPECT_EQ(cut.rows, R - 16);
-    const std::vector<uint16_t> want(whole.begin() + 16 * cols, whole.end());
-    EXPECT_EQ(copy_rows(cut, 0, R - 16), want) << what;
-    EXPECT_THROW(matrix_rows(t.m, 8, R), Error) << what;
+    ASSERT_NO_FATAL_FAILURE(expect_fp16_copies(t.m, whole, what));
   }
 }
 

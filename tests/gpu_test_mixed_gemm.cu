@@ -7,13 +7,12 @@
 // (dequantize_any_to_f16, a block of rows from inside a tile) has the canonical layout's bits.
 // The GEMM's cases skip visibly without a compute capability 9.0 GPU or without the build's
 // sm_90a code; the layout's run on any GPU.
-#include <algorithm>
-#include <cmath>
-#include <random>
+#include <string>
+#include <vector>
 
-#include "decodebench/half.h"
 #include "decodebench/quant.h"
 #include "gpu_common.cuh"
+#include "gpu_linear_reference.cuh"
 #include "mixed_gemm.cuh"
 #include "parallel_fill.h"
 #include "prefill.cuh"
@@ -21,25 +20,9 @@
 
 using namespace db;
 using namespace db::cuda;
-using dbtest::DeviceBuffer;
-using dbtest::DeviceQuant;
-using dbtest::normal_values;
+using namespace dbtest;
 
 namespace {
-
-#define REQUIRE_MIXED_GEMM()                                                                            \
-  do {                                                                                                  \
-    REQUIRE_GPU();                                                                                      \
-    int device_ = 0, major_ = 0, minor_ = 0;                                                            \
-    CUDA_CHECK(cudaGetDevice(&device_));                                                                \
-    CUDA_CHECK(cudaDeviceGetAttribute(&major_, cudaDevAttrComputeCapabilityMajor, device_));            \
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor_, cudaDevAttrComputeCapabilityMinor, device_));            \
-    if (major_ != 9 || minor_ != 0)                                                                     \
-      GTEST_SKIP() << "the mixed-input GEMM is sm_90a code: needs compute capability 9.0, this GPU is " \
-                   << major_ << "." << minor_;                                                          \
-    if (!mixed_gemm_built())                                                                            \
-      GTEST_SKIP() << "this build has no sm_90a code (CMAKE_CUDA_ARCHITECTURES without 90)";            \
-  } while (0)
 
 struct Case {
   Scheme scheme;
@@ -82,56 +65,20 @@ constexpr double kTolerance = 1.0 / 2048;
 class MixedGemmTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MixedGemmTest, EverySequenceMatchesTheCpuReference) {
-  REQUIRE_MIXED_GEMM();
+  REQUIRE_ARCH_CODE(90, mixed_gemm_built(), "the mixed-input GEMM");
   const Case c = GetParam();
-  std::mt19937 rng(static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.batch));
-  std::normal_distribution<float> xd(0.f, 1.f);
-  const std::vector<float> wv = normal_values(c.rows * c.cols, 0.f, 0.02f, rng());
-  const QuantMatrix q = quantize_matrix(wv.data(), c.rows, c.cols, c.scheme, c.group, c.zero_point);
-  std::vector<uint16_t> x(static_cast<size_t>(c.batch * c.cols));
-  for (auto& h : x) h = f32_to_f16(xd(rng));
-  std::vector<float> y0(static_cast<size_t>(c.batch * c.rows));
-  for (float& v : y0) v = xd(rng);
-
-  MixedQuant mq(q);
+  const LinearInputs<QuantMatrix> in =
+      quantized_inputs(c.rows, c.cols, c.batch, static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.batch),
+                       c.scheme, c.group, c.zero_point);
+  MixedQuant mq(in.w);
   const char* why = nullptr;
   ASSERT_TRUE(mixed_gemm_supports(mq.m, &why)) << name(c) << ": " << why;
-  DeviceBuffer<uint16_t> dx(x);
-  DeviceBuffer<float> dy(y0.size());
   DeviceBuffer<uint8_t> ws(mixed_gemm_workspace_bytes(c.rows, c.cols, c.batch));
   CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
-  auto run = [&] {
-    if (c.accumulate)
-      CUDA_CHECK(cudaMemcpy(dy.p, y0.data(), 4 * y0.size(), cudaMemcpyHostToDevice));
-    else
-      dy.poison();
-    gemm_mixed(mq.m, reinterpret_cast<const __half*>(dx.p), c.batch, dy.p, c.accumulate, ws.p, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    return dy.download();
-  };
-  const std::vector<float> got = run();
-
-  // Every row of the small shapes; of the large ones every stride-th row and the last tile's,
-  // so that the reference stays at ~10^8 multiply-adds. Every sequence of each row.
-  const int64_t stride = std::max<int64_t>(1, c.rows * c.cols * c.batch / 100'000'000);
-  std::vector<float> row(static_cast<size_t>(c.cols));
-  for (int64_t r = 0; r < c.rows; ++r) {
-    if (r % stride != 0 && r < c.rows - 128) continue;
-    q.row(r, row.data());
-    for (int64_t b = 0; b < c.batch; ++b) {
-      double ref = c.accumulate ? y0[b * c.rows + r] : 0.0, mag = 0.0;
-      for (int64_t k = 0; k < c.cols; ++k) {
-        const double t = static_cast<double>(row[k]) * f16_to_f32(x[b * c.cols + k]);
-        ref += t;
-        mag += std::fabs(t);
-      }
-      const float v = got[b * c.rows + r];
-      ASSERT_FALSE(std::isnan(v)) << name(c) << " row " << r << " sequence " << b << " was not written";
-      ASSERT_LE(std::fabs(v - ref), kTolerance * mag + 1e-5)
-          << name(c) << " row " << r << " sequence " << b << ": got " << v << ", reference " << ref;
-    }
-  }
-  EXPECT_EQ(run(), got) << name(c) << ": a second call gave other bits (the split order is fixed)";
+  expect_reference_and_same_bits(
+      in, c.accumulate,
+      [&](const __half* x, float* y) { gemm_mixed(mq.m, x, c.batch, y, c.accumulate, ws.p, nullptr); },
+      [](double mag, double) { return kTolerance * mag + 1e-5; }, name(c), " (the split order is fixed)");
 }
 
 std::vector<Case> cases() {

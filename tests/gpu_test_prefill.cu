@@ -276,14 +276,7 @@ struct WgmmaCase {
 class PrefillAttentionWgmma : public ::testing::TestWithParam<WgmmaCase> {};
 
 TEST_P(PrefillAttentionWgmma, MatchesTheCausalSoftmaxAndTheMmaKernel) {
-  REQUIRE_GPU();
-  if (!prefill_attention_wgmma_built())
-    GTEST_SKIP() << "built without the sm_90a kernel (CMAKE_CUDA_ARCHITECTURES without 90)";
-  cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  if (prop.major != 9 || prop.minor != 0)
-    GTEST_SKIP() << "the wgmma kernel needs compute capability 9.0; " << prop.name << " is " << prop.major
-                 << "." << prop.minor;
+  REQUIRE_ARCH_CODE(90, prefill_attention_wgmma_built(), "the wgmma attention kernel");
   const WgmmaCase c = GetParam();
   if (!prefill_wgmma_pipeline_built(c.pipeline))
     GTEST_SKIP() << "the serial pipeline is a lab variant (builds with -DDECODEBENCH_DEV=ON)";

@@ -5,18 +5,18 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "decodebench/half.h"
 #include "gpu_common.cuh"
-#include "parallel_fill.h"
+#include "gpu_linear_reference.cuh"
 #include "skinny.cuh"
 #include "weights.cuh"
 
 using namespace db;
 using namespace db::cuda;
-using dbtest::DeviceBuffer;
-using dbtest::DeviceQuant;
-using dbtest::normal_values;
+using namespace dbtest;
 
 namespace {
 
@@ -48,55 +48,20 @@ class SkinnyTest : public ::testing::TestWithParam<Case> {};
 TEST_P(SkinnyTest, EveryColumnMatchesTheCpuReference) {
   REQUIRE_GPU();
   const Case c = GetParam();
-  std::mt19937 rng(static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.batch));
-  std::normal_distribution<float> xd(0.f, 1.f);
-  const std::vector<float> w = normal_values(c.rows * c.cols, 0.f, 0.02f, rng());
-  const QuantMatrix q = quantize_matrix(w.data(), c.rows, c.cols, c.scheme, c.group, c.zero_point);
-  std::vector<uint16_t> x(static_cast<size_t>(c.batch * c.cols));
-  for (auto& h : x) h = f32_to_f16(xd(rng));
-  std::vector<float> y0(static_cast<size_t>(c.batch * c.rows));
-  for (float& v : y0) v = xd(rng);
-
-  DeviceQuant dq(q);
+  const LinearInputs<QuantMatrix> in =
+      quantized_inputs(c.rows, c.cols, c.batch, static_cast<unsigned>(c.rows * 31 + c.cols * 7 + c.batch),
+                       c.scheme, c.group, c.zero_point);
+  DeviceQuant dq(in.w);
   if (c.scheme == Scheme::int4) repack_int4(dq.m, nullptr, false);
   const char* why = nullptr;
   ASSERT_TRUE(skinny_supports(dq.m, &why)) << name(c) << ": " << why;
-  DeviceBuffer<uint16_t> dx(x);
-  DeviceBuffer<float> dy(y0.size());
   DeviceBuffer<uint8_t> ws(skinny_workspace_bytes(c.rows, c.cols, c.batch));
   CUDA_CHECK(cudaMemset(ws.p, 0, ws.n));
-  auto run = [&] {
-    if (c.accumulate)
-      CUDA_CHECK(cudaMemcpy(dy.p, y0.data(), 4 * y0.size(), cudaMemcpyHostToDevice));
-    else
-      dy.poison();
-    gemm_skinny(dq.m, reinterpret_cast<const __half*>(dx.p), c.batch, dy.p, c.accumulate, ws.p, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    return dy.download();
-  };
-  const std::vector<float> got = run();
-
-  // Every row of the small shapes; of the large ones every stride-th row and the last tile's,
-  // so that the reference stays at ~10^8 multiply-adds. Every column of each row.
-  const int64_t stride = std::max<int64_t>(1, c.rows * c.cols * c.batch / 100'000'000);
-  std::vector<float> row(static_cast<size_t>(c.cols));
-  for (int64_t r = 0; r < c.rows; ++r) {
-    if (r % stride != 0 && r < c.rows - 128) continue;
-    q.row(r, row.data());
-    for (int64_t b = 0; b < c.batch; ++b) {
-      double ref = c.accumulate ? y0[b * c.rows + r] : 0.0, mag = 0.0;
-      for (int64_t k = 0; k < c.cols; ++k) {
-        const double t = static_cast<double>(row[k]) * f16_to_f32(x[b * c.cols + k]);
-        ref += t;
-        mag += std::fabs(t);
-      }
-      const float v = got[b * c.rows + r];
-      ASSERT_FALSE(std::isnan(v)) << name(c) << " row " << r << " column " << b << " was not written";
-      ASSERT_LE(std::fabs(v - ref), tolerance(c.scheme) * mag + 1e-5)
-          << name(c) << " row " << r << " column " << b << ": got " << v << ", reference " << ref;
-    }
-  }
-  EXPECT_EQ(run(), got) << name(c) << ": a second call gave other bits (the split order is fixed)";
+  const double tol = tolerance(c.scheme);
+  expect_reference_and_same_bits(
+      in, c.accumulate,
+      [&](const __half* x, float* y) { gemm_skinny(dq.m, x, c.batch, y, c.accumulate, ws.p, nullptr); },
+      [tol](double mag, double) { return tol * mag + 1e-5; }, name(c), " (the split order is fixed)");
 }
 
 std::vector<Case> cases() {

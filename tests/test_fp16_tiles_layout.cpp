@@ -13,6 +13,7 @@
 
 #include "decodebench/half.h"
 #include "fp16_tiles_layout.h"
+#include "tiles_layout_test_util.h"
 
 using namespace db::tiles16;
 using db::tiles::a_element;
@@ -65,13 +66,7 @@ TEST(Fp16TilesLayout, ALanesWordsAreItsAFragmentsAtThePermutedColumns) {
 
 TEST(Fp16TilesLayout, ALanesXSliceIsItsBFragmentsForBothTiles) {
   // Lane (g, c) loads x[g][8 c .. 8 c + 7] of the step; tile h uses halves 4 h .. 4 h + 3 as b0..b3.
-  for (int lane = 0; lane < 32; ++lane)
-    for (int h = 0; h < 2; ++h)
-      for (int i = 0; i < 4; ++i) {
-        const RowK e = b_element(lane, i);
-        EXPECT_EQ(e.k, lane / 4);
-        EXPECT_EQ(column_of_k(h, e.row), 8 * (lane % 4) + 4 * h + i) << lane << " " << h << " " << i;
-      }
+  dbtest::expect_x_slices_are_b_fragments(2, 8, column_of_k);
 }
 
 TEST(Fp16TilesLayout, AStepsTwoMmasComputeItsProductExactly) {

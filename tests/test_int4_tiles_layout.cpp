@@ -14,6 +14,7 @@
 
 #include "decodebench/half.h"
 #include "int4_tiles_layout.h"
+#include "tiles_layout_test_util.h"
 
 using namespace db::tiles;
 
@@ -76,13 +77,7 @@ TEST(Int4TilesLayout, ALanesWordsAreItsAFragmentsAtThePermutedColumns) {
 
 TEST(Int4TilesLayout, ALanesXSliceIsItsBFragments) {
   // Lane (g, c) loads x[g][16 c .. 16 c + 15]; k-step s uses halves 4 s .. 4 s + 3 as b0..b3.
-  for (int lane = 0; lane < 32; ++lane)
-    for (int s = 0; s < 4; ++s)
-      for (int i = 0; i < 4; ++i) {
-        const RowK e = b_element(lane, i);
-        EXPECT_EQ(e.k, lane / 4);
-        EXPECT_EQ(column_of_k(s, e.row), 16 * (lane % 4) + 4 * s + i) << lane << " " << s << " " << i;
-      }
+  dbtest::expect_x_slices_are_b_fragments(4, 16, column_of_k);
 }
 
 TEST(Int4TilesLayout, ATilesMmasComputeItsProductExactly) {

@@ -13,6 +13,7 @@
 
 #include "decodebench/half.h"
 #include "int8_tiles_layout.h"
+#include "tiles_layout_test_util.h"
 
 using namespace db::tiles8;
 using db::tiles::a_element;
@@ -66,13 +67,7 @@ TEST(Int8TilesLayout, ALanesWordsAreItsAFragmentsAtThePermutedColumns) {
 
 TEST(Int8TilesLayout, ALanesXSliceIsItsBFragments) {
   // Lane (g, c) loads x[g][8 c .. 8 c + 7]; k-step s uses halves 4 s .. 4 s + 3 as b0..b3.
-  for (int lane = 0; lane < 32; ++lane)
-    for (int s = 0; s < 2; ++s)
-      for (int i = 0; i < 4; ++i) {
-        const RowK e = b_element(lane, i);
-        EXPECT_EQ(e.k, lane / 4);
-        EXPECT_EQ(column_of_k(s, e.row), 8 * (lane % 4) + 4 * s + i) << lane << " " << s << " " << i;
-      }
+  dbtest::expect_x_slices_are_b_fragments(2, 8, column_of_k);
 }
 
 TEST(Int8TilesLayout, ATilesMmasComputeItsProductExactly) {
