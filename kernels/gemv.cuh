@@ -35,16 +35,13 @@ struct DeviceMatrix {
   // tiles (rows padded to whole tiles of 16, codes biased by 128), `scales` the canonical [rows]
   // fp16 row scales. int4_repacked stays false: no int4 layout.
   bool int8_tiles = false;
-<<<<<<< HEAD
   // fp16 in the batched step's tiles layout (kernels/fp16_tiles_layout.h): qweight holds the
   // tiles (rows padded to whole tiles of 16 with zeros); no scales.
   bool fp16_tiles = false;
-=======
   // int4 or int8 in the mixed-input GEMM's layout (MatrixLayout::mixed_wgmma,
   // kernels/mixed_wgmma_layout.h): qweight the packed blocks (rows padded to 128), `scales` the
   // meta entries (mixed_meta), `zeros` null.
   bool mixed_wgmma = false;
->>>>>>> mixed-mid
   // fp16: __half [rows, cols]; int8: int8 [rows, cols]; int4: u8 [rows, cols/2]; fp8: E4M3 codes
   // [rows, cols]
   void* qweight = nullptr;
@@ -94,21 +91,13 @@ inline MatrixLayout layout_of(const DeviceMatrix& m) {
 // A matrix of this shape and layout, without memory.
 inline DeviceMatrix device_matrix(const MatrixShape& s, MatrixLayout layout) {
   DeviceMatrix m{s.scheme, s.rows, s.cols, s.group_size, s.zero_point};
-<<<<<<< HEAD
-  m.int4_repacked = layout != MatrixLayout::canonical && layout != MatrixLayout::int8_tiles &&
-                    layout != MatrixLayout::fp16_tiles;
-  m.int4_frag = layout == MatrixLayout::int4_fragments;
-  m.int4_tiles = layout == MatrixLayout::int4_tiles;
-  m.int8_tiles = layout == MatrixLayout::int8_tiles;
-  m.fp16_tiles = layout == MatrixLayout::fp16_tiles;
-=======
   m.int4_repacked = layout == MatrixLayout::int4_nibbles || layout == MatrixLayout::int4_fragments ||
                     layout == MatrixLayout::int4_tiles;
   m.int4_frag = layout == MatrixLayout::int4_fragments;
   m.int4_tiles = layout == MatrixLayout::int4_tiles;
   m.int8_tiles = layout == MatrixLayout::int8_tiles;
+  m.fp16_tiles = layout == MatrixLayout::fp16_tiles;
   m.mixed_wgmma = layout == MatrixLayout::mixed_wgmma;
->>>>>>> mixed-mid
   return m;
 }
 

@@ -578,7 +578,6 @@ __global__ void dequantize_int8_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t
   }
 }
 
-<<<<<<< HEAD
 // fp16 copy of rows [r0, r1) of a matrix in the fp16 tiles layout (fp16_tiles_layout.h): a
 // piece of 8 columns of a row is 4 columns in each of its step's two tiles, two words of the
 // lane (g, c) in each (words 0, 2 for row g, 1, 3 for row g + 8): two 16-byte loads.
@@ -596,7 +595,10 @@ __global__ void dequantize_fp16_tiles_kernel(DeviceMatrix m, int64_t r0, int64_t
           *reinterpret_cast<const uint4*>(w + (at.tile + 1) * tiles16::kTileBytes + at.lane * 16);
       const uint4 v = hi ? make_uint4(t0.y, t0.w, t1.y, t1.w) : make_uint4(t0.x, t0.z, t1.x, t1.z);
       *reinterpret_cast<uint4*>(out + (r - r0) * m.cols + c0) = v;
-=======
+    }
+  }
+}
+
 // fp16 copy of rows [r0, r0 + rows) of a matrix in the mixed-wgmma layout (mixed_wgmma_layout.h):
 // eight columns a thread (one 16-byte store), rows over blockIdx.y; each code found where the
 // repack put it (mixed::place), its scale and zero point in the row's meta entry (the zero
@@ -633,7 +635,6 @@ __global__ void dequantize_mixed_kernel(DeviceMatrix m, int64_t r0, int64_t rows
         h[j / 2] = pack_half2(v[0], v[1]);
       }
       *reinterpret_cast<uint4*>(out + i * m.cols + c0) = make_uint4(h[0], h[1], h[2], h[3]);
->>>>>>> mixed-mid
     }
   }
 }

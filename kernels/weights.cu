@@ -563,12 +563,8 @@ void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStr
 
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s) {
   if (m.scheme == Scheme::fp16) fail("dequantize_to_f16: the matrix is already fp16");
-<<<<<<< HEAD
-  if (m.int4_repacked || in_tiles(m)) fail("dequantize_to_f16: expects the canonical layout");
-=======
-  if (m.int4_repacked || m.int8_tiles || m.mixed_wgmma)
+  if (m.int4_repacked || in_tiles(m) || m.mixed_wgmma)
     fail("dequantize_to_f16: expects the canonical layout");
->>>>>>> mixed-mid
   // Whole 8-column pieces that never straddle an int4 group: the vector kernel.
   if (m.cols % 8 == 0 && (m.scheme != Scheme::int4 || m.group_size % 8 == 0)) {
     const int64_t pieces = m.cols / 8;

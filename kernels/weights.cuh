@@ -127,20 +127,18 @@ void repack_int4_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStr
 // a matrix the layout holds (int8_tiles_hold).
 void repack_int8_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s);
 
-<<<<<<< HEAD
 // Canonical fp16 `src` -> the fp16 tiles layout in `dst` (kernels/fp16_tiles_layout.h), whose
 // `qweight` holds device_matrix_bytes of an fp16 tiles matrix (dst.fp16_tiles; the shape src's):
 // every value through the layout's place(), the padded rows zero. Not in place: the padded rows
 // make it larger, and a lane's word takes two rows. src must be a matrix the layout holds
 // (fp16_tiles_hold).
 void repack_fp16_tiles(const DeviceMatrix& src, const DeviceMatrix& dst, cudaStream_t s);
-=======
+
 // Canonical int4 or int8 (a shape mixed_gemm_takes) -> the mixed-input GEMM's layout
 // (MatrixLayout::mixed_wgmma, kernels/mixed_wgmma_layout.h) in other arrays: `w` and `meta` of
 // device_matrix_bytes(the mixed matrix)'s weights and scales. m's canonical arrays are read, not
 // changed; m then points at the new ones.
 void repack_mixed(DeviceMatrix& m, void* w, void* meta, cudaStream_t s);
->>>>>>> mixed-mid
 
 // Any scheme -> fp16 [rows, cols] (dequant-cublas's first half).
 void dequantize_to_f16(const DeviceMatrix& m, __half* out, cudaStream_t s);

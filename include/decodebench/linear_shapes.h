@@ -23,27 +23,25 @@ struct MatrixShape {
 
 // How a matrix lies in device memory: the canonical layout (what files hold; the naive GEMV,
 // dequant-cublas and int8's rows, columns and skinny kernels read it), int4's fast GEMV's
-<<<<<<< HEAD
-// repacked nibble order, the tensor-core dot's fragment layout (decodebench/int4_frag.h), and
-// the batched step's tiles GEMV's tiles, int4 (kernels/int4_tiles_layout.h), int8
-// (kernels/int8_tiles_layout.h) and fp16 (kernels/fp16_tiles_layout.h). The nibble and fragment
-// layouts keep the scales and zero points packed per 8 rows (kernels/int4_meta.h); the int4
-// tiles keep a word a row and group, its scale and zero constant, per tile of 16 rows; the int8
-// tiles keep the canonical row scales; fp16 has none.
-enum class MatrixLayout { canonical, int4_nibbles, int4_fragments, int4_tiles, int8_tiles, fp16_tiles };
-// "canonical", "int4-nibbles", "int4-fragments", "int4-tiles", "int8-tiles", "fp16-tiles"
-=======
 // repacked nibble order, the tensor-core dot's fragment layout (decodebench/int4_frag.h), the
-// batched step's tiles GEMV's tiles, int4 (kernels/int4_tiles_layout.h) and int8
-// (kernels/int8_tiles_layout.h), and, for int4 and int8, the Hopper mixed-input GEMM's
-// (kernels/mixed_wgmma_layout.h: rows padded to 128, a thread's load its wgmma A fragments, the
-// scales and zero constants in 512-byte entries a 128-row tile and group). The nibble and
-// fragment layouts keep the scales and zero points packed per 8 rows (kernels/int4_meta.h); the
-// int4 tiles keep a word a row and group, its scale and zero constant, per tile of 16 rows; the
-// int8 tiles keep the canonical row scales.
-enum class MatrixLayout { canonical, int4_nibbles, int4_fragments, int4_tiles, int8_tiles, mixed_wgmma };
-// "canonical", "int4-nibbles", "int4-fragments", "int4-tiles", "int8-tiles", "mixed-wgmma"
->>>>>>> mixed-mid
+// batched step's tiles GEMV's tiles, int4 (kernels/int4_tiles_layout.h), int8
+// (kernels/int8_tiles_layout.h) and fp16 (kernels/fp16_tiles_layout.h), and, for int4 and int8,
+// the Hopper mixed-input GEMM's (kernels/mixed_wgmma_layout.h: rows padded to 128, a thread's
+// load its wgmma A fragments, the scales and zero constants in 512-byte entries a 128-row tile
+// and group). The nibble and fragment layouts keep the scales and zero points packed per 8 rows
+// (kernels/int4_meta.h); the int4 tiles keep a word a row and group, its scale and zero
+// constant, per tile of 16 rows; the int8 tiles keep the canonical row scales; fp16 has none.
+enum class MatrixLayout {
+  canonical,
+  int4_nibbles,
+  int4_fragments,
+  int4_tiles,
+  int8_tiles,
+  fp16_tiles,
+  mixed_wgmma
+};
+// "canonical", "int4-nibbles", "int4-fragments", "int4-tiles", "int8-tiles", "fp16-tiles",
+// "mixed-wgmma"
 const char* to_string(MatrixLayout l);
 
 // Weights in one 16-byte chunk, the unit every fast kernel loads: fp16 8, int8 and fp8 16, int4 32.
