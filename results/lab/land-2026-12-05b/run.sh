@@ -44,6 +44,6 @@ for f in sorted(glob.glob(sys.argv[1] + "/*.jsonl")):
             continue
         r = json.loads(l); c = r["config"]
         paths = sorted({p.split(": ", 1)[1] for p in c.get("batched_paths", []) if " [" in p})
-        print(f"{os.path.basename(f)[:-6]:9s} {c['model']:8s} B={c.get('batch', 1):3d} "
+        print(f"{os.path.basename(f)[:-6]:9s} {str(c.get('model', '?')):8s} B={c.get('batch', 1):3d} "
               f"TPOT {r['timing']['tpot_ms']['median']:.3f} ms {','.join(paths)}")
 PY
