@@ -18,7 +18,7 @@ git log --oneline -1 2>/dev/null
   >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; tail -5 "$out/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 t built
-timeout $(cap 170) $b/decodebench_gpu_tests --gtest_brief=1 --gtest_filter='Shapes/Fp16TilesTest.*:Fp16Tiles*:Shapes/MixedGemmTest.*:MixedGemm*:Shapes/TilesTest.*:Tiles*:Shapes/Int8TilesTest.*:Int8Tiles*:*Skinny*:EngineBatch*:Kernels/EngineBatch.*:Kernels/PrefillVsSteps.*:Prefill*:*Golden*' \
+timeout $(cap 160) $b/decodebench_gpu_tests --gtest_brief=1 --gtest_filter='Shapes/Fp16TilesTest.*:Fp16Tiles*:Shapes/MixedGemmTest.*:MixedGemm*:Shapes/TilesTest.*:Tiles*:Shapes/Int8TilesTest.*:Int8Tiles*:*Skinny*:EngineBatch*:Kernels/EngineBatch.*:Kernels/PrefillVsSteps.*:Prefill*:*Golden*' \
   >"$out/gpu.txt" 2>&1
 echo "gpu rc $?"; grep -E "^\[  FAILED|tests ran|PASSED|SKIPPED \]" "$out/gpu.txt" | head -20
 t tests
@@ -31,10 +31,10 @@ sweep() {  # NAME ENV-ASSIGNMENT|- DECODEBENCH-SWEEP-ARGS...
 }
 sweep fp16 - --model 8b-fp16 --batch 1,2,4,8,16
 sweep fp16-off DECODEBENCH_FP16_TILES=off --model 8b-fp16 --batch 2,4,8,16
-sweep int4 - --model 8b-int4 --batch 1,2,8,16,32,64,128
-sweep int8 - --model 8b-int8 --batch 1,2,8,16,32,64,128
+sweep int4 - --model 8b-int4 --batch 1,2,8,16
 sweep 1b-int4 - --model 1b-int4 --batch 1,2,8,16
-sweep fp16-mid - --model 8b-fp16 --batch 32,64,128
+sweep int8 - --model 8b-int8 --batch 1,2,8,16
+sweep mid - --model 8b-int4,8b-int8,8b-fp16 --batch 32,64,128
 t sweeps
 python3 - "$out" <<'PY'
 import json, sys, glob, os
