@@ -18,7 +18,7 @@ git log --oneline -1 2>/dev/null
   >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; tail -5 "$out/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 t built
-timeout $(cap 160) $b/decodebench_gpu_tests --gtest_brief=1 --gtest_filter='Shapes/Fp16TilesTest.*:Fp16Tiles*:Shapes/MixedGemmTest.*:MixedGemm*:Shapes/TilesTest.*:Tiles*:Shapes/Int8TilesTest.*:Int8Tiles*:*Skinny*:EngineBatch*:Kernels/EngineBatch.*:Kernels/PrefillVsSteps.*:Prefill*:*Golden*' \
+timeout $(cap ${LAND_TEST_SECONDS:-160}) $b/decodebench_gpu_tests --gtest_filter='Shapes/Fp16TilesTest.*:Fp16Tiles*:Shapes/MixedGemmTest.*:MixedGemm*:Shapes/TilesTest.*:Tiles*:Shapes/Int8TilesTest.*:Int8Tiles*:*Skinny*:EngineBatch*:Kernels/EngineBatch.*:Kernels/PrefillVsSteps.*:Prefill*:*Golden*' \
   >"$out/gpu.txt" 2>&1
 echo "gpu rc $?"; grep -E "^\[  FAILED|tests ran|PASSED|SKIPPED \]" "$out/gpu.txt" | head -20
 t tests
