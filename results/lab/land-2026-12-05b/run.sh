@@ -3,7 +3,11 @@
 # of `run` with carry [".debs"]: build, the gpu tests of what it changes, then the step's A/B
 # (each change against its switch) and the batches README quotes. Everything is written into
 # $OUT as it comes, so that a call cut short still returns what ran.
+#   bash results/lab/land-2026-12-05b/run.sh          # the landing call (tests, then the A/B)
+#   bash results/lab/land-2026-12-05b/run.sh readme   # then: README's batch sweep, batch 1 against
+#                                                     # the committed matrix (compare --threshold 1%)
 set -uo pipefail
+mode=${1:-land}
 cd "$(dirname "$0")/../../.."
 . results/lab/device-env.sh
 out=${OUT:-results/lab/land-2026-12-05b/out}
@@ -18,6 +22,17 @@ git log --oneline -1 2>/dev/null
   >"$out/build.log" 2>&1 || { grep -E "error" "$out/build.log" | head -30; tail -5 "$out/build.log"; exit 1; }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 t built
+if [ "$mode" = readme ]; then
+  timeout $(cap 430) $b/decodebench sweep --model 8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int8,1b-int4 --graph on \
+    --batch 1-256*2 --tokens 64 --warmup 16 --repeat 3 -o "$out/batch-sweep.jsonl" >"$out/sweep.log" 2>&1
+  echo "sweep rc $?"; tail -2 "$out/sweep.log"; t sweep
+  $b/decodebench report results/h200/{8b,1b}-{fp16,int8,int4}-graph-on.json --format jsonl >"$out/base.jsonl"
+  python3 -c "import json,sys; [print(l, end='') for l in open(sys.argv[1]) if l.strip() and json.loads(l)['config'].get('batch', 1) == 1]" \
+    "$out/batch-sweep.jsonl" >"$out/b1.jsonl"
+  $b/decodebench compare "$out/base.jsonl" "$out/b1.jsonl" --threshold 1% >"$out/b1-compare.md" 2>&1
+  echo "compare exit $?: $(grep -E ' matched: ' "$out/b1-compare.md")"
+  exit 0
+fi
 timeout $(cap ${LAND_TEST_SECONDS:-160}) $b/decodebench_gpu_tests --gtest_filter='Shapes/Fp16TilesTest.*:Fp16Tiles*:Shapes/MixedGemmTest.*:MixedGemm*:Shapes/TilesTest.*:Tiles*:Shapes/Int8TilesTest.*:Int8Tiles*:*Skinny*:EngineBatch*:Kernels/EngineBatch.*:Kernels/PrefillVsSteps.*:Prefill*:*Golden*' \
   >"$out/gpu.txt" 2>&1
 echo "gpu rc $?"; grep -E "^\[  FAILED|tests ran|PASSED|SKIPPED \]" "$out/gpu.txt" | head -20
