@@ -428,6 +428,7 @@ SkinnyTiming tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __hal
       if (us < c.us) c.shape = t, c.us = us;
     }
   }
+  c.default_us = std::min(c.default_us, time_us(c.default_shape));  // median_pass_us
   if (c.us > 0.97 * c.default_us) c.shape = c.default_shape, c.us = c.default_us;
   return c;
 }
