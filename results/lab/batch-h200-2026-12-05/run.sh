@@ -6,6 +6,7 @@
 # columns GEMV too), then batch 1 as the committed matrix ran it (128 tokens, 5 repeats)
 # against results/h200 at 1%. At most 8 files come back: everything goes to $OUT as it comes.
 #   bash results/lab/batch-h200-2026-12-05/run.sh
+# RUN_SECONDS (500) bounds the whole call; SWEEP_MODELS and OFF_MODELS narrow the two sweeps.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 . results/lab/device-env.sh
@@ -27,10 +28,10 @@ run_sweep() {  # NAME SECONDS ENV-ASSIGNMENT|- DECODEBENCH-SWEEP-ARGS...
     -o "$out/$name.jsonl" >"/tmp/$name.log" 2>&1
   echo "sweep $name rc $?"; grep -iE "error|throttled" "/tmp/$name.log" | head -4
 }
-run_sweep batch-sweep 260 - --model 8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int8,1b-int4 \
+run_sweep batch-sweep 260 - --model ${SWEEP_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int8,1b-int4} \
   --batch 1-256*2 --tokens 32 --warmup 8 --repeat 2
 t sweep
-run_sweep fp16-off 60 DECODEBENCH_FP16_TILES=off --model 8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int4 \
+run_sweep fp16-off 60 DECODEBENCH_FP16_TILES=off --model ${OFF_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int4} \
   --batch 2 --tokens 32 --warmup 8 --repeat 2
 t fp16-off
 run_sweep b1 80 - --model 8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int8,1b-int4 --tokens 128 --warmup 16 --repeat 5
