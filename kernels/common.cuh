@@ -49,11 +49,7 @@ struct Events {
 // The load-time tuners' timing (tune_skinny, tune_tiles): `pass()` enqueues one pass over
 // `matrices` matrices on stream s; one untimed pass waited for (a kernel's first launch may
 // load its module, host time in which the card idles), untimed passes until a millisecond of
-// them has run (at most 32; a card at idle clocks needs them to reach its running clocks), then
-// the median of three timed passes, in microseconds a matrix. The first shape timed after load
-// can still come out several times slow, so the tuners time their default shape again after
-// the others and keep the faster of its two times: it is the yardstick every other shape must
-// beat by 3%.
+// them has run (at most 32), then the median of three timed passes, in microseconds a matrix.
 template <class Pass>
 double median_pass_us(Pass&& pass, size_t matrices, cudaStream_t s) {
   const Events ev;

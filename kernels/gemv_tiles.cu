@@ -42,6 +42,7 @@
 #include "int8_tiles_layout.h"
 #include "pdl.cuh"
 #include "rows_grid.cuh"
+#include "shape_choice.h"
 
 namespace db::cuda {
 namespace {
@@ -474,18 +475,16 @@ TilesTiming tune_tiles(const std::vector<const DeviceMatrix*>& ms, const __half*
         },
         ms.size(), s);
   };
+  std::vector<TilesShape> shapes{tiles_shape(*ms.front(), batch)};
+  for (const TilesShape& t : tiles_kernel_shapes())
+    if (t.row_tiles != shapes[0].row_tiles || t.warps != shapes[0].warps || t.ahead != shapes[0].ahead)
+      shapes.push_back(t);
+  const ShapeChoice choice = choose_shape(shapes, time_us);
   TilesTiming c;
-  c.default_shape = c.shape = tiles_shape(*ms.front(), batch);
-  c.default_us = c.us = time_us(c.default_shape);
-  for (const TilesShape& t : tiles_kernel_shapes()) {
-    if (t.row_tiles == c.default_shape.row_tiles && t.warps == c.default_shape.warps &&
-        t.ahead == c.default_shape.ahead)
-      continue;
-    const double us = time_us(t);
-    if (us < c.us) c.shape = t, c.us = us;
-  }
-  c.default_us = std::min(c.default_us, time_us(c.default_shape));  // median_pass_us
-  if (c.us > 0.97 * c.default_us) c.shape = c.default_shape, c.us = c.default_us;
+  c.default_shape = shapes[0];
+  c.shape = shapes[choice.index];
+  c.us = choice.us;
+  c.default_us = choice.default_us;
   return c;
 }
 

@@ -21,6 +21,7 @@
 #include "int4_dot.cuh"
 #include "int4_meta.h"
 #include "pdl.cuh"
+#include "shape_choice.h"
 #include "skinny.cuh"
 
 namespace db::cuda {
@@ -417,19 +418,22 @@ SkinnyTiming tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __hal
         },
         ms.size(), s);
   };
-  SkinnyTiming c;
-  c.default_shape = c.shape = skinny_resolved(scheme, batch, {});
-  c.default_us = c.us = time_us(c.default_shape);
+  std::vector<SkinnyShape> shapes{skinny_resolved(scheme, batch, {})};
   for (const SkinnyKernelShape& k : skinny_kernel_shapes()) {
     if (k.max_batch != skinny_max_batch(batch)) continue;
     for (int bps : {1, 2, 4, 8}) {
       const SkinnyShape t{k.row_tiles, k.chunks, bps};
-      const double us = time_us(t);
-      if (us < c.us) c.shape = t, c.us = us;
+      if (t.row_tiles != shapes[0].row_tiles || t.chunks != shapes[0].chunks ||
+          t.blocks_per_sm != shapes[0].blocks_per_sm)
+        shapes.push_back(t);
     }
   }
-  c.default_us = std::min(c.default_us, time_us(c.default_shape));  // median_pass_us
-  if (c.us > 0.97 * c.default_us) c.shape = c.default_shape, c.us = c.default_us;
+  const ShapeChoice choice = choose_shape(shapes, time_us);
+  SkinnyTiming c;
+  c.default_shape = shapes[0];
+  c.shape = shapes[choice.index];
+  c.us = choice.us;
+  c.default_us = choice.default_us;
   return c;
 }
 
