@@ -4,8 +4,11 @@
 # (the batch table and the bars of the batch issue are the H200's), fp16 at 2 sequences
 # against DECODEBENCH_FP16_TILES=off (which moves the quantized models' fp16 lm_head to the
 # columns GEMV too), then batch 1 as the committed matrix ran it (128 tokens, 5 repeats)
-# against results/h200 at 1%. At most 8 files come back: everything goes to $OUT as it comes.
-#   bash results/lab/batch-h200-2026-12-05/run.sh
+# against results/h200 at 1%, after the gpu tests of the timed shapes and the engine's batches.
+# At most 8 files come back: everything goes to $OUT as it comes.
+#   bash results/lab/batch-h200-2026-12-05/run.sh [all|first|sweep]
+# `first` runs the tests, fp16 at 2 and batch 1; `sweep` README's sweep (~270 s): two calls
+# on one warm machine, the second reusing the first's build.
 # RUN_SECONDS (500) bounds the whole call; SWEEP_MODELS and OFF_MODELS narrow the two sweeps.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -17,7 +20,7 @@ left() { echo $((${RUN_SECONDS:-500} - $(date +%s) + T0)); }
 cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $((l > 5 ? l - 5 : 1)); }
 exec > >(tee "$out/summary.txt") 2>&1
 { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DDECODEBENCH_DEV=ON &&
-  timeout $(cap 200) cmake --build $b -j16 --target decodebench; } \
+  timeout $(cap 240) cmake --build $b -j16 --target decodebench decodebench_gpu_tests; } \
   >/tmp/build.log 2>&1 || { grep -E "error" /tmp/build.log | head -30; tail -5 /tmp/build.log; exit 1; }
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 t built
@@ -28,9 +31,14 @@ run_sweep() {  # NAME SECONDS ENV-ASSIGNMENT|- DECODEBENCH-SWEEP-ARGS...
     -o "$out/$name.jsonl" >"/tmp/$name.log" 2>&1
   echo "sweep $name rc $?"; grep -iE "error|throttled" "/tmp/$name.log" | head -4
 }
-run_sweep batch-sweep 260 - --model ${SWEEP_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int8,1b-int4} \
-  --batch 1-256*2 --tokens 32 --warmup 8 --repeat 2
-t sweep
+part=${1:-all}
+if [ "$part" != sweep ]; then
+# The gpu tests of what the tuners' two rounds touch: the timed shapes and every engine batch.
+timeout $(cap 90) $b/decodebench_gpu_tests --gtest_brief=1 \
+  --gtest_filter='Tiles.*:Fp16Tiles.*:Int8Tiles.*:Skinny.*:EngineBatch*:Kernels/EngineBatch.*' \
+  >"$out/gpu.txt" 2>&1
+echo "gpu rc $?"; grep -E "^\[  FAILED|tests ran|PASSED|SKIPPED \]" "$out/gpu.txt" | head -20
+t tests
 run_sweep fp16-off 60 DECODEBENCH_FP16_TILES=off --model ${OFF_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int4} \
   --batch 2 --tokens 32 --warmup 8 --repeat 2
 t fp16-off
@@ -39,6 +47,12 @@ $b/decodebench report results/h200/{8b,1b}-{fp16,int8,int4}-graph-on.json --form
 $b/decodebench compare /tmp/base.jsonl "$out/b1.jsonl" --threshold 1% >"$out/b1-compare.md" 2>&1
 echo "compare exit $?: $(grep -E ' matched: ' "$out/b1-compare.md")"
 t compare
+fi
+if [ "$part" != first ]; then
+run_sweep batch-sweep ${SWEEP_SECONDS:-400} - --model ${SWEEP_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int8,1b-int4} \
+  --batch 1-256*2 --tokens 32 --warmup 8 --repeat 2
+t sweep
+fi
 python3 - "$out" <<'PY'
 import json, sys, glob, os
 for f in sorted(glob.glob(sys.argv[1] + "/*.jsonl")):
