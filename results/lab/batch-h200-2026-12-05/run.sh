@@ -7,7 +7,7 @@
 # against results/h200 at 1%, after the gpu tests of the timed shapes and the engine's batches.
 # At most 8 files come back: everything goes to $OUT as it comes.
 #   bash results/lab/batch-h200-2026-12-05/run.sh [all|first|sweep]
-# `first` runs the tests, fp16 at 2 and batch 1; `sweep` README's sweep (~270 s): two calls
+# `first` runs the tests, fp16 at 2 (the default, then the switch off) and batch 1; `sweep` README's sweep (~270 s): two calls
 # on one warm machine, the second reusing the first's build.
 # RUN_SECONDS (500) bounds the whole call; SWEEP_MODELS and OFF_MODELS narrow the two sweeps.
 set -uo pipefail
@@ -39,6 +39,8 @@ timeout $(cap 90) $b/decodebench_gpu_tests --gtest_brief=1 \
   >"$out/gpu.txt" 2>&1
 echo "gpu rc $?"; grep -E "^\[  FAILED|tests ran|PASSED|SKIPPED \]" "$out/gpu.txt" | head -20
 t tests
+run_sweep fp16-on 60 - --model ${OFF_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int4} \
+  --batch 2 --tokens 32 --warmup 8 --repeat 2
 run_sweep fp16-off 60 DECODEBENCH_FP16_TILES=off --model ${OFF_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int4} \
   --batch 2 --tokens 32 --warmup 8 --repeat 2
 t fp16-off
