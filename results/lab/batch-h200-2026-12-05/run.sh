@@ -6,9 +6,10 @@
 # columns GEMV too), then batch 1 as the committed matrix ran it (128 tokens, 5 repeats)
 # against results/h200 at 1%, after the gpu tests of the timed shapes and the engine's batches.
 # At most 8 files come back: everything goes to $OUT as it comes.
-#   bash results/lab/batch-h200-2026-12-05/run.sh [all|first|sweep]
-# `first` runs the tests, fp16 at 2 (the default, then the switch off) and batch 1; `sweep` README's sweep (~270 s): two calls
-# on one warm machine, the second reusing the first's build.
+#   bash results/lab/batch-h200-2026-12-05/run.sh [PARTS]
+# PARTS, a comma list (default tests,ab,b1,sweep): `tests` the gpu tests, `ab` fp16 at 2 (the
+# default, then the switch off), `b1` batch 1 against the matrix, `sweep` README's sweep
+# (~270 s): two calls on one warm machine, the second reusing the first's build.
 # RUN_SECONDS (500) bounds the whole call; SWEEP_MODELS and OFF_MODELS narrow the two sweeps.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -31,26 +32,31 @@ run_sweep() {  # NAME SECONDS ENV-ASSIGNMENT|- DECODEBENCH-SWEEP-ARGS...
     -o "$out/$name.jsonl" >"/tmp/$name.log" 2>&1
   echo "sweep $name rc $?"; grep -iE "error|throttled" "/tmp/$name.log" | head -4
 }
-part=${1:-all}
-if [ "$part" != sweep ]; then
+parts=,${1:-tests,ab,b1,sweep},
+has() { [[ $parts == *,$1,* ]]; }
+if has tests; then
 # The gpu tests of what the tuners' two rounds touch: the timed shapes and every engine batch.
 timeout $(cap 90) $b/decodebench_gpu_tests --gtest_brief=1 \
   --gtest_filter='Tiles.*:Fp16Tiles.*:Int8Tiles.*:Skinny.*:EngineBatch*:Kernels/EngineBatch.*' \
   >"$out/gpu.txt" 2>&1
 echo "gpu rc $?"; grep -E "^\[  FAILED|tests ran|PASSED|SKIPPED \]" "$out/gpu.txt" | head -20
 t tests
+fi
+if has ab; then
 run_sweep fp16-on 60 - --model ${OFF_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int4} \
   --batch 2 --tokens 32 --warmup 8 --repeat 2
 run_sweep fp16-off 60 DECODEBENCH_FP16_TILES=off --model ${OFF_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int4} \
   --batch 2 --tokens 32 --warmup 8 --repeat 2
 t fp16-off
+fi
+if has b1; then
 run_sweep b1 80 - --model 8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int8,1b-int4 --tokens 128 --warmup 16 --repeat 5
 $b/decodebench report results/h200/{8b,1b}-{fp16,int8,int4}-graph-on.json --format jsonl >/tmp/base.jsonl
 $b/decodebench compare /tmp/base.jsonl "$out/b1.jsonl" --threshold 1% >"$out/b1-compare.md" 2>&1
 echo "compare exit $?: $(grep -E ' matched: ' "$out/b1-compare.md")"
 t compare
 fi
-if [ "$part" != first ]; then
+if has sweep; then
 run_sweep batch-sweep ${SWEEP_SECONDS:-400} - --model ${SWEEP_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int8,1b-int4} \
   --batch 1-256*2 --tokens 32 --warmup 8 --repeat 2
 t sweep
