@@ -169,10 +169,12 @@ TEST_P(EngineBatch, EverySequenceWithinTheBoundAndSameArgmax) {
            std::nullopt, p.dequant_chunk_bytes);
   ASSERT_EQ(e.batch(), p.batch);
   // int4 in groups of 128, int8 and fp16 (the tiny model's matrices are whole steps of 64
-  // columns): the fast kernel's block linears on the tiles GEMV from 2 to 16 sequences; the fp16
-  // lm_head too wherever the fast GEMV runs it.
+  // columns): the fast kernel's block linears on the tiles GEMV from 2 (fp16 3) to 16 sequences;
+  // the fp16 lm_head from 2 wherever the fast GEMV runs it.
   if (p.group == 128 || p.scheme == Scheme::int8 || p.scheme == Scheme::fp16)
-    expect_tiles_paths(e, k.impl == LinearImpl::gemv_fast && p.batch >= 2 && p.batch <= kTilesGemvMaxBatch,
+    expect_tiles_paths(e,
+                       k.impl == LinearImpl::gemv_fast && p.batch >= tiles_gemv_min_batch(p.scheme, false) &&
+                           p.batch <= kTilesGemvMaxBatch,
                        fmt::format("{} batch {}", p.kernel, p.batch), p.scheme);
   expect_head_path(e, fmt::format("{} batch {}", p.kernel, p.batch));
   const auto gpu = forced_batch(e, context, cpu, false);
@@ -190,9 +192,9 @@ std::vector<BatchCase> every_kernel_and_batch() {
       {Scheme::fp8, "fp8.naive"},   {Scheme::fp8, "fp8.dequant-cublas"}};
   for (const auto& [scheme, kernel] : kernels)
     for (int64_t b : {1, 2, 3, 8, 17, 64}) v.push_back({scheme, kernel, b});
-  // The gemv kernels run the columns GEMV up to 8 sequences (the plan's BatchedPath; int8's and
-  // fp16's the tiles GEMV from 2 to 16): its instances of 2, 4 and 8 at 2, 3 and 8 above, and 8
-  // with three sequences masked here.
+  // The gemv kernels run the columns GEMV up to 8 sequences (the plan's BatchedPath; int8's the
+  // tiles GEMV from 2 to 16, fp16's blocks from 3): its instances of 2, 4 and 8 at 2, 3 and 8
+  // above, and 8 with three sequences masked here.
   for (const auto& [scheme, kernel] :
        {std::pair{Scheme::fp16, "fp16.gemv"}, std::pair{Scheme::int8, "int8.gemv"},
         std::pair{Scheme::int4, "int4.gemv"}, std::pair{Scheme::fp8, "fp8.gemv"}})

@@ -24,7 +24,7 @@ namespace {
 
 // 1; 2, the columns GEMV's crossover and the tiles GEMV's first; 8 and 9, one mma's sequences
 // and one past; 16 and 17, the tiles GEMV's last and one past; past one skinny launch.
-const int64_t kBatches[] = {1, 2, 8, 9, 16, 17, 128};
+const int64_t kBatches[] = {1, 2, 3, 8, 9, 16, 17, 128};
 const int kCapabilities[] = {80, 90};
 
 // Every preset, and each quantized one again with its lm_head in the blocks' scheme
@@ -91,15 +91,16 @@ MatrixLayout fast_layout(Scheme s) {
 }
 
 // Whether the plan lays a matrix out in tiles for the tiles GEMV: int4's, int8's or fp16's fast
-// kernel, 2 to 16 sequences, a shape the scheme's layout holds, the variables not off.
+// kernel, 2 (fp16 block matrices 3) to 16 sequences, a shape the scheme's layout holds, the
+// variables not off.
 bool expects_tiles(const LinearChoice& l, int64_t batch) {
   const char* why = nullptr;
   const Scheme s = l.shape.scheme;
   const bool holds = s == Scheme::int8   ? int8_tiles_hold(l.shape, &why)
                      : s == Scheme::fp16 ? fp16_tiles_hold(l.shape, &why)
                                          : int4_tiles_hold(l.shape, &why);
-  return l.impl == LinearImpl::gemv_fast && batch >= 2 && batch <= kTilesGemvMaxBatch && holds &&
-         tiles_enabled(s);
+  return l.impl == LinearImpl::gemv_fast && batch >= tiles_gemv_min_batch(s, l.kind == MatrixKind::lm_head) &&
+         batch <= kTilesGemvMaxBatch && holds && tiles_enabled(s);
 }
 
 }  // namespace
@@ -336,13 +337,13 @@ TEST(LinearPlan, Int8MatricesLieInTheInt8TilesFrom2To16Sequences) {
   }
 }
 
-// The same for fp16: from 2 to 16 sequences the fast kernel's fp16 matrices of whole 32-column
-// steps lie in the fp16 tiles layout and run the tiles GEMV: fp16.gemv's blocks and lm_head, and
-// the fp16 lm_head of every other scheme's kernels (the fast GEMV runs it), tied to the embedding
-// or not; batch 1 and past 16 keep the canonical layout (the rows GEMV, cuBLAS).
-// DECODEBENCH_FP16_TILES=off or DECODEBENCH_TILES=off keeps the columns GEMV at 2 and cuBLAS
-// above; the int4 and int8 switches do not touch fp16.
-TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2To16Sequences) {
+// The same for fp16: from 2 to 16 sequences the fast kernel's fp16 lm_head of whole 32-column
+// steps lies in the fp16 tiles layout and runs the tiles GEMV (fp16.gemv's, and every other
+// scheme's kernels', which the fast GEMV runs), tied to the embedding or not, and fp16.gemv's
+// block matrices from 3 to 16 (at 2 the columns GEMV); batch 1 and past 16 keep the canonical
+// layout (the rows GEMV, cuBLAS). DECODEBENCH_FP16_TILES=off or DECODEBENCH_TILES=off keeps the
+// columns GEMV at 2 and cuBLAS above; the int4 and int8 switches do not touch fp16.
+TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2Or3To16Sequences) {
   for (const char* variable : {static_cast<const char*>(nullptr), "on", "off"})
     for (const char* name : {"DECODEBENCH_FP16_TILES", "DECODEBENCH_TILES"}) {
       const dbtest::EnvGuard v(name, variable);
@@ -368,16 +369,18 @@ TEST(LinearPlan, Fp16MatricesLieInTheFp16TilesFrom2To16Sequences) {
     EXPECT_EQ(tiles_enabled(Scheme::fp16), on);
     for (int64_t batch : {1, 2, 3, 8, 16, 17}) {
       const LinearPlan p = plan_linears(c, k, batch, 90, true);
-      const bool tiles = on && batch >= 2 && batch <= 16;
       for (MatrixKind m : kAllMatrixKinds) {
         SCOPED_TRACE(std::string(to_string(m)) + " " + std::to_string(batch));
+        const bool tiles = on && batch >= (m == MatrixKind::lm_head ? 2 : 3) && batch <= 16;
         EXPECT_EQ(p[m].layout, tiles ? MatrixLayout::fp16_tiles : MatrixLayout::canonical);
         const BatchedPath off = batch == 1   ? BatchedPath::none
                                 : batch == 2 ? BatchedPath::gemv_columns
                                              : BatchedPath::cublas;
         EXPECT_EQ(p[m].batched, tiles ? BatchedPath::tiles_gemv : off);
       }
-      EXPECT_EQ(p.weight_layout().name(), tiles ? "fp16-tiles" : "canonical");
+      EXPECT_EQ(p.weight_layout().name(), !on || batch == 1 || batch > 16 ? "canonical"
+                                          : batch == 2                    ? "canonical (lm_head fp16-tiles)"
+                                                                          : "fp16-tiles");
       EXPECT_EQ(p.fp16_copy_elements(), 0);  // the batched step copies none of them
     }
   }
@@ -607,7 +610,8 @@ TEST(LinearPlan, TheWeightLayoutKeysWhichKernelsShareWeights) {
       // The same with or without the fallback and at every batch but the tiles GEMV's, 2 to 16,
       // where int4's matrices the tiles layout holds lie in it (every int4 preset's but
       // tiny-int4's, whose groups of 64 it does not hold): one set of device weights serves a
-      // sweep's runs of a kernel at batch 1 and past 16, another from 2 to 16.
+      // sweep's runs of a kernel at batch 1 and past 16, another from 2 to 16 (fp16.gemv's two:
+      // its lm_head alone at 2, every matrix from 3).
       // int8's and fp16's fast kernel the same in their tiles layouts (every int8 and fp16 preset's
       // shapes), and the fp16 lm_head that the fast GEMV runs beside another scheme's blocks (any
       // kernel of theirs) in the fp16 tiles.
@@ -623,19 +627,23 @@ TEST(LinearPlan, TheWeightLayoutKeysWhichKernelsShareWeights) {
       const bool head_tiles = own_head ? blocks_tiles
                                        : c.quant.lm_head == Scheme::fp16 &&
                                              fp16_tiles_hold(matrix_shape(c, MatrixKind::lm_head), &why);
-      const bool tiles = blocks_tiles || head_tiles;
-      const std::string blocks_name = blocks_tiles ? to_string(tiles_layout(s))
-                                      : repacks    ? "int4-nibbles"
-                                                   : "canonical";
-      const WeightLayout t = plan_linears(c, *k, 2, 90, true).weight_layout();
+      // At each batch: the blocks in their tiles from 2 (fp16's from 3), the fp16 lm_head from 2.
       for (int64_t batch : kBatches) {
-        const bool tiles_batch = tiles && batch >= 2 && batch <= kTilesGemvMaxBatch;
-        EXPECT_EQ(plan_linears(c, *k, batch, 80, false).weight_layout(), tiles_batch ? t : w) << batch;
+        const bool blocks_b =
+            blocks_tiles && batch >= tiles_gemv_min_batch(s, false) && batch <= kTilesGemvMaxBatch;
+        const bool head_b = head_tiles && batch >= 2 && batch <= kTilesGemvMaxBatch;
+        const std::string blocks_name = blocks_b  ? to_string(tiles_layout(s))
+                                        : repacks ? "int4-nibbles"
+                                                  : "canonical";
+        const std::string name = !blocks_b && !head_b             ? w.name()
+                                 : own_head && blocks_b == head_b ? blocks_name
+                                 : head_b                         ? blocks_name + " (lm_head fp16-tiles)"
+                                                                  : blocks_name + " (lm_head canonical)";
+        const WeightLayout b = plan_linears(c, *k, batch, 90, true).weight_layout();
+        EXPECT_EQ(b.name(), name) << k->name << " " << batch;
+        EXPECT_EQ(plan_linears(c, *k, batch, 80, false).weight_layout(), b) << batch;
+        EXPECT_EQ(b == w, !blocks_b && !head_b) << k->name << " " << batch;
       }
-      const std::string tiles_name = own_head     ? blocks_name
-                                     : head_tiles ? blocks_name + " (lm_head fp16-tiles)"
-                                                  : blocks_name + " (lm_head canonical)";
-      EXPECT_EQ(t.name(), tiles ? tiles_name : w.name()) << k->name;
     }
     // int4.naive and int4.dequant-cublas read the canonical layout, int4.gemv its own.
     if (c.quant.scheme == Scheme::int4) {
@@ -852,7 +860,7 @@ TEST(LinearPlan, ListKernelsShowsTheBatchedPathsInTheOrderAGrowingBatchReachesTh
         }
   EXPECT_EQ(
       batched_paths(resolve_kernel("fp16.gemv", Scheme::fp16)),
-      (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::cublas}));
+      (std::vector<BatchedPath>{BatchedPath::gemv_columns, BatchedPath::tiles_gemv, BatchedPath::cublas}));
   EXPECT_EQ(
       batched_paths(resolve_kernel("int4.gemv", Scheme::int4)),
       (std::vector<BatchedPath>{BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::skinny_gemm,

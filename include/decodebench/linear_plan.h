@@ -33,7 +33,7 @@ const char* to_string(MatrixKind k);
 enum class BatchedPath {
   none,               // batch 1: the implementation's own kernel
   tiles_gemv,         // int4's, int8's and fp16's fast-kernel linears their tiles layout holds,
-                      // 2 to kTilesGemvMaxBatch sequences: kernels/gemv_tiles.cu on the tiles layout
+                      // tiles_gemv_min_batch to kTilesGemvMaxBatch: kernels/gemv_tiles.cu on the tiles layout
   gemv_columns,       // the fast kernels' linears up to their scheme's crossover: kernels/gemv_columns.cu
   skinny_gemm,        // the fast kernels' int8, fp8 and int4 above it: kernels/skinny.cu on the GEMV's layout
   cublas,             // fp16 weights through cuBLAS (the fast kernel's fp16 above it, and fp16.cublas)

@@ -99,11 +99,21 @@ constexpr int64_t gemv_columns_crossover(Scheme s) {
 // The tiles GEMV of the batched step (kernels/gemv_tiles.cuh): int4, int8 and fp16 on the
 // tensor cores, the weights in their tiles layout as the mma's A operand, up to 8 sequences a
 // mma as its N (9 to 16 a second mma on the same weights). The plan runs it, and lays the matrices it
-// takes out in their scheme's tiles layout, from 2 sequences to kTilesGemvMaxBatch;
+// takes out in their scheme's tiles layout, from tiles_gemv_min_batch to kTilesGemvMaxBatch;
 // batch 1 keeps the rows GEMV and its layout. The range is the kernel's own (two mmas at most);
 // on the H200 it beats the columns GEMV and the skinny GEMM in 8b-int4's step at 2, 4, 8 and 16
 // sequences and in 8b-int8's at 2, 8 and 16 (results/lab/batch.md §29, §31).
 constexpr int64_t kTilesGemvMaxBatch = 16;
+// The fewest sequences the plan runs a matrix on the tiles GEMV at: 2, but 3 for fp16 block
+// matrices (qkv, o, gate/up, down), which the columns GEMV streams faster at 2: fp16 has no
+// dequantization for the tensor cores to save, and on an H100 the 8b-fp16 step at 2 took 5.31
+// ms with the columns GEMV's blocks against 5.49 on the tiles, 1b-fp16's 1.03 against 1.14. An
+// fp16 lm_head keeps the tiles from 2 (8b's as fast either way, 1b's tied one 6% of the
+// 1b-int4 step faster; results/lab/batch.md §41).
+constexpr int64_t kTilesGemvMinBatchFp16Blocks = 3;
+constexpr int64_t tiles_gemv_min_batch(Scheme s, bool lm_head) {
+  return s == Scheme::fp16 && !lm_head ? kTilesGemvMinBatchFp16Blocks : 2;
+}
 
 // Whether the tiles layout holds the matrix: int4 in groups of a power of two of at least 128
 // columns (the kernel's step of two 64-column tiles reads one scale a row), the columns whole

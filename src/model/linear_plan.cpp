@@ -374,27 +374,28 @@ bool repacks_int4(Scheme s, LinearImpl impl) {
 // Whether the batched step runs the matrix on the tiles GEMV at `batch` sequences, and so
 // lays it out in its scheme's tiles layout: the fast kernel's int4, int8 and fp16 matrices
 // (fp16: the blocks' of fp16.gemv and the fp16 lm_head of the quantized kernels, tied to the
-// embedding or not), from 2 to kTilesGemvMaxBatch sequences, a matrix the layout holds, unless
-// tiles_enabled says off. Every batched path the engine takes such a matrix through reads the
-// layout: the GEMV, the prefill's fp16 copies (dequantize_rows_to_f16, fp16 too), the tied
-// embedding's gather (embed_rows), and a merged adapter's merge, which is done on the
-// canonical layout before the repack.
-bool runs_tiles(const MatrixShape& m, LinearImpl impl, int64_t batch) {
+// embedding or not), from tiles_gemv_min_batch (2; fp16 block matrices 3) to
+// kTilesGemvMaxBatch sequences, a matrix the layout holds, unless tiles_enabled says off. Every batched path
+// the engine takes such a matrix through reads the layout: the GEMV, the prefill's fp16 copies
+// (dequantize_rows_to_f16, fp16 too), the tied embedding's gather (embed_rows), and a merged adapter's merge,
+// which is done on the canonical layout before the repack.
+bool runs_tiles(const MatrixShape& m, bool lm_head, LinearImpl impl, int64_t batch) {
   const char* why = nullptr;
-  return m.scheme != Scheme::fp8 && impl == LinearImpl::gemv_fast && batch >= 2 &&
-         batch <= kTilesGemvMaxBatch && tiles_hold(m, &why) && tiles_enabled(m.scheme);
+  return m.scheme != Scheme::fp8 && impl == LinearImpl::gemv_fast &&
+         batch >= tiles_gemv_min_batch(m.scheme, lm_head) && batch <= kTilesGemvMaxBatch &&
+         tiles_hold(m, &why) && tiles_enabled(m.scheme);
 }
 
 // The layout the matrix lies in for `impl` at `batch` sequences: repacked where the fast GEMV
 // takes it, in the fragment layout where that pays; in the tiles layout where the batched step
 // runs the tiles GEMV on it (batch 1 keeps the rows GEMV's layout); canonical otherwise (a
 // matrix the fast GEMV cannot take stays canonical, for the plain GEMV or for the refusal).
-MatrixLayout planned_layout(const MatrixShape& m, LinearImpl impl, int64_t batch) {
+MatrixLayout planned_layout(const MatrixShape& m, bool lm_head, LinearImpl impl, int64_t batch) {
   const char* why = nullptr;
-  if (m.scheme != Scheme::int4 && runs_tiles(m, impl, batch)) return tiles_layout(m.scheme);
+  if (m.scheme != Scheme::int4 && runs_tiles(m, lm_head, impl, batch)) return tiles_layout(m.scheme);
   if (!repacks_int4(m.scheme, impl) || !fast_gemv_takes(m, MatrixLayout::int4_nibbles, &why))
     return MatrixLayout::canonical;
-  if (runs_tiles(m, impl, batch)) return MatrixLayout::int4_tiles;
+  if (runs_tiles(m, lm_head, impl, batch)) return MatrixLayout::int4_tiles;
   return prefers_int4_fragments(m.rows, m.cols, m.group_size) ? MatrixLayout::int4_fragments
                                                               : MatrixLayout::int4_nibbles;
 }
@@ -461,7 +462,7 @@ LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t 
     const MatrixShape& m = l.shape;
     // Whether the fast kernels take the matrix is their batch-1 layout's question: the batched
     // step's tiles layout is chosen below only for matrices they take.
-    if (l.impl == LinearImpl::gemv_fast && (!fast_gemv_takes(m, planned_layout(m, l.impl, 1), &why) ||
+    if (l.impl == LinearImpl::gemv_fast && (!fast_gemv_takes(m, planned_layout(m, head, l.impl, 1), &why) ||
                                             !fast_kernels_run(m.scheme, capability, &why))) {
       // An input dimension that is not whole chunks, a group the kernel cannot stream, fp8
       // below sm_89: the plain GEMV takes any shape on any device (and reads fp16 too, for
@@ -477,8 +478,9 @@ LinearPlan plan_linears(const ModelConfig& c, const KernelInfo& kernel, int64_t 
     }
     if (l.impl == LinearImpl::cublas && m.scheme != Scheme::fp16)
       l.refusal = fmt::format("kernel {} needs fp16 weights", kernel.name);
-    l.layout = runs_mixed_gemm(m, l.impl, batch, capability, mixed_gemm) ? MatrixLayout::mixed_wgmma
-                                                                         : planned_layout(m, l.impl, batch);
+    l.layout = runs_mixed_gemm(m, l.impl, batch, capability, mixed_gemm)
+                   ? MatrixLayout::mixed_wgmma
+                   : planned_layout(m, head, l.impl, batch);
     l.batched = batched_path(l, batch);
   }
   return p;
@@ -586,8 +588,8 @@ std::vector<std::string> LinearPlan::kernel_shapes() const {
 std::vector<BatchedPath> batched_paths(const KernelInfo& kernel) {
   switch (kernel.impl) {
     case LinearImpl::gemv_fast:
-      if (kernel.scheme == Scheme::fp16)  // a matrix the tiles layout holds takes the first
-        return {BatchedPath::tiles_gemv, BatchedPath::gemv_columns, BatchedPath::cublas};
+      if (kernel.scheme == Scheme::fp16)  // block matrices the first at 2; the tiles from 3
+        return {BatchedPath::gemv_columns, BatchedPath::tiles_gemv, BatchedPath::cublas};
       if (kernel.scheme == Scheme::int4 ||
           kernel.scheme ==
               Scheme::int8)  // a matrix the tiles layout holds takes the first, others the second
