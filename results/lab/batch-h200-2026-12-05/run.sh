@@ -10,7 +10,7 @@
 # PARTS, a comma list (default tests,ab,b1,sweep): `tests` the gpu tests, `ab` fp16 at 2 (the
 # default, then the switch off), `b1` batch 1 against the matrix, `sweep` README's sweep
 # (~270 s): two calls on one warm machine, the second reusing the first's build.
-# RUN_SECONDS (500) bounds the whole call; SWEEP_MODELS and OFF_MODELS narrow the two sweeps.
+# RUN_SECONDS (500) bounds the whole call; SWEEP_MODELS, SWEEP_BATCHES and OFF_MODELS narrow the sweeps.
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 . results/lab/device-env.sh
@@ -58,7 +58,7 @@ t compare
 fi
 if has sweep; then
 run_sweep batch-sweep ${SWEEP_SECONDS:-400} - --model ${SWEEP_MODELS:-8b-fp16,8b-int8,8b-int4,1b-fp16,1b-int8,1b-int4} \
-  --batch 1-256*2 --tokens 32 --warmup 8 --repeat 2
+  --batch ${SWEEP_BATCHES:-1-256*2} --tokens 32 --warmup 8 --repeat 2
 t sweep
 fi
 python3 - "$out" <<'PY'
