@@ -19,7 +19,7 @@ struct ShapeChoice {
 // rounds, each keeping the faster of its two times, and chooses the fastest where it is 3%
 // faster than the default, the default otherwise. One round is not enough: after a model's load
 // the card can run its first tens of milliseconds of work up to three times slow, and one round
-// then chooses by the order the shapes were timed in (results/lab/batch.md §40).
+// then chooses by the order the shapes were timed in (docs/kernels.md#batch, `gemm_skinny`).
 template <class Shape, class TimeUs>
 ShapeChoice choose_shape(const std::vector<Shape>& shapes, TimeUs&& time_us) {
   std::vector<double> us(shapes.size(), std::numeric_limits<double>::infinity());

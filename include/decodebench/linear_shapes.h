@@ -109,7 +109,7 @@ constexpr int64_t kTilesGemvMaxBatch = 16;
 // dequantization for the tensor cores to save, and on an H100 the 8b-fp16 step at 2 took 5.31
 // ms with the columns GEMV's blocks against 5.49 on the tiles, 1b-fp16's 1.03 against 1.14. An
 // fp16 lm_head keeps the tiles from 2 (8b's as fast either way, 1b's tied one 6% of the
-// 1b-int4 step faster; results/lab/batch.md §41).
+// 1b-int4 step faster; docs/kernels.md#batch).
 constexpr int64_t kTilesGemvMinBatchFp16Blocks = 3;
 constexpr int64_t tiles_gemv_min_batch(Scheme s, bool lm_head) {
   return s == Scheme::fp16 && !lm_head ? kTilesGemvMinBatchFp16Blocks : 2;
