@@ -479,13 +479,7 @@ TilesTiming tune_tiles(const std::vector<const DeviceMatrix*>& ms, const __half*
   for (const TilesShape& t : tiles_kernel_shapes())
     if (t.row_tiles != shapes[0].row_tiles || t.warps != shapes[0].warps || t.ahead != shapes[0].ahead)
       shapes.push_back(t);
-  const ShapeChoice choice = choose_shape(shapes, time_us);
-  TilesTiming c;
-  c.default_shape = shapes[0];
-  c.shape = shapes[choice.index];
-  c.us = choice.us;
-  c.default_us = choice.default_us;
-  return c;
+  return timing_of<TilesTiming>(shapes, choose_shape(shapes, time_us));
 }
 
 std::vector<TilesShape> tiles_kernel_shapes() {

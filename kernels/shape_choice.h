@@ -33,4 +33,16 @@ ShapeChoice choose_shape(const std::vector<Shape>& shapes, TimeUs&& time_us) {
   return {best, us[best], us[0]};
 }
 
+// The choice as a tuner records it (SkinnyTiming, TilesTiming): the chosen and the default shape
+// and a matrix's time at each.
+template <class Timing, class Shape>
+Timing timing_of(const std::vector<Shape>& shapes, const ShapeChoice& c) {
+  Timing t;
+  t.shape = shapes[c.index];
+  t.default_shape = shapes[0];
+  t.us = c.us;
+  t.default_us = c.default_us;
+  return t;
+}
+
 }  // namespace db::cuda

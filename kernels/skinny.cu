@@ -428,13 +428,7 @@ SkinnyTiming tune_skinny(const std::vector<const DeviceMatrix*>& ms, const __hal
         shapes.push_back(t);
     }
   }
-  const ShapeChoice choice = choose_shape(shapes, time_us);
-  SkinnyTiming c;
-  c.default_shape = shapes[0];
-  c.shape = shapes[choice.index];
-  c.us = choice.us;
-  c.default_us = choice.default_us;
-  return c;
+  return timing_of<SkinnyTiming>(shapes, choose_shape(shapes, time_us));
 }
 
 }  // namespace db::cuda

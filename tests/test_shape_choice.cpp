@@ -78,3 +78,21 @@ TEST(ShapeChoice, TheDefaultAloneIsChosen) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ShapeChoice, TheTimingRecordsTheChosenShapeAndTheDefault) {
+  struct Timing {
+    std::string shape, default_shape;
+    double us = 0, default_us = 0;
+  };
+  const std::vector<std::string> shapes{"default", "fast"};
+  const auto t =
+      db::cuda::timing_of<Timing>(shapes, choose_shape(shapes, ColdCard{{{"default", 4.0}, {"fast", 3.0}}}));
+  EXPECT_EQ(t.shape, "fast");
+  EXPECT_EQ(t.default_shape, "default");
+  EXPECT_DOUBLE_EQ(t.us, 3.0);
+  EXPECT_DOUBLE_EQ(t.default_us, 4.0);
+}
+
+}  // namespace
